@@ -1,0 +1,117 @@
+// Modules as in torch.nn: named parameters and submodules (dotted names like "conv1.weight"),
+// train/eval mode, state_dict, and the layers Conv2d, MaxPool2d, Linear, ReLU, Flatten,
+// Sequential with PyTorch's default initialisation. Models are built by name with make_model().
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/tensor.h"
+
+namespace hpcnet::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Parameters of this module and its children, depth-first in registration order.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  // Persistent buffers (e.g. batch-norm statistics), same naming.
+  NamedTensors named_buffers() const;
+  // Parameters then buffers, each detached (sharing storage), in registration order.
+  NamedTensors state_dict() const;
+  // Copies values in. Missing or unexpected keys and shape/dtype mismatches are an InputError
+  // naming the key (strict), and nothing is modified unless every key fits.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Sets every parameter's gradient to zero (set_to_none drops the buffers instead).
+  void zero_grad(bool set_to_none = false);
+  int64_t num_parameters() const;
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor t);
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+
+ private:
+  void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// torch.nn.Conv2d(in, out, kernel_size, stride, padding, bias): weight (out, in, k, k), bias (out,)
+// initialised uniform in +-1/sqrt(in * k * k) (kaiming_uniform with a = sqrt(5)).
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor forward_relu(const Tensor& x);  // relu(forward(x)) in one fused kernel
+  Tensor weight, bias;
+  int64_t stride, padding;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
+  Tensor forward(const Tensor& x) override;
+  int64_t kernel_size, stride, padding;
+};
+
+// torch.nn.Linear(in, out, bias): weight (out, in), bias (out,), uniform in +-1/sqrt(in).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor forward_relu(const Tensor& x);
+  Tensor weight, bias;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return F::relu(x); }
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1) : start_dim_(start_dim) {}
+  Tensor forward(const Tensor& x) override { return F::flatten(x, start_dim_); }
+
+ private:
+  int64_t start_dim_;
+};
+
+// Children named "0", "1", ... as in torch.nn.Sequential.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  Sequential& add(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;
+};
+
+// Models by name ("lenet"); unknown names are an InputError listing the known ones.
+std::shared_ptr<Module> make_model(const std::string& name, int64_t num_classes = 10);
+std::vector<std::string> model_names();
+
+}  // namespace hpcnet::nn

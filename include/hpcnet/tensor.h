@@ -1,0 +1,185 @@
+// Tensor: a typed, strided view of reference-counted storage on a device, plus the autograd
+// fields (requires_grad, grad, grad_fn). Copies of a Tensor share one TensorImpl, as in PyTorch.
+// Invariants: storage holds at least offset + the extent of (shape, strides) elements; a
+// contiguous tensor has row-major strides; dtype never changes after creation.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpcnet/error.h"
+
+namespace hpcnet {
+
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat64,
+  kBFloat16,
+  kFloat16,
+  kInt64,
+  kInt32,
+  kUInt8,
+};
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);  // "float32", matching torch's names
+
+enum class DeviceType : uint8_t { kCPU, kCUDA };
+
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int index = 0;
+  bool is_cpu() const { return type == DeviceType::kCPU; }
+  bool is_cuda() const { return type == DeviceType::kCUDA; }
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  std::string str() const;
+};
+inline Device cpu_device() { return Device{}; }
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);  // "(4, 3, 32, 32)"
+int64_t shape_numel(const Shape& s);
+
+// Bytes on one device, returned to its caching allocator when the last owner goes.
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+struct Node;
+struct TensorImpl;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // Factories. Contents of empty() are unspecified.
+  static Tensor empty(const Shape& shape, DType dtype = DType::kFloat32, Device device = {});
+  static Tensor zeros(const Shape& shape, DType dtype = DType::kFloat32, Device device = {});
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::kFloat32,
+                     Device device = {});
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+  static Tensor from_vector_f64(const std::vector<double>& values, const Shape& shape);
+  static Tensor from_labels(const std::vector<int64_t>& values);  // (N,) int64
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+
+  // Typed pointer to the first element (offset applied). Checks the dtype.
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+
+  // New tensors (no autograd history).
+  Tensor clone() const;       // contiguous copy
+  Tensor contiguous() const;  // this if contiguous, else a copy
+  Tensor detach() const;      // shares storage, no history
+  Tensor to(DType dtype) const;
+  // Shares storage with a new shape (one dim may be -1). Requires contiguity. No autograd:
+  // use F::reshape for a differentiable view.
+  Tensor view_nograd(const Shape& shape) const;
+
+  void fill_(double value);
+  void copy_(const Tensor& src);  // same shape; converts dtype
+  double item() const;            // one-element tensor to double
+  std::vector<float> to_vector() const;
+  std::vector<double> to_vector_f64() const;
+
+  // Autograd.
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool r);
+  const Tensor& grad() const;
+  Tensor& mutable_grad();
+  void set_grad(const Tensor& g);
+  const std::shared_ptr<Node>& grad_fn() const;
+  void set_grad_fn(std::shared_ptr<Node> fn);
+  bool is_leaf() const { return grad_fn() == nullptr; }
+  // Back-propagates from this tensor. With no argument it must hold one element (grad 1).
+  void backward(const Tensor& grad = Tensor()) const;
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;
+  DType dtype = DType::kFloat32;
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+};
+
+template <class T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
+
+template <class T>
+T* Tensor::data() const {
+  HPCNET_CHECK(defined(), "data() of an undefined tensor");
+  HPCNET_CHECK(impl_->dtype == DTypeOf<T>::value,
+               std::string("data<T>() with the wrong type; tensor is ") + dtype_name(impl_->dtype));
+  return static_cast<T*>(impl_->storage->data()) + impl_->offset;
+}
+
+// Contiguous row-major strides for a shape.
+Shape contiguous_strides(const Shape& shape);
+
+// Counters of the CPU caching allocator, for tests and `hpcnet bench`.
+struct AllocatorStats {
+  uint64_t system_allocs = 0;  // calls into the system allocator (cache misses)
+  uint64_t cache_hits = 0;
+  uint64_t bytes_cached = 0;   // held in free lists
+  uint64_t bytes_in_use = 0;
+};
+AllocatorStats cpu_allocator_stats();
+void cpu_allocator_release_cached();  // returns all cached blocks to the system
+
+}  // namespace hpcnet

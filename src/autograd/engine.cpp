@@ -1,0 +1,129 @@
+// The backward engine: collects the nodes reachable from the root, runs them from the newest to the
+// oldest, sums gradients flowing into each node and accumulates leaf gradients in place.
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "hpcnet/autograd.h"
+#include "src/ops/ops.h"
+
+namespace hpcnet {
+namespace {
+thread_local bool g_grad_mode = true;
+std::atomic<uint64_t> g_next_seq{0};
+}  // namespace
+
+Node::Node() : seq(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
+
+bool grad_mode_enabled() { return g_grad_mode; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_mode) { g_grad_mode = false; }
+NoGradGuard::~NoGradGuard() { g_grad_mode = prev_; }
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!g_grad_mode) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->requires_grad()) return true;
+  return false;
+}
+
+void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
+            Tensor& out) {
+  node->edges.clear();
+  node->edges.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    Node::Edge e;
+    if (t && t->requires_grad()) {
+      if (t->grad_fn())
+        e.fn = t->grad_fn();
+      else
+        e.leaf = t->impl_ptr();
+    }
+    node->edges.push_back(std::move(e));
+  }
+  out.impl()->requires_grad = true;
+  out.set_grad_fn(node);
+}
+
+namespace {
+
+// grad += g, allocating grad on first use (a copy: g may alias other gradients).
+void accumulate(Tensor& grad, const Tensor& g) {
+  if (!grad.defined()) {
+    grad = g.contiguous().clone();
+  } else {
+    ops::add_inplace(grad, g);
+  }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_in) {
+  HPCNET_CHECK(root.defined(), "backward() of an undefined tensor");
+  HPCNET_CHECK(root.requires_grad(),
+               "backward(): the tensor does not require grad and has no grad_fn");
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    HPCNET_CHECK(root.numel() == 1, "backward() without a gradient needs a one-element tensor, got " +
+                                        shape_str(root.shape()));
+    grad = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
+  }
+  HPCNET_CHECK(grad.shape() == root.shape(), "backward(): gradient shape " +
+                                                 shape_str(grad.shape()) + " != tensor shape " +
+                                                 shape_str(root.shape()));
+  NoGradGuard no_grad;
+  if (!root.grad_fn()) {  // a leaf
+    accumulate(root.impl()->grad, grad);
+    return;
+  }
+  // Collect reachable nodes.
+  std::vector<Node*> nodes;
+  std::vector<std::shared_ptr<Node>> keep{root.grad_fn()};  // alive until the end
+  std::unordered_map<Node*, Tensor> pending;
+  std::vector<Node*> stack{root.grad_fn().get()};
+  pending.reserve(64);
+  pending[root.grad_fn().get()] = Tensor();
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    nodes.push_back(n);
+    for (auto& e : n->edges) {
+      if (e.fn && pending.emplace(e.fn.get(), Tensor()).second) {
+        stack.push_back(e.fn.get());
+        keep.push_back(e.fn);
+      }
+    }
+  }
+  std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
+  pending[root.grad_fn().get()] = grad;
+  for (Node* n : nodes) {
+    Tensor g = std::move(pending[n]);
+    if (!g.defined()) continue;  // no gradient reached it
+    std::vector<Tensor> grads = n->backward(g);
+    HPCNET_CHECK(grads.size() == n->edges.size(),
+                 std::string(n->name()) + ": backward returned the wrong number of gradients");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      auto& e = n->edges[i];
+      if (!e.active() || !grads[i].defined()) continue;
+      if (e.fn) {
+        Tensor& p = pending[e.fn.get()];
+        if (!p.defined()) {
+          p = grads[i];
+        } else {
+          // Sum into a fresh buffer unless p is already one we own.
+          Tensor sum = p.clone();
+          ops::add_inplace(sum, grads[i]);
+          p = sum;
+        }
+      } else {
+        accumulate(e.leaf->grad, grads[i]);
+      }
+    }
+  }
+  // Free the graph (as PyTorch does without retain_graph).
+  for (Node* n : nodes) {
+    n->release();
+  }
+  for (Node* n : nodes) n->edges.clear();
+}
+
+}  // namespace hpcnet

@@ -1,0 +1,153 @@
+// Module bookkeeping (names, state_dict, modes) and the basic layers.
+#include <cmath>
+#include <set>
+
+#include "hpcnet/nn.h"
+#include "hpcnet/rng.h"
+
+namespace hpcnet::nn {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t) {
+  t.set_requires_grad(true);
+  params_.emplace_back(name, std::move(t));
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
+  for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  for (auto& [n, t] : named_parameters()) out.emplace_back(n, t.detach());
+  for (auto& [n, t] : named_buffers()) out.emplace_back(n, t.detach());
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  NamedTensors mine = named_parameters();
+  for (auto& nb : named_buffers()) mine.push_back(nb);
+  std::set<std::string> seen;
+  for (auto& [name, t] : mine) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      if (strict) throw InputError("state_dict is missing '" + name + "'");
+      continue;
+    }
+    seen.insert(name);
+    if (it->second.shape() != t.shape())
+      throw InputError("state_dict entry '" + name + "' has shape " +
+                       shape_str(it->second.shape()) + ", the model expects " +
+                       shape_str(t.shape()));
+  }
+  if (strict)
+    for (auto& [name, t] : state)
+      if (!seen.count(name)) throw InputError("state_dict has unexpected key '" + name + "'");
+  for (auto& [name, t] : mine) {
+    auto it = state.find(name);
+    if (it != state.end()) Tensor(t).copy_(it->second);
+  }
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& [n, p] : named_parameters()) {
+    Tensor& g = p.mutable_grad();
+    if (!g.defined()) continue;
+    if (set_to_none)
+      g = Tensor();
+    else
+      g.fill_(0.0);
+  }
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, p] : named_parameters()) n += p.numel();
+  return n;
+}
+
+namespace {
+Tensor uniform_tensor(const Shape& shape, double bound) {
+  Tensor t = Tensor::empty(shape);
+  float* p = t.data<float>();
+  Rng& rng = default_rng();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<float>(-bound + 2.0 * bound * rng.uniform());
+  return t;
+}
+}  // namespace
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
+               int64_t padding_, bool has_bias)
+    : stride(stride_), padding(padding_) {
+  HPCNET_REQUIRE(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 &&
+                     padding_ >= 0,
+                 "Conv2d: channels, kernel_size and stride must be positive, padding >= 0");
+  double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
+  weight = register_parameter(
+      "weight", uniform_tensor({out_channels, in_channels, kernel_size, kernel_size}, bound));
+  if (has_bias) bias = register_parameter("bias", uniform_tensor({out_channels}, bound));
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return F::conv2d(x, weight, bias, stride, padding); }
+Tensor Conv2d::forward_relu(const Tensor& x) {
+  return F::conv2d_relu(x, weight, bias, stride, padding);
+}
+
+MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t p)
+    : kernel_size(k), stride(s ? s : k), padding(p) {}
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return F::max_pool2d(x, kernel_size, stride, padding);
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
+  HPCNET_REQUIRE(in_features > 0 && out_features > 0, "Linear: features must be positive");
+  double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform_tensor({out_features, in_features}, bound));
+  if (has_bias) bias = register_parameter("bias", uniform_tensor({out_features}, bound));
+}
+
+Tensor Linear::forward(const Tensor& x) { return F::linear(x, weight, bias); }
+Tensor Linear::forward_relu(const Tensor& x) { return F::linear_relu(x, weight, bias); }
+
+Sequential& Sequential::add(std::shared_ptr<Module> m) {
+  register_module(std::to_string(children().size()), std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& [n, m] : children()) y = m->forward(y);
+  return y;
+}
+
+}  // namespace hpcnet::nn

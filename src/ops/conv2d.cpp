@@ -1,0 +1,118 @@
+// conv2d: the dispatching kernels and the differentiable F::conv2d / F::conv2d_relu, with the
+// backward beside the forward:  dx = conv_transpose(dy, w),  dw = corr(x, dy),  db = sum(dy).
+// With a fused ReLU the node first masks dy by (y > 0).
+#include "hpcnet/functional.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/op_table.h"
+
+namespace hpcnet {
+namespace ops {
+
+HPCNET_DEFINE_OP(conv2d)
+
+namespace {
+void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  HPCNET_CHECK(x.dim() == 4, std::string(op) + ": input must be (N, C, H, W), got " +
+                                 shape_str(x.shape()));
+  HPCNET_CHECK(w.dim() == 4 && w.size(1) == x.size(1),
+               std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
+                   shape_str(x.shape()));
+  detail::check_dtype(op, w, x.dtype(), "weight");
+  if (b.defined()) {
+    detail::check_shape(op, b, {w.size(0)}, "bias");
+    detail::check_dtype(op, b, x.dtype(), "bias");
+  }
+  detail::check_same_device(op, x.device(), {&x, &w, &b});
+}
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const Conv2dParams& p, bool relu) {
+  check_conv("conv2d", x, w, b);
+  detail::check_shape("conv2d", y,
+                      {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
+                       conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w)},
+                      "output");
+  HPCNET_DISPATCH(x.device(), conv2d_forward, x, w, b, y, p, relu);
+}
+
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  detail::check_same_device("conv2d_backward_data", dy.device(), {&dy, &w, &dx});
+  HPCNET_DISPATCH(dy.device(), conv2d_backward_data, dy, w, dx, p);
+}
+
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
+                             const Conv2dParams& p) {
+  detail::check_same_device("conv2d_backward_weights", x.device(), {&x, &dy, &dw, &db});
+  HPCNET_DISPATCH(x.device(), conv2d_backward_weights, x, dy, dw, db, p);
+}
+
+}  // namespace ops
+
+namespace {
+
+struct Conv2dNode : Node {
+  Tensor x, w, y;  // y kept only with the fused ReLU
+  bool has_bias = false, relu = false;
+  ops::Conv2dParams p;
+  const char* name() const override { return relu ? "Conv2dReluBackward" : "Conv2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& grad_out) override {
+    Tensor dy = grad_out.contiguous();
+    if (relu) {
+      Tensor masked = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+      ops::relu_backward(dy, y, masked);
+      dy = masked;
+    }
+    Tensor dx, dw, db;
+    if (edges[0].active()) {
+      dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      ops::conv2d_backward_data(dy, w, dx, p);
+    }
+    if (edges[1].active() || (has_bias && edges[2].active())) {
+      dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      if (has_bias) db = Tensor::empty({w.size(0)}, w.dtype(), w.device());
+      ops::conv2d_backward_weights(x, dy, dw, db, p);
+    }
+    return {dx, edges[1].active() ? dw : Tensor(), has_bias && edges[2].active() ? db : Tensor()};
+  }
+  void release() override { x = w = y = Tensor(); }
+};
+
+Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
+                   int64_t padding, bool relu) {
+  HPCNET_CHECK(stride >= 1 && padding >= 0, "conv2d: stride must be >= 1 and padding >= 0");
+  Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
+  ops::Conv2dParams p{stride, stride, padding, padding};
+  HPCNET_CHECK(x.dim() == 4 && w.dim() == 4, "conv2d: input and weight must be 4-d");
+  int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding);
+  int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding);
+  HPCNET_CHECK(oh > 0 && ow > 0, "conv2d: kernel " + shape_str(w.shape()) +
+                                     " is larger than the padded input " + shape_str(x.shape()));
+  Tensor y = Tensor::empty({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device());
+  ops::conv2d_forward(x, w, b, y, p, relu);
+  if (any_requires_grad({&x_in, &w_in, &b_in})) {
+    auto node = std::make_shared<Conv2dNode>();
+    node->x = x;
+    node->w = w;
+    node->has_bias = b.defined();
+    node->relu = relu;
+    node->p = p;
+    if (relu) node->y = y;
+    record(node, {&x_in, &w_in, &b_in}, y);
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor F::conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                 int64_t padding) {
+  return conv2d_impl(x, w, b, stride, padding, false);
+}
+
+Tensor F::conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                      int64_t padding) {
+  return conv2d_impl(x, w, b, stride, padding, true);
+}
+
+}  // namespace hpcnet

@@ -1,0 +1,202 @@
+// CPU 2-D convolution: float32 through oneDNN (forward with fused bias and optional ReLU, backward
+// data, backward weights with bias), float64 through reference loops. Tensors are plain NCHW /
+// OIHW; oneDNN primitives are cached per shape.
+#include <cstring>
+
+#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/cpu/dnnl_util.h"
+
+namespace hpcnet::cpu {
+namespace {
+
+using dnnl::memory;
+
+struct ConvShape {
+  int64_t n, c, h, w, k, r, s, p, q;
+};
+
+ConvShape conv_shape(const Tensor& x, const Shape& wshape, const Shape& yshape) {
+  return {x.size(0), x.size(1), x.size(2), x.size(3), wshape[0], wshape[2], wshape[3],
+          yshape[2], yshape[3]};
+}
+
+DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu) {
+  return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h,
+                  p.pad_w, bias, relu);
+}
+
+struct ConvMds {
+  memory::desc x, w, b, y;
+  memory::dims strides, pad_l, pad_r;
+};
+
+ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p) {
+  ConvMds m;
+  m.x = plain_md({s.n, s.c, s.h, s.w});
+  m.w = plain_md({s.k, s.c, s.r, s.s});
+  m.b = plain_md({s.k});
+  m.y = plain_md({s.n, s.k, s.p, s.q});
+  m.strides = {p.stride_h, p.stride_w};
+  m.pad_l = {p.pad_h, p.pad_w};
+  // Right padding so that oneDNN's output size matches floor((H + 2p - R) / stride) + 1.
+  m.pad_r = {(s.p - 1) * p.stride_h + s.r - s.h - p.pad_h, (s.q - 1) * p.stride_w + s.s - s.w - p.pad_w};
+  return m;
+}
+
+dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias, bool relu) {
+  using namespace dnnl;
+  auto d = bias ? convolution_forward::desc(prop_kind::forward_training,
+                                            algorithm::convolution_direct, m.x, m.w, m.b, m.y,
+                                            m.strides, m.pad_l, m.pad_r)
+                : convolution_forward::desc(prop_kind::forward_training,
+                                            algorithm::convolution_direct, m.x, m.w, m.y,
+                                            m.strides, m.pad_l, m.pad_r);
+  primitive_attr attr;
+  if (relu) {
+    post_ops po;
+    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  return convolution_forward::primitive_desc(d, attr, dnnl_engine());
+}
+
+// ---- float64 reference loops ----
+
+void conv_fwd_ref(const ConvShape& s, const Conv2dParams& p, const double* x, const double* w,
+                  const double* b, double* y, bool relu) {
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t k = 0; k < s.k; ++k)
+      for (int64_t oh = 0; oh < s.p; ++oh)
+        for (int64_t ow = 0; ow < s.q; ++ow) {
+          double acc = b ? b[k] : 0.0;
+          for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t r = 0; r < s.r; ++r) {
+              int64_t ih = oh * p.stride_h - p.pad_h + r;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int64_t t = 0; t < s.s; ++t) {
+                int64_t iw = ow * p.stride_w - p.pad_w + t;
+                if (iw < 0 || iw >= s.w) continue;
+                acc += x[((n * s.c + c) * s.h + ih) * s.w + iw] *
+                       w[((k * s.c + c) * s.r + r) * s.s + t];
+              }
+            }
+          if (relu && acc < 0) acc = 0;
+          y[((n * s.k + k) * s.p + oh) * s.q + ow] = acc;
+        }
+}
+
+// Calls f(x_index, w_index, y_index) for every multiply-accumulate of the convolution.
+template <class F>
+void conv_for_each_mac(const ConvShape& s, const Conv2dParams& p, F&& f) {
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t k = 0; k < s.k; ++k)
+      for (int64_t oh = 0; oh < s.p; ++oh)
+        for (int64_t ow = 0; ow < s.q; ++ow) {
+          int64_t yi = ((n * s.k + k) * s.p + oh) * s.q + ow;
+          for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t r = 0; r < s.r; ++r) {
+              int64_t ih = oh * p.stride_h - p.pad_h + r;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int64_t t = 0; t < s.s; ++t) {
+                int64_t iw = ow * p.stride_w - p.pad_w + t;
+                if (iw < 0 || iw >= s.w) continue;
+                f(((n * s.c + c) * s.h + ih) * s.w + iw, ((k * s.c + c) * s.r + r) * s.s + t, yi);
+              }
+            }
+        }
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const Conv2dParams& p, bool relu) {
+  ConvShape s = conv_shape(x, w.shape(), y.shape());
+  bool has_b = b.defined();
+  if (x.dtype() == DType::kFloat64) {
+    conv_fwd_ref(s, p, x.data<double>(), w.data<double>(), has_b ? b.data<double>() : nullptr,
+                 y.data<double>(), relu);
+    return;
+  }
+  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu), [&](DnnlOp& op) {
+    ConvMds m = conv_mds(s, p);
+    op.prim = dnnl::convolution_forward(conv_fwd_pd(m, has_b, relu));
+    op.add_arg(DNNL_ARG_SRC, m.x);
+    op.add_arg(DNNL_ARG_WEIGHTS, m.w);
+    if (has_b) op.add_arg(DNNL_ARG_BIAS, m.b);
+    op.add_arg(DNNL_ARG_DST, m.y);
+  });
+  e.bind(DNNL_ARG_SRC, x);
+  e.bind(DNNL_ARG_WEIGHTS, w);
+  if (has_b) e.bind(DNNL_ARG_BIAS, b);
+  e.bind(DNNL_ARG_DST, y);
+  e.run();
+}
+
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  ConvShape s = conv_shape(dx, w.shape(), dy.shape());
+  if (dy.dtype() == DType::kFloat64) {
+    const double* pdy = dy.data<double>();
+    const double* pw = w.data<double>();
+    double* pdx = dx.data<double>();
+    std::memset(pdx, 0, dx.nbytes());
+    conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdx[xi] += pdy[yi] * pw[wi]; });
+    return;
+  }
+  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false), [&](DnnlOp& op) {
+    using namespace dnnl;
+    ConvMds m = conv_mds(s, p);
+    convolution_backward_data::desc d(algorithm::convolution_direct, m.x, m.w, m.y, m.strides,
+                                      m.pad_l, m.pad_r);
+    op.prim = convolution_backward_data(
+        convolution_backward_data::primitive_desc(d, dnnl_engine(), conv_fwd_pd(m, false, false)));
+    op.add_arg(DNNL_ARG_DIFF_DST, m.y);
+    op.add_arg(DNNL_ARG_WEIGHTS, m.w);
+    op.add_arg(DNNL_ARG_DIFF_SRC, m.x);
+  });
+  e.bind(DNNL_ARG_DIFF_DST, dy);
+  e.bind(DNNL_ARG_WEIGHTS, w);
+  e.bind(DNNL_ARG_DIFF_SRC, dx);
+  e.run();
+}
+
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
+                             const Conv2dParams& p) {
+  ConvShape s = conv_shape(x, dw.shape(), dy.shape());
+  bool has_b = db.defined();
+  if (x.dtype() == DType::kFloat64) {
+    const double* px = x.data<double>();
+    const double* pdy = dy.data<double>();
+    double* pdw = dw.data<double>();
+    std::memset(pdw, 0, dw.nbytes());
+    conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdw[wi] += pdy[yi] * px[xi]; });
+    if (has_b) {
+      double* pdb = db.data<double>();
+      std::memset(pdb, 0, db.nbytes());
+      for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t k = 0; k < s.k; ++k)
+          for (int64_t i = 0; i < s.p * s.q; ++i) pdb[k] += pdy[(n * s.k + k) * s.p * s.q + i];
+    }
+    return;
+  }
+  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false), [&](DnnlOp& op) {
+    using namespace dnnl;
+    ConvMds m = conv_mds(s, p);
+    auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x, m.w,
+                                                        m.b, m.y, m.strides, m.pad_l, m.pad_r)
+                   : convolution_backward_weights::desc(algorithm::convolution_direct, m.x, m.w,
+                                                        m.y, m.strides, m.pad_l, m.pad_r);
+    op.prim = convolution_backward_weights(convolution_backward_weights::primitive_desc(
+        d, dnnl_engine(), conv_fwd_pd(m, has_b, false)));
+    op.add_arg(DNNL_ARG_SRC, m.x);
+    op.add_arg(DNNL_ARG_DIFF_DST, m.y);
+    op.add_arg(DNNL_ARG_DIFF_WEIGHTS, m.w);
+    if (has_b) op.add_arg(DNNL_ARG_DIFF_BIAS, m.b);
+  });
+  e.bind(DNNL_ARG_SRC, x);
+  e.bind(DNNL_ARG_DIFF_DST, dy);
+  e.bind(DNNL_ARG_DIFF_WEIGHTS, dw);
+  if (has_b) e.bind(DNNL_ARG_DIFF_BIAS, db);
+  e.run();
+}
+
+}  // namespace hpcnet::cpu

@@ -1,0 +1,50 @@
+// oneDNN engine/stream singletons and error conversion.
+#include "src/ops/cpu/dnnl_util.h"
+
+#include <string>
+
+namespace hpcnet::cpu {
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream s(dnnl_engine());
+  return s;
+}
+
+namespace {
+using DnnlCache = std::unordered_map<DnnlKey, std::unique_ptr<DnnlOp>, DnnlKeyHash>;
+DnnlCache& dnnl_cache() {
+  thread_local DnnlCache cache;
+  return cache;
+}
+}  // namespace
+
+DnnlOp* dnnl_cache_find(const DnnlKey& key) {
+  auto& c = dnnl_cache();
+  auto it = c.find(key);
+  return it == c.end() ? nullptr : it->second.get();
+}
+
+DnnlOp& dnnl_cache_insert(const DnnlKey& key, std::unique_ptr<DnnlOp> op) {
+  return *dnnl_cache().emplace(key, std::move(op)).first->second;
+}
+
+void DnnlOp::run() {
+  dnnl_status_t st = dnnl_primitive_execute(prim.get(), dnnl_stream().get(),
+                                            static_cast<int>(c_args.size()), c_args.data());
+  if (st != dnnl_success)
+    throw Error("oneDNN primitive execution failed with status " +
+                std::to_string(static_cast<int>(st)));
+}
+
+void throw_dnnl_error(const dnnl::error& e, const char* call, const char* file, int line) {
+  throw Error(std::string("oneDNN call failed: ") + e.what() + " (status " +
+              std::to_string(static_cast<int>(e.status)) + ") in `" + call + "` at " + file + ":" +
+              std::to_string(line));
+}
+
+}  // namespace hpcnet::cpu

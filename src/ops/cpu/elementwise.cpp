@@ -1,0 +1,97 @@
+// CPU elementwise ops and reductions: relu, add, scale, sum, mean and the fill used by their
+// backward. Contiguous tensors; loops vectorise; large ones split across OpenMP threads.
+#include <cmath>
+
+#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/cpu/float_dispatch.h"
+
+namespace hpcnet::cpu {
+namespace {
+constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than they save
+}
+
+void relu_forward(const Tensor& x, Tensor& y) {
+  dispatch_float(x.dtype(), "relu", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    int64_t n = x.numel();
+#pragma omp parallel for if (n > kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) py[i] = px[i] > T(0) ? px[i] : T(0);
+  });
+}
+
+void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  dispatch_float(dy.dtype(), "relu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pdy = dy.data<T>();
+    const T* py = y.data<T>();
+    T* pdx = dx.data<T>();
+    int64_t n = dy.numel();
+#pragma omp parallel for if (n > kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) pdx[i] = py[i] > T(0) ? pdy[i] : T(0);
+  });
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  dispatch_float(a.dtype(), "add", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    int64_t n = a.numel();
+#pragma omp parallel for if (n > kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  });
+}
+
+void add_inplace(Tensor& a, const Tensor& b) { add(a, b, a); }
+
+void scale(const Tensor& x, double s, Tensor& out) {
+  dispatch_float(x.dtype(), "scale", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    T f = static_cast<T>(s);
+    int64_t n = x.numel();
+#pragma omp parallel for if (n > kParallelMin) schedule(static)
+    for (int64_t i = 0; i < n; ++i) po[i] = px[i] * f;
+  });
+}
+
+namespace {
+// Sum in double (pairwise over blocks would also do; double is exact enough here).
+template <class T>
+double sum_all(const T* p, int64_t n) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += p[i];
+  return acc;
+}
+}  // namespace
+
+void sum_forward(const Tensor& x, Tensor& y) {
+  dispatch_float(x.dtype(), "sum", [&](auto tag) {
+    using T = decltype(tag);
+    y.data<T>()[0] = static_cast<T>(sum_all(x.data<T>(), x.numel()));
+  });
+}
+
+void mean_forward(const Tensor& x, Tensor& y) {
+  dispatch_float(x.dtype(), "mean", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t n = x.numel();
+    y.data<T>()[0] = static_cast<T>(n ? sum_all(x.data<T>(), n) / n : NAN);
+  });
+}
+
+void fill_like_backward(const Tensor& dy, double factor, Tensor& dx) {
+  dispatch_float(dx.dtype(), "fill_like_backward", [&](auto tag) {
+    using T = decltype(tag);
+    T v = static_cast<T>(dy.data<T>()[0] * factor);
+    T* p = dx.data<T>();
+    int64_t n = dx.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = v;
+  });
+}
+
+}  // namespace hpcnet::cpu

@@ -1,0 +1,47 @@
+// Argument checks shared by the dispatching kernel API, and the threads setting.
+#include "src/ops/dispatch.h"
+
+#include <omp.h>
+
+namespace hpcnet::ops {
+namespace detail {
+
+void no_backend(const char* op, Device d) {
+  throw Error(std::string(op) + ": no kernel for device " + d.str() +
+              " in this build (rebuild with -DHPCNET_CUDA=ON for CUDA)");
+}
+
+void check_same_device(const char* op, Device d, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) {
+    if (!t || !t->defined()) continue;
+    if (!(t->device() == d))
+      throw Error(std::string(op) + ": tensors on different devices (" + t->device().str() +
+                  " and " + d.str() + ")");
+    if (!t->is_contiguous())
+      throw Error(std::string(op) + ": kernels take contiguous tensors; got strides " +
+                  shape_str(t->strides()));
+  }
+}
+
+void check_dtype(const char* op, const Tensor& t, DType want, const char* arg) {
+  if (t.dtype() != want)
+    throw Error(std::string(op) + ": " + arg + " has dtype " + dtype_name(t.dtype()) +
+                ", expected " + dtype_name(want));
+}
+
+void check_shape(const char* op, const Tensor& t, const Shape& want, const char* arg) {
+  if (t.shape() != want)
+    throw Error(std::string(op) + ": " + arg + " has shape " + shape_str(t.shape()) +
+                ", expected " + shape_str(want));
+}
+
+}  // namespace detail
+
+void set_num_threads(int n) {
+  if (n <= 0) n = omp_get_num_procs();
+  omp_set_num_threads(n);
+}
+
+int get_num_threads() { return omp_get_max_threads(); }
+
+}  // namespace hpcnet::ops

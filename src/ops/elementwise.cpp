@@ -1,0 +1,161 @@
+// Elementwise ops and reductions: relu, add, reshape/flatten (a view), sum, mean, with their
+// dispatching kernels and backward formulas side by side:
+//   relu: dx = dy * (y > 0);  add: da = db = dy;  reshape: dx = dy viewed as x;
+//   sum: dx = dy everywhere;  mean: dx = dy / numel.
+#include "hpcnet/functional.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/op_table.h"
+
+namespace hpcnet {
+namespace ops {
+
+HPCNET_DEFINE_OP(relu)
+HPCNET_DEFINE_OP(add)
+HPCNET_DEFINE_OP(reshape)
+HPCNET_DEFINE_OP(sum)
+HPCNET_DEFINE_OP(mean)
+
+void relu_forward(const Tensor& x, Tensor& y) {
+  detail::check_same_device("relu", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), relu_forward, x, y);
+}
+void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  detail::check_same_device("relu_backward", dy.device(), {&dy, &y, &dx});
+  HPCNET_DISPATCH(dy.device(), relu_backward, dy, y, dx);
+}
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  detail::check_shape("add", b, a.shape(), "other");
+  detail::check_dtype("add", b, a.dtype(), "other");
+  detail::check_same_device("add", a.device(), {&a, &b, &out});
+  HPCNET_DISPATCH(a.device(), add, a, b, out);
+}
+void add_inplace(Tensor& a, const Tensor& b) {
+  detail::check_shape("add_", b, a.shape(), "other");
+  detail::check_dtype("add_", b, a.dtype(), "other");
+  detail::check_same_device("add_", a.device(), {&a, &b});
+  HPCNET_DISPATCH(a.device(), add_inplace, a, b);
+}
+void scale(const Tensor& x, double s, Tensor& out) {
+  detail::check_same_device("scale", x.device(), {&x, &out});
+  HPCNET_DISPATCH(x.device(), scale, x, s, out);
+}
+void sum_forward(const Tensor& x, Tensor& y) {
+  detail::check_same_device("sum", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), sum_forward, x, y);
+}
+void mean_forward(const Tensor& x, Tensor& y) {
+  detail::check_same_device("mean", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), mean_forward, x, y);
+}
+void fill_like_backward(const Tensor& dy, double factor, Tensor& dx) {
+  detail::check_same_device("fill_like_backward", dx.device(), {&dy, &dx});
+  HPCNET_DISPATCH(dx.device(), fill_like_backward, dy, factor, dx);
+}
+
+}  // namespace ops
+
+namespace {
+
+struct ReluNode : Node {
+  Tensor y;
+  const char* name() const override { return "ReluBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+    ops::relu_backward(g.contiguous(), y, dx);
+    return {dx};
+  }
+  void release() override { y = Tensor(); }
+};
+
+struct AddNode : Node {
+  const char* name() const override { return "AddBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override { return {g, g}; }
+};
+
+struct ReshapeNode : Node {
+  Shape in_shape;
+  const char* name() const override { return "ReshapeBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {g.contiguous().view_nograd(in_shape)};
+  }
+};
+
+struct ReduceNode : Node {
+  Shape in_shape;
+  DType dtype;
+  Device device;
+  bool is_mean = false;
+  const char* name() const override { return is_mean ? "MeanBackward" : "SumBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(in_shape, dtype, device);
+    int64_t n = shape_numel(in_shape);
+    ops::fill_like_backward(g.contiguous(), is_mean ? 1.0 / static_cast<double>(n) : 1.0, dx);
+    return {dx};
+  }
+};
+
+Tensor reduce_impl(const Tensor& x_in, bool is_mean) {
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty({}, x.dtype(), x.device());
+  if (is_mean)
+    ops::mean_forward(x, y);
+  else
+    ops::sum_forward(x, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<ReduceNode>();
+    node->in_shape = x.shape();
+    node->dtype = x.dtype();
+    node->device = x.device();
+    node->is_mean = is_mean;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor F::relu(const Tensor& x_in) {
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  ops::relu_forward(x, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<ReluNode>();
+    node->y = y;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::add(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  ops::add(a, b, y);
+  if (any_requires_grad({&a_in, &b_in})) record(std::make_shared<AddNode>(), {&a_in, &b_in}, y);
+  return y;
+}
+
+Tensor F::reshape(const Tensor& x_in, const Shape& shape) {
+  Tensor x = x_in.contiguous();
+  Tensor y = x.view_nograd(shape);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<ReshapeNode>();
+    node->in_shape = x.shape();
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::flatten(const Tensor& x, int64_t start_dim) {
+  int64_t nd = x.dim();
+  if (start_dim < 0) start_dim += nd;
+  HPCNET_CHECK(start_dim >= 0 && start_dim < std::max<int64_t>(nd, 1),
+               "flatten: start_dim out of range for shape " + shape_str(x.shape()));
+  Shape s(x.shape().begin(), x.shape().begin() + start_dim);
+  s.push_back(-1);
+  return reshape(x, s);
+}
+
+Tensor F::sum(const Tensor& x) { return reduce_impl(x, false); }
+Tensor F::mean(const Tensor& x) { return reduce_impl(x, true); }
+
+}  // namespace hpcnet

@@ -1,0 +1,91 @@
+// linear: dispatching kernels and F::linear / F::linear_relu (y = x w^T + b), backward beside:
+// dx = dy w,  dw = dy^T x,  db = sum over rows of dy; with the fused ReLU, dy is masked first.
+#include "hpcnet/functional.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/op_table.h"
+
+namespace hpcnet {
+namespace ops {
+
+HPCNET_DEFINE_OP(linear)
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, bool relu) {
+  const char* op = "linear";
+  HPCNET_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1),
+               std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
+                   shape_str(x.shape()));
+  detail::check_dtype(op, w, x.dtype(), "weight");
+  if (b.defined()) detail::check_shape(op, b, {w.size(0)}, "bias");
+  detail::check_shape(op, y, {x.size(0), w.size(0)}, "output");
+  detail::check_same_device(op, x.device(), {&x, &w, &b, &y});
+  HPCNET_DISPATCH(x.device(), linear_forward, x, w, b, y, relu);
+}
+
+void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
+  detail::check_same_device("linear_backward_data", dy.device(), {&dy, &w, &dx});
+  HPCNET_DISPATCH(dy.device(), linear_backward_data, dy, w, dx);
+}
+
+void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db) {
+  detail::check_same_device("linear_backward_weights", x.device(), {&x, &dy, &dw, &db});
+  HPCNET_DISPATCH(x.device(), linear_backward_weights, x, dy, dw, db);
+}
+
+}  // namespace ops
+
+namespace {
+
+struct LinearNode : Node {
+  Tensor x, w, y;  // y kept only with the fused ReLU
+  bool has_bias = false, relu = false;
+  const char* name() const override { return relu ? "LinearReluBackward" : "LinearBackward"; }
+  std::vector<Tensor> backward(const Tensor& grad_out) override {
+    Tensor dy = grad_out.contiguous();
+    if (relu) {
+      Tensor masked = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+      ops::relu_backward(dy, y, masked);
+      dy = masked;
+    }
+    Tensor dx, dw, db;
+    if (edges[0].active()) {
+      dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      ops::linear_backward_data(dy, w, dx);
+    }
+    if (edges[1].active() || (has_bias && edges[2].active())) {
+      dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      if (has_bias) db = Tensor::empty({w.size(0)}, w.dtype(), w.device());
+      ops::linear_backward_weights(x, dy, dw, db);
+    }
+    return {dx, edges[1].active() ? dw : Tensor(), has_bias && edges[2].active() ? db : Tensor()};
+  }
+  void release() override { x = w = y = Tensor(); }
+};
+
+Tensor linear_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, bool relu) {
+  Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
+  HPCNET_CHECK(x.dim() == 2 && w.dim() == 2, "linear: input must be (N, IN) and weight (OUT, IN), got " +
+                                                 shape_str(x.shape()) + " and " + shape_str(w.shape()));
+  Tensor y = Tensor::empty({x.size(0), w.size(0)}, x.dtype(), x.device());
+  ops::linear_forward(x, w, b, y, relu);
+  if (any_requires_grad({&x_in, &w_in, &b_in})) {
+    auto node = std::make_shared<LinearNode>();
+    node->x = x;
+    node->w = w;
+    node->has_bias = b.defined();
+    node->relu = relu;
+    if (relu) node->y = y;
+    record(node, {&x_in, &w_in, &b_in}, y);
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor F::linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return linear_impl(x, w, b, false);
+}
+Tensor F::linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return linear_impl(x, w, b, true);
+}
+
+}  // namespace hpcnet

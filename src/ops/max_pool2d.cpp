@@ -1,0 +1,68 @@
+// max_pool2d: dispatching kernels and F::max_pool2d. Backward routes each output gradient to the
+// input position that held the window's maximum (kept in the forward's workspace).
+#include "hpcnet/functional.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/op_table.h"
+
+namespace hpcnet {
+namespace ops {
+
+HPCNET_DEFINE_OP(max_pool2d)
+
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor* workspace, const Pool2dParams& p) {
+  detail::check_same_device("max_pool2d", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), max_pool2d_forward, x, y, workspace, p);
+}
+
+void max_pool2d_backward(const Tensor& dy, const Tensor& workspace, Tensor& dx,
+                         const Pool2dParams& p) {
+  detail::check_same_device("max_pool2d_backward", dy.device(), {&dy, &dx});
+  HPCNET_DISPATCH(dy.device(), max_pool2d_backward, dy, workspace, dx, p);
+}
+
+}  // namespace ops
+
+namespace {
+struct MaxPool2dNode : Node {
+  Tensor workspace;
+  Shape x_shape;
+  DType dtype;
+  Device device;
+  ops::Pool2dParams p;
+  const char* name() const override { return "MaxPool2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& grad_out) override {
+    Tensor dx = Tensor::empty(x_shape, dtype, device);
+    ops::max_pool2d_backward(grad_out.contiguous(), workspace, dx, p);
+    return {dx};
+  }
+  void release() override { workspace = Tensor(); }
+};
+}  // namespace
+
+Tensor F::max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
+  if (stride == 0) stride = kernel_size;
+  HPCNET_CHECK(x_in.dim() == 4, "max_pool2d: input must be (N, C, H, W), got " +
+                                    shape_str(x_in.shape()));
+  HPCNET_CHECK(kernel_size >= 1 && stride >= 1 && padding >= 0 && 2 * padding <= kernel_size,
+               "max_pool2d: need kernel_size >= 1, stride >= 1, 0 <= padding <= kernel_size / 2");
+  Tensor x = x_in.contiguous();
+  ops::Pool2dParams p{kernel_size, kernel_size, stride, stride, padding, padding};
+  int64_t oh = ops::conv_out_size(x.size(2), kernel_size, stride, padding);
+  int64_t ow = ops::conv_out_size(x.size(3), kernel_size, stride, padding);
+  HPCNET_CHECK(oh > 0 && ow > 0, "max_pool2d: window larger than input " + shape_str(x.shape()));
+  Tensor y = Tensor::empty({x.size(0), x.size(1), oh, ow}, x.dtype(), x.device());
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<MaxPool2dNode>();
+    ops::max_pool2d_forward(x, y, &node->workspace, p);
+    node->x_shape = x.shape();
+    node->dtype = x.dtype();
+    node->device = x.device();
+    node->p = p;
+    record(node, {&x_in}, y);
+  } else {
+    ops::max_pool2d_forward(x, y, nullptr, p);
+  }
+  return y;
+}
+
+}  // namespace hpcnet

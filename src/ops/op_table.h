@@ -1,0 +1,42 @@
+// The op table: one line per op, the single list that names every differentiable op. Each op
+// NAME has a backend-neutral autograd wrapper (src/ops/NAME.cpp, F::NAME) that defines
+// HPCNET_DEFINE_OP(NAME), kernels in src/ops/cpu/NAME.cpp (and src/ops/cuda/NAME.cu), and a
+// finite-difference gradient check in tests/test_gradcheck.cpp. A name listed here without its
+// wrapper fails to link; tests/test_gradcheck.cpp fails when an op has no check.
+#pragma once
+
+#define HPCNET_OP_TABLE(X) \
+  X(conv2d)                \
+  X(max_pool2d)            \
+  X(linear)                \
+  X(relu)                  \
+  X(add)                   \
+  X(reshape)               \
+  X(log_softmax)           \
+  X(nll_loss)              \
+  X(cross_entropy)         \
+  X(sum)                   \
+  X(mean)
+
+// Non-differentiable ops (no gradient check): argmax.
+
+namespace hpcnet::ops {
+
+struct OpInfo {
+  const char* name;
+};
+
+#define HPCNET_DECLARE_OP_INFO(NAME) extern const OpInfo op_info_##NAME;
+HPCNET_OP_TABLE(HPCNET_DECLARE_OP_INFO)
+#undef HPCNET_DECLARE_OP_INFO
+
+#define HPCNET_DEFINE_OP(NAME) const ::hpcnet::ops::OpInfo op_info_##NAME{#NAME};
+
+// Every op's info, in table order.
+inline const OpInfo* const kAllOps[] = {
+#define HPCNET_OP_INFO_PTR(NAME) &op_info_##NAME,
+    HPCNET_OP_TABLE(HPCNET_OP_INFO_PTR)
+#undef HPCNET_OP_INFO_PTR
+};
+
+}  // namespace hpcnet::ops

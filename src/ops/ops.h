@@ -1,0 +1,43 @@
+// The backend-neutral kernel API: what autograd wrappers and optimizers call. Each function checks
+// its arguments, then dispatches on the device to src/ops/cpu/ (or src/ops/cuda/). Kernels
+// OVERWRITE their outputs unless the name ends in _inplace or the contract says "accumulates".
+// CPU kernels take float32 (oneDNN where it applies) and float64 (plain loops, for gradient
+// checks).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hpcnet/tensor.h"
+
+namespace hpcnet::ops {
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+};
+// Output spatial size of a convolution or pooling window.
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
+  return (in + 2 * pad - k) / stride + 1;
+}
+
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+};
+
+// Fused SGD over all parameters (torch.optim.SGD's rule); bufs[i] undefined on the first step.
+struct SgdParams {
+  double lr = 0.001, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first_step = false;  // momentum buffers start as a copy of the gradient
+};
+
+#include "src/ops/kernels.inc"
+
+// Threads for CPU kernels (oneDNN and ours); 0 = all cores.
+void set_num_threads(int n);
+int get_num_threads();
+
+}  // namespace hpcnet::ops
