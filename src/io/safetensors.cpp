@@ -1,0 +1,284 @@
+// safetensors reader and writer (https://github.com/huggingface/safetensors, format only).
+// Writing goes through write_file_atomic; reading validates the header against the file before
+// any tensor is built, then reads each tensor's bytes straight into its own storage.
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hpcnet/io.h"
+
+namespace hpcnet {
+
+static_assert(
+    std::endian::native == std::endian::little,
+    "safetensors data is little-endian; hpcnet's reader and writer copy bytes as they are");
+
+namespace {
+
+// The Hugging Face reader refuses headers above 100 MB; so do we, before allocating one.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct DTypeCode {
+  const char* code;
+  DType dtype;
+};
+constexpr DTypeCode kDTypeCodes[] = {
+    {"F32", DType::kFloat32}, {"F64", DType::kFloat64}, {"BF16", DType::kBFloat16},
+    {"F16", DType::kFloat16}, {"I64", DType::kInt64},   {"I32", DType::kInt32},
+    {"U8", DType::kUInt8},
+};
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+// A tensor's entry in the header, checked on its own.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+uint64_t json_u64(const nlohmann::ordered_json& v, const std::string& what,
+                  const std::string& where) {
+  HPCNET_REQUIRE(v.is_number_unsigned(),
+                 where + ": " + what + " must be a non-negative integer, got " + v.dump());
+  return v.get<uint64_t>();
+}
+
+Entry parse_entry(const std::string& name, const nlohmann::ordered_json& info,
+                  const std::string& path) {
+  const std::string where = path + ": tensor " + in_quotes(name);
+  HPCNET_REQUIRE(info.is_object(), where + " is not a JSON object");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    HPCNET_REQUIRE(info.contains(key), where + " has no \"" + key + "\"");
+  Entry e;
+  e.name = name;
+
+  const auto& dt = info["dtype"];
+  HPCNET_REQUIRE(dt.is_string(), where + " has a dtype that is not a string: " + dt.dump());
+  const std::string code = dt.get<std::string>();
+  bool found = false;
+  for (const auto& c : kDTypeCodes) {
+    if (code == c.code) {
+      e.dtype = c.dtype;
+      found = true;
+    }
+  }
+  HPCNET_REQUIRE(found,
+                 where + " has dtype " + in_quotes(code) +
+                     ", which hpcnet cannot read (it reads F32, F64, BF16, F16, I64, I32, U8)");
+
+  const auto& sh = info["shape"];
+  HPCNET_REQUIRE(sh.is_array(), where + " has a shape that is not a list: " + sh.dump());
+  // Elements, with an overflow guard: numel * 8 bytes must fit in int64.
+  const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
+  uint64_t numel = 1;
+  for (const auto& d : sh) {
+    uint64_t n = json_u64(d, "each shape dimension", where);
+    HPCNET_REQUIRE(n <= limit && (n == 0 || numel <= limit / n),
+                   where + " has an impossibly large shape " + sh.dump());
+    numel *= n;
+    e.shape.push_back(static_cast<int64_t>(n));
+  }
+
+  const auto& off = info["data_offsets"];
+  HPCNET_REQUIRE(off.is_array() && off.size() == 2,
+                 where + " has data_offsets that are not [begin, end]: " + off.dump());
+  e.begin = json_u64(off[0], "data_offsets", where);
+  e.end = json_u64(off[1], "data_offsets", where);
+  HPCNET_REQUIRE(e.begin <= e.end,
+                 where + " has data_offsets " + off.dump() + " whose begin is after its end");
+  const uint64_t want = numel * dtype_size(e.dtype);
+  HPCNET_REQUIRE(e.end - e.begin == want, where + " has shape " + shape_str(e.shape) +
+                                              " and dtype " + code + " (" + std::to_string(want) +
+                                              " bytes) but data_offsets " + off.dump() + " span " +
+                                              std::to_string(e.end - e.begin) + " bytes");
+  return e;
+}
+
+}  // namespace
+
+const char* safetensors_dtype_code(DType t) {
+  for (const auto& c : kDTypeCodes)
+    if (c.dtype == t) return c.code;
+  HPCNET_CHECK(false, std::string("no safetensors code for dtype ") + dtype_name(t));
+  return "";
+}
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  HPCNET_REQUIRE(it != tensors.end(), path + ": has no tensor " + in_quotes(name));
+  return it->second;
+}
+
+// ---- writing ----
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<Tensor> data;
+  data.reserve(tensors.size());
+  std::set<std::string> seen;
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    auto& meta = header["__metadata__"];
+    meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    HPCNET_CHECK(name != "__metadata__",
+                 path + ": \"__metadata__\" is reserved and cannot name a tensor");
+    HPCNET_CHECK(seen.insert(name).second,
+                 path + ": tensor name " + in_quotes(name) + " given twice");
+    HPCNET_CHECK(t.defined(), path + ": tensor " + in_quotes(name) + " is undefined");
+    HPCNET_CHECK(t.device().is_cpu(), path + ": tensor " + in_quotes(name) + " is on " +
+                                          t.device().str() + "; copy it to the CPU to save it");
+    Tensor c = t.contiguous();
+    const uint64_t nbytes = c.nbytes();
+    header[name] = {{"dtype", safetensors_dtype_code(c.dtype())},
+                    {"shape", c.shape()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+    data.push_back(std::move(c));
+  }
+
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(path + ": a tensor name or metadata string is not valid UTF-8");
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  const uint64_t n = text.size();
+
+  write_file_atomic(path, [&](std::ostream& os) {
+    char len[8];
+    std::memcpy(len, &n, 8);
+    os.write(len, 8);
+    os.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const Tensor& t : data)
+      os.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+  });
+}
+
+// ---- reading ----
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  HPCNET_REQUIRE(!std::filesystem::is_directory(path, ec),
+                 path + ": is a folder; expected a .safetensors file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    throw InputError(path + ": cannot open: " + std::strerror(err));
+  }
+  in.seekg(0, std::ios::end);
+  const std::streamoff size_off = in.tellg();
+  HPCNET_REQUIRE(size_off >= 0, path + ": cannot determine the file size");
+  const uint64_t file_size = static_cast<uint64_t>(size_off);
+  in.seekg(0);
+
+  HPCNET_REQUIRE(file_size >= 8, path + ": not a safetensors file (" + std::to_string(file_size) +
+                                     " bytes, too short for the 8-byte header length)");
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  HPCNET_REQUIRE(in.good(), path + ": read failed");
+  HPCNET_REQUIRE(n >= 2 && n <= kMaxHeaderBytes, path + ": not a safetensors file (header length " +
+                                                     std::to_string(n) + " is implausible)");
+  HPCNET_REQUIRE(n <= file_size - 8, path + ": truncated: header says its JSON is " +
+                                         std::to_string(n) + " bytes, file has " +
+                                         std::to_string(file_size - 8) + " bytes after the length");
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  HPCNET_REQUIRE(in.good(), path + ": read failed in the header");
+  HPCNET_REQUIRE(text[0] == '{',
+                 path + ": not a safetensors file (header does not start with '{')");
+
+  // nlohmann's parser stops at a NUL byte and would accept whatever follows it.
+  const size_t nul = text.find('\0');
+  HPCNET_REQUIRE(nul == std::string::npos, path + ": header is not valid JSON (NUL byte at byte " +
+                                               std::to_string(nul) + " of the header)");
+  // Parse, catching duplicate top-level keys (which plain parsing would silently merge).
+  std::string duplicate;
+  std::set<std::string> keys;
+  // ordered_json keeps the header's order, which breaks ties between empty tensors below.
+  using Json = nlohmann::ordered_json;
+  Json::parser_callback_t on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth == 1 && event == Json::parse_event_t::key && parsed.is_string()) {
+      if (!keys.insert(parsed.get<std::string>()).second && duplicate.empty())
+        duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  Json header;
+  try {
+    header = Json::parse(text, on_event);
+  } catch (const Json::parse_error& e) {
+    throw InputError(path + ": header is not valid JSON (error at byte " + std::to_string(e.byte) +
+                     " of the header)");
+  }
+  HPCNET_REQUIRE(header.is_object(), path + ": header is not a JSON object");
+  HPCNET_REQUIRE(duplicate.empty(), path + ": header names " + in_quotes(duplicate) + " twice");
+
+  SafetensorsFile out;
+  out.path = path;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      HPCNET_REQUIRE(value.is_object(), path + ": __metadata__ is not a JSON object");
+      for (const auto& [mk, mv] : value.items()) {
+        HPCNET_REQUIRE(mv.is_string(), path + ": __metadata__ value of " + in_quotes(mk) +
+                                           " is not a string: " + mv.dump());
+        out.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(key, value, path));
+  }
+
+  // The data must be covered exactly: sorted by offset, no overlap, no gap, nothing after.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const uint64_t data_size = file_size - 8 - n;
+  uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    HPCNET_REQUIRE(e.begin == pos || e.end <= data_size,
+                   path + ": tensor " + in_quotes(e.name) +
+                       " has offsets outside the data (bytes [" + std::to_string(e.begin) + ", " +
+                       std::to_string(e.end) + "), data is " + std::to_string(data_size) +
+                       " bytes)");
+    HPCNET_REQUIRE(e.begin >= pos, path + ": tensors " + in_quotes(prev ? prev->name : "") +
+                                       " and " + in_quotes(e.name) + " overlap in the data");
+    HPCNET_REQUIRE(e.begin == pos, path + ": " + std::to_string(e.begin - pos) +
+                                       " unused bytes before tensor " + in_quotes(e.name));
+    pos = e.end;
+    prev = &e;
+  }
+  HPCNET_REQUIRE(pos <= data_size, path + ": truncated: header says " + std::to_string(pos) +
+                                       " bytes of data, file has " + std::to_string(data_size));
+  HPCNET_REQUIRE(pos == data_size, path + ": " + std::to_string(data_size - pos) +
+                                       " bytes after the last tensor's data (header says " +
+                                       std::to_string(pos) + " bytes of data)");
+
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (t.nbytes() > 0) {
+      in.seekg(static_cast<std::streamoff>(8 + n + e.begin));
+      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+      HPCNET_REQUIRE(in.good(), path + ": read failed in the data of tensor " + in_quotes(e.name));
+    }
+    out.order.push_back(e.name);
+    out.tensors.emplace(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace hpcnet

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Writes hpcnet's golden fixtures from PyTorch: the CIFAR-10 tutorial Net (forward, loss,
+gradients, and parameters after 10 steps of three SGD variants) in float32, and single ops in
+float64 with their input gradients. Run by hand from the repository root:
+
+    /usr/bin/python3 tests/golden/make_golden.py
+
+Needs torch >= 1.13 and nothing else (the safetensors writer is below, so the `safetensors`
+package is not needed). Output is deterministic for a given torch version; see README.md.
+"""
+import json
+import os
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT_DIR = os.path.dirname(os.path.abspath(__file__))
+SEED = 0
+
+# ---- a minimal safetensors writer (the Hugging Face format) ----
+
+_DTYPE_CODES = {
+    torch.float32: "F32",
+    torch.float64: "F64",
+    torch.float16: "F16",
+    torch.int64: "I64",
+}
+
+
+def save_safetensors(path, tensors, metadata):
+    """tensors: list of (name, tensor) written in this order; metadata: dict of str -> str.
+    Layout: u64 little-endian header length N, N bytes of JSON padded with spaces to a multiple
+    of 8, then each tensor's little-endian bytes with no gaps."""
+    assert sys.byteorder == "little", "this writer copies native bytes; it needs a little-endian host"
+    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
+    blobs, offset = [], 0
+    for name, t in tensors:
+        assert name not in header, f"duplicate name {name}"
+        t = t.detach().cpu().contiguous()
+        data = t.numpy().tobytes()
+        header[name] = {
+            "dtype": _DTYPE_CODES[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+    return os.path.getsize(path)
+
+
+# ---- the CIFAR-10 tutorial network ----
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 5)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+PARAM_NAMES = [
+    "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+    "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias",
+]
+
+SGD_RUNS = [  # (prefix, torch.optim.SGD keyword arguments)
+    ("sgd", dict(lr=0.01, momentum=0.9)),
+    ("sgd_wd", dict(lr=0.01, momentum=0.9, dampening=0.1, weight_decay=5e-4, nesterov=False)),
+    ("sgd_nesterov", dict(lr=0.01, momentum=0.9, dampening=0.0, weight_decay=1e-3, nesterov=True)),
+]
+NUM_STEPS, STEP_BATCH = 10, 2
+
+
+def make_lenet():
+    torch.manual_seed(SEED)
+    net = Net()  # parameters drawn first, from the seed
+    params = dict(net.named_parameters())
+    assert list(params) == PARAM_NAMES
+    init = {k: v.detach().clone() for k, v in params.items()}
+    inputs = torch.randn(4, 3, 32, 32)
+    labels = torch.randint(0, 10, (4,), dtype=torch.int64)
+    # Step batches, rounded to float16 so they can be stored in half the bytes; training uses
+    # exactly these values (converted back to float32, which is exact).
+    step_inputs = torch.randn(NUM_STEPS, STEP_BATCH, 3, 32, 32).half()
+    step_labels = torch.randint(0, 10, (NUM_STEPS, STEP_BATCH), dtype=torch.int64)
+
+    criterion = nn.CrossEntropyLoss()
+    net.zero_grad()
+    logits = net(inputs)
+    loss = criterion(logits, labels)
+    loss.backward()
+    grads = {k: v.grad.detach().clone() for k, v in params.items()}
+
+    entries = [("init." + k, init[k]) for k in PARAM_NAMES]
+    entries += [("inputs", inputs), ("labels", labels), ("logits", logits), ("loss", loss)]
+    entries += [("grad." + k, grads[k]) for k in PARAM_NAMES]
+    entries += [("step_inputs", step_inputs), ("step_labels", step_labels)]
+
+    meta = {}
+    for prefix, kwargs in SGD_RUNS:
+        with torch.no_grad():
+            for k, p in params.items():
+                p.copy_(init[k])
+        opt = torch.optim.SGD(net.parameters(), **kwargs)  # fresh optimizer: no momentum yet
+        losses = []
+        for s in range(NUM_STEPS):
+            opt.zero_grad()
+            step_loss = criterion(net(step_inputs[s].float()), step_labels[s])
+            step_loss.backward()
+            opt.step()
+            losses.append(step_loss.item())
+        entries += [(f"{prefix}.{k}", params[k].detach().clone()) for k in PARAM_NAMES]
+        entries.append((f"{prefix}_losses", torch.tensor(losses, dtype=torch.float32)))
+        full = dict(dampening=0.0, weight_decay=0.0, nesterov=False)
+        full.update(kwargs)
+        meta["optim." + prefix] = ", ".join(f"{k}={v}" for k, v in full.items())
+
+    meta.update({
+        "torch_version": torch.__version__,
+        "generator": "tests/golden/make_golden.py",
+        "seed": f"torch.manual_seed({SEED}), then Net(), then the draws in entry order",
+        "model": "PyTorch CIFAR-10 tutorial Net: conv1(3,6,5) relu pool(2,2) conv2(6,16,5) relu "
+                 "pool flatten fc1(400,120) relu fc2(120,84) relu fc3(84,10)",
+        "loss": "nn.CrossEntropyLoss() (mean over the batch)",
+        "entry.init.*": "initial parameters (PyTorch's default init, seed 0), PyTorch names",
+        "entry.inputs": "(4,3,32,32) float32 from torch.randn; entry.labels (4,) int64 in [0,10)",
+        "entry.logits": "(4,10) Net(init)(inputs)",
+        "entry.loss": "0-d cross-entropy of logits against labels",
+        "entry.grad.*": "d loss / d parameter after one backward from init on inputs/labels",
+        "entry.step_inputs": "(10,2,3,32,32) stored as F16: torch.randn rounded to float16; "
+                             "step s trains on step_inputs[s].float() with step_labels[s]",
+        "entry.step_labels": "(10,2) int64 in [0,10)",
+        "entry.<run>.*": "parameters after 10 steps of torch.optim.SGD from init, one step per "
+                         "batch s = 0..9 (zero_grad, forward, loss, backward, step); "
+                         "runs: sgd, sgd_wd, sgd_nesterov (settings in optim.<run>)",
+        "entry.<run>_losses": "(10,) the loss of each step, before its update",
+    })
+    return entries, meta
+
+
+# ---- single ops in float64 ----
+
+
+def make_ops():
+    torch.manual_seed(SEED)
+    g = torch.float64
+    entries = []
+
+    def rand(*shape):
+        return torch.randn(tuple(shape), dtype=g)
+
+    def record(prefix, inputs, fn):
+        """inputs: list of (suffix, tensor); tensors of float dtype get gradients. Stores the
+        inputs, y = fn(*inputs), a random upstream gradient dy, and d(y.dy)/d(input) as d<suffix>."""
+        leaves = []
+        for suffix, t in inputs:
+            t = t.clone()
+            if t.is_floating_point():
+                t.requires_grad_(True)
+            leaves.append((suffix, t))
+        y = fn(*[t for _, t in leaves])
+        dy = rand(*y.shape)
+        y.backward(dy)
+        entries.extend((f"{prefix}.{s}", t.detach()) for s, t in leaves)
+        entries.append((f"{prefix}.y", y.detach()))
+        entries.append((f"{prefix}.dy", dy))
+        entries.extend((f"{prefix}.d{s}", t.grad) for s, t in leaves if t.is_floating_point())
+
+    x, w, b = rand(2, 3, 7, 7), rand(4, 3, 3, 3), rand(4)
+    record("conv2d_s1p1", [("x", x), ("w", w), ("b", b)],
+           lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1))
+    x, w, b = rand(2, 3, 7, 7), rand(4, 3, 3, 3), rand(4)
+    record("conv2d_s2p0", [("x", x), ("w", w), ("b", b)],
+           lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=0))
+    record("max_pool2d_k2s2", [("x", rand(2, 3, 7, 7))],
+           lambda x: F.max_pool2d(x, kernel_size=2, stride=2))
+    record("max_pool2d_k3s2p1", [("x", rand(2, 3, 7, 7))],
+           lambda x: F.max_pool2d(x, kernel_size=3, stride=2, padding=1))
+    x, w, b = rand(5, 7), rand(3, 7), rand(3)
+    record("linear", [("x", x), ("w", w), ("b", b)], F.linear)
+    x = rand(4, 5)
+    x[0, 0] = 0.0  # pins relu's gradient at exactly 0 (PyTorch: 0)
+    record("relu", [("x", x)], F.relu)
+    record("log_softmax", [("x", rand(4, 10) * 3)], lambda x: F.log_softmax(x, dim=1))
+    target = torch.randint(0, 10, (4,), dtype=torch.int64)
+    record("nll_loss", [("x", F.log_softmax(rand(4, 10), dim=1)), ("target", target)],
+           lambda x, t: F.nll_loss(x, t))
+    target = torch.randint(0, 10, (4,), dtype=torch.int64)
+    record("cross_entropy", [("x", rand(4, 10) * 2), ("target", target)],
+           lambda x, t: F.cross_entropy(x, t))
+    target = torch.randint(0, 10, (4,), dtype=torch.int64)
+    record("cross_entropy_ls01", [("x", rand(4, 10) * 2), ("target", target)],
+           lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1))
+    record("sum", [("x", rand(3, 4, 5))], torch.sum)
+    record("mean", [("x", rand(3, 4, 5))], torch.mean)
+    record("flatten", [("x", rand(2, 3, 4, 5))], lambda x: torch.flatten(x, 1))
+
+    meta = {
+        "torch_version": torch.__version__,
+        "generator": "tests/golden/make_golden.py",
+        "seed": f"torch.manual_seed({SEED}), then the draws in entry order",
+        "convention": "<op>.<input> inputs, <op>.y = op(inputs), <op>.dy a random upstream "
+                      "gradient (same shape as y; 0-d for losses and reductions), <op>.d<input> = "
+                      "d sum(y*dy) / d input; integer inputs (target) get no gradient",
+        "conv2d_s1p1": "F.conv2d(x (2,3,7,7), w (4,3,3,3), b (4,), stride=1, padding=1)",
+        "conv2d_s2p0": "F.conv2d(x (2,3,7,7), w (4,3,3,3), b (4,), stride=2, padding=0)",
+        "max_pool2d_k2s2": "F.max_pool2d(x (2,3,7,7), kernel_size=2, stride=2) -> (2,3,3,3)",
+        "max_pool2d_k3s2p1": "F.max_pool2d(x (2,3,7,7), kernel_size=3, stride=2, padding=1) "
+                             "-> (2,3,4,4)",
+        "linear": "F.linear(x (5,7), w (3,7), b (3,)) = x w^T + b",
+        "relu": "F.relu(x (4,5)); x[0,0] is exactly 0 and its gradient is 0",
+        "log_softmax": "F.log_softmax(x (4,10), dim=1)",
+        "nll_loss": "F.nll_loss(x (4,10) log-probabilities, target (4,) int64), mean",
+        "cross_entropy": "F.cross_entropy(x (4,10) logits, target (4,) int64), mean",
+        "cross_entropy_ls01": "F.cross_entropy(x, target, label_smoothing=0.1), mean",
+        "sum": "torch.sum(x (3,4,5)) -> 0-d",
+        "mean": "torch.mean(x (3,4,5)) -> 0-d",
+        "flatten": "torch.flatten(x (2,3,4,5), 1) -> (2,60)",
+    }
+    return entries, meta
+
+
+def main():
+    torch.set_num_threads(1)  # one summation order, so reruns give the same bytes
+    for name, make in (("lenet_golden.safetensors", make_lenet),
+                       ("ops_golden.safetensors", make_ops)):
+        entries, meta = make()
+        path = os.path.join(OUT_DIR, name)
+        size = save_safetensors(path, entries, meta)
+        print(f"{path}: {len(entries)} entries, {size} bytes")
+
+
+if __name__ == "__main__":
+    main()
