@@ -11,6 +11,11 @@ namespace ops {
 HPCNET_DEFINE_OP(conv2d)
 
 namespace {
+// 2 * N * K * P * Q * C * R * S multiply-adds (the same for the forward and both backwards).
+double conv_flops(const Tensor& w, const Tensor& y) {
+  return 2.0 * static_cast<double>(y.numel()) * static_cast<double>(w.numel() / w.size(0));
+}
+
 void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
   HPCNET_CHECK(x.dim() == 4, std::string(op) + ": input must be (N, C, H, W), got " +
                                  shape_str(x.shape()));
@@ -33,18 +38,18 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                       {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
                        conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w)},
                       "output");
-  HPCNET_DISPATCH(x.device(), conv2d_forward, x, w, b, y, p, relu);
+  HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, relu);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   detail::check_same_device("conv2d_backward_data", dy.device(), {&dy, &w, &dx});
-  HPCNET_DISPATCH(dy.device(), conv2d_backward_data, dy, w, dx, p);
+  HPCNET_DISPATCH_FLOPS(conv_flops(w, dy), dy.device(), conv2d_backward_data, dy, w, dx, p);
 }
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
                              const Conv2dParams& p) {
   detail::check_same_device("conv2d_backward_weights", x.device(), {&x, &dy, &dw, &db});
-  HPCNET_DISPATCH(x.device(), conv2d_backward_weights, x, dy, dw, db, p);
+  HPCNET_DISPATCH_FLOPS(conv_flops(dw, dy), x.device(), conv2d_backward_weights, x, dy, dw, db, p);
 }
 
 }  // namespace ops

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "hpcnet/profile.h"
 #include "hpcnet/tensor.h"
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/ops.h"
@@ -16,11 +17,15 @@ void check_dtype(const char* op, const Tensor& t, DType want, const char* arg);
 void check_shape(const char* op, const Tensor& t, const Shape& want, const char* arg);
 }  // namespace hpcnet::ops::detail
 
-#define HPCNET_DISPATCH(device, fn, ...)                   \
+// HPCNET_DISPATCH_FLOPS also tells the profiler the call's floating-point operation count.
+#define HPCNET_DISPATCH_FLOPS(flops, device, fn, ...)      \
   do {                                                     \
+    ::hpcnet::profile::Scope prof_scope_(#fn, (flops));    \
     if ((device).is_cpu()) {                               \
       ::hpcnet::cpu::fn(__VA_ARGS__);                      \
     } else {                                               \
       ::hpcnet::ops::detail::no_backend(#fn, (device));    \
     }                                                      \
   } while (0)
+
+#define HPCNET_DISPATCH(device, fn, ...) HPCNET_DISPATCH_FLOPS(0.0, device, fn, __VA_ARGS__)

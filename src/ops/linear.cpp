@@ -18,17 +18,17 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   if (b.defined()) detail::check_shape(op, b, {w.size(0)}, "bias");
   detail::check_shape(op, y, {x.size(0), w.size(0)}, "output");
   detail::check_same_device(op, x.device(), {&x, &w, &b, &y});
-  HPCNET_DISPATCH(x.device(), linear_forward, x, w, b, y, relu);
+  HPCNET_DISPATCH_FLOPS(2.0 * x.size(0) * w.numel(), x.device(), linear_forward, x, w, b, y, relu);
 }
 
 void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
   detail::check_same_device("linear_backward_data", dy.device(), {&dy, &w, &dx});
-  HPCNET_DISPATCH(dy.device(), linear_backward_data, dy, w, dx);
+  HPCNET_DISPATCH_FLOPS(2.0 * dy.size(0) * w.numel(), dy.device(), linear_backward_data, dy, w, dx);
 }
 
 void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db) {
   detail::check_same_device("linear_backward_weights", x.device(), {&x, &dy, &dw, &db});
-  HPCNET_DISPATCH(x.device(), linear_backward_weights, x, dy, dw, db);
+  HPCNET_DISPATCH_FLOPS(2.0 * x.size(0) * dw.numel(), x.device(), linear_backward_weights, x, dy, dw, db);
 }
 
 }  // namespace ops

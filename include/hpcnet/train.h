@@ -1,0 +1,114 @@
+// The training and evaluation loops the `hpcnet` command drives, and checkpoints. A run directory
+// holds model.safetensors (PyTorch parameter names; loads with safetensors.torch.load_file),
+// checkpoint.safetensors (model, optimizer state, epoch and data-order state; written atomically
+// after every epoch) and metrics.jsonl (one JSON object per log line and per epoch).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpcnet/data.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/optim.h"
+
+namespace hpcnet::train {
+
+struct TrainConfig {
+  std::string model = "lenet";
+  std::string dataset = "cifar10";
+  std::string data;         // dataset path (folder or archive)
+  std::string out;          // run directory
+  std::string resume;       // run directory to continue from ("" = fresh run)
+  int64_t epochs = 2;
+  int64_t batch_size = 4;
+  double lr = 0.001;
+  double momentum = 0.9;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  int workers = 2;
+  uint64_t seed = 0;
+  int64_t log_every = 2000;  // mini-batches between loss lines
+  int64_t val_split = 0;     // images held out of the training split as "val"
+  bool augment = false;      // RandomCrop(32, padding=4) + RandomHorizontalFlip
+  bool download = false;
+  std::string download_url;  // empty: the official CIFAR-10 URL
+  int threads = 0;           // 0 = all cores
+  std::string device = "auto";
+  int64_t max_steps = 0;     // stop after this many steps in total (0 = no limit)
+  int progress = -1;         // -1 auto (a terminal), 0 off, 1 on
+  bool quiet = false;        // no per-step lines (benchmarks)
+};
+
+struct TrainResult {
+  double train_seconds = 0;  // wall time of the training steps (data loading overlapped)
+  int64_t steps = 0;         // steps run in this invocation
+  int64_t images = 0;
+  double last_report_loss = 0;
+  double val_accuracy = -1;  // percent, when a val split exists
+};
+
+// Validates the config (InputError on bad values), then trains, printing the tutorial's lines to
+// out. Throws InputError for bad data or checkpoints before anything is written.
+TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
+
+struct EvalResult {
+  int64_t correct = 0, total = 0;
+  std::vector<int64_t> class_correct, class_total;
+  std::vector<std::string> classes;
+  double accuracy() const { return total ? 100.0 * correct / total : 0.0; }
+};
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader);
+
+// The normalisation the tutorial uses: Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)).
+data::Compose eval_transform();
+
+// Model weights with metadata (model name, class names, normalisation) for eval and predict.
+void save_model(const std::string& path, const nn::Module& model, const std::string& model_name,
+                const std::vector<std::string>& classes, int64_t val_split);
+struct LoadedModel {
+  std::shared_ptr<nn::Module> module;
+  std::string name;
+  std::vector<std::string> classes;
+  int64_t val_split = 0;
+};
+// Builds the model named in the file's metadata (or `model_name` when given; a mismatch is an
+// InputError) and loads its weights.
+LoadedModel load_model(const std::string& path, const std::string& model_name = "");
+
+// Resolves --device: "cpu", "cuda", "auto". Returns the device to use or throws InputError.
+Device resolve_device(const std::string& name);
+
+}  // namespace hpcnet::train
+
+namespace hpcnet::train {
+
+// `hpcnet bench`: training steps on synthetic data of the model's input shape, timed per step
+// and per kernel, with the achieved GFLOP/s against the machine's peak.
+struct BenchConfig {
+  std::string model = "lenet";
+  int64_t batch_size = 4;
+  int64_t steps = 2000;
+  int64_t warmup = 50;
+  int threads = 0;
+  bool profile = true;  // per-kernel table (adds a clock read around each kernel)
+};
+struct BenchResult {
+  double seconds_per_step = 0;
+  double images_per_sec = 0;
+  double flops_per_step = 0;  // counted by the conv and linear kernels
+  double gflops = 0;          // achieved over the whole step
+  double peak_gflops = 0;     // this machine's FP32 peak (estimate, see peak_fp32_gflops)
+  uint64_t system_allocs_per_step = 0;  // CPU allocator misses in steady state
+  std::vector<std::pair<std::string, std::array<double, 3>>> kernels;  // name: ms/step, calls/step, GFLOP/s
+};
+BenchResult run_bench(const BenchConfig& cfg);
+// cores x FMA units (2) x fp32 lanes (16 with AVX-512, 8 with AVX2) x 2 x clock (from cpuinfo).
+double peak_fp32_gflops(int threads, std::string* how = nullptr);
+
+}  // namespace hpcnet::train

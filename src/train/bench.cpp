@@ -1,0 +1,93 @@
+// `hpcnet bench`: steady-state training steps on synthetic data, timed per step and per kernel.
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/profile.h"
+#include "hpcnet/rng.h"
+#include "hpcnet/train.h"
+#include "src/ops/ops.h"
+
+namespace hpcnet::train {
+
+double peak_fp32_gflops(int threads, std::string* how) {
+  double mhz = 0;
+  bool avx512 = false;
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (mhz == 0 && line.rfind("cpu MHz", 0) == 0) mhz = std::stod(line.substr(line.find(':') + 1));
+    if (line.rfind("flags", 0) == 0 && line.find(" avx512f") != std::string::npos) avx512 = true;
+  }
+  int lanes = avx512 ? 16 : 8;
+  double peak = threads * 2.0 * lanes * 2.0 * mhz / 1000.0;
+  if (how) {
+    std::ostringstream os;
+    os << threads << " cores x 2 FMA units x " << lanes << " fp32 lanes x 2 flop x "
+       << mhz / 1000.0 << " GHz";
+    *how = os.str();
+  }
+  return peak;
+}
+
+BenchResult run_bench(const BenchConfig& cfg) {
+  HPCNET_REQUIRE(cfg.batch_size >= 1 && cfg.steps >= 1 && cfg.warmup >= 0,
+                 "bench: --batch-size and --steps must be positive");
+  ops::set_num_threads(cfg.threads);
+  manual_seed(0);
+  auto model = nn::make_model(cfg.model);
+  optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});
+  // A few distinct synthetic batches, cycled.
+  Rng rng(1);
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < 8; ++i) {
+    Tensor x = Tensor::empty({cfg.batch_size, 3, 32, 32});
+    float* p = x.data<float>();
+    for (int64_t k = 0; k < x.numel(); ++k) p[k] = static_cast<float>(rng.normal());
+    std::vector<int64_t> labels(cfg.batch_size);
+    for (auto& l : labels) l = static_cast<int64_t>(rng.randint(10));
+    xs.push_back(x);
+    ys.push_back(Tensor::from_labels(labels));
+  }
+  auto step = [&](int64_t i) {
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model->forward(xs[i % 8]), ys[i % 8]);
+    loss.backward();
+    opt.step();
+    return loss.item();
+  };
+  for (int64_t i = 0; i < cfg.warmup; ++i) step(i);
+  uint64_t allocs0 = cpu_allocator_stats().system_allocs;
+  profile::reset();
+  profile::enable(true);  // flop counts always; per-kernel times only when cfg.profile
+  auto t0 = std::chrono::steady_clock::now();
+  if (!cfg.profile) profile::enable(false);
+  for (int64_t i = 0; i < cfg.steps; ++i) step(i);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  profile::enable(false);
+  BenchResult r;
+  r.seconds_per_step = secs / cfg.steps;
+  r.images_per_sec = cfg.batch_size / r.seconds_per_step;
+  r.system_allocs_per_step = (cpu_allocator_stats().system_allocs - allocs0) / cfg.steps;
+  if (!cfg.profile) {
+    // One profiled step for the flop count.
+    profile::reset();
+    profile::enable(true);
+    step(0);
+    profile::enable(false);
+  }
+  int64_t div = cfg.profile ? cfg.steps : 1;
+  for (auto& e : profile::entries()) {
+    r.flops_per_step += e.flops / div;
+    if (cfg.profile)
+      r.kernels.push_back({e.name, {1000.0 * e.seconds / div, static_cast<double>(e.calls) / div,
+                                    e.seconds > 0 ? e.flops / e.seconds / 1e9 : 0.0}});
+  }
+  r.gflops = r.flops_per_step / r.seconds_per_step / 1e9;
+  r.peak_gflops = peak_fp32_gflops(ops::get_num_threads());
+  return r;
+}
+
+}  // namespace hpcnet::train
