@@ -1,0 +1,304 @@
+// Datasets, transforms and the DataLoader: dataset -> transforms -> batch, the first stage of the
+// training pipeline. Images live in memory as uint8 HWC RGB (3 channels) with an int64 label;
+// transforms turn one image into a float CHW sample written straight into a batch buffer; the
+// DataLoader assembles batches (B, 3, H, W) in a reproducible order, optionally on worker threads.
+// Invariants: every Dataset is immutable after construction and safe to read from many threads;
+// every random choice depends only on (seed, epoch, sample index), never on thread scheduling.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hpcnet/tensor.h"
+
+namespace hpcnet::data {
+
+// ---------------------------------------------------------------------------------------------
+// Datasets
+// ---------------------------------------------------------------------------------------------
+
+// One image, borrowed from its dataset (valid as long as the dataset lives).
+struct Example {
+  const uint8_t* pixels = nullptr;  // (height, width, 3) uint8 RGB, row-major, contiguous
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t label = 0;  // in [0, classes().size())
+  size_t nbytes() const { return static_cast<size_t>(height * width * 3); }
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // Requires 0 <= i < size() (HPCNET_CHECK). Thread-safe; no allocation.
+  virtual Example get(int64_t i) const = 0;
+  // Class names; label k names classes()[k].
+  virtual const std::vector<std::string>& classes() const = 0;
+  // Where item i came from, for messages and predictions: "train/cat/0001.jpg",
+  // "data_batch_1.bin#17".
+  virtual std::string item_name(int64_t i) const { return "#" + std::to_string(i); }
+  // One line for logs: "cifar10 train: 50000 images 32x32, 10 classes, from PATH".
+  virtual std::string describe() const;
+};
+
+// All images in one contiguous byte buffer. Loaders below return this; tests and tools may fill
+// one by hand with add().
+class InMemoryDataset : public Dataset {
+ public:
+  InMemoryDataset(std::vector<std::string> classes, std::string description = "in-memory");
+  // Copies h*w*3 bytes of HWC RGB. Requires 0 <= label < classes().size() (InputError).
+  void add(const uint8_t* hwc, int64_t height, int64_t width, int64_t label, std::string name = {});
+  // Reserves room for `images` images of `pixels` pixels (height * width) in all (an
+  // optimisation only).
+  void reserve(int64_t images, int64_t pixels);
+
+  int64_t size() const override { return static_cast<int64_t>(items_.size()); }
+  Example get(int64_t i) const override;
+  const std::vector<std::string>& classes() const override { return classes_; }
+  std::string item_name(int64_t i) const override;
+  std::string describe() const override;
+  // Number of images per label, (classes().size(),).
+  std::vector<int64_t> class_counts() const;
+
+ private:
+  struct Item {
+    size_t offset;
+    int32_t height, width;
+    int64_t label;
+  };
+  std::vector<std::string> classes_;
+  std::string description_;
+  std::vector<uint8_t> pixels_;
+  std::vector<Item> items_;
+  std::vector<std::string> names_;  // empty when no image was given a name
+};
+
+// A dataset restricted to base[indices[0]], base[indices[1]], ... (indices may repeat).
+class Subset : public Dataset {
+ public:
+  // Requires every index in [0, base->size()) (InputError otherwise).
+  Subset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices);
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  Example get(int64_t i) const override;
+  const std::vector<std::string>& classes() const override { return base_->classes(); }
+  std::string item_name(int64_t i) const override;
+  const std::vector<int64_t>& indices() const { return indices_; }
+  const std::shared_ptr<const Dataset>& base() const { return base_; }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::vector<int64_t> indices_;
+};
+
+// The CIFAR-10 class names in label order.
+const std::vector<std::string>& cifar10_class_names();
+
+// CIFAR-10 in the official binary layout: data_batch_1..5.bin (split "train", 50,000 records) or
+// test_batch.bin (split "test"), each record 1 label byte + 3072 bytes (R, G, B planes of 32x32),
+// converted to HWC. Class names come from batches.meta.txt when present, else
+// cifar10_class_names(). `path` may be:
+//   - the cifar-10-batches-bin folder itself, or a folder containing it;
+//   - a folder containing cifar-10-binary.tar.gz, or that archive itself (read in memory; entries
+//     cifar-10-batches-bin/..., an optional leading "./").
+// Throws InputError (file and problem named) for missing files, a size that is not a multiple
+// of 3073 bytes (truncated), an empty file, or a label byte >= 10 (record index named).
+std::shared_ptr<InMemoryDataset> load_cifar10_binary(const std::string& path,
+                                                     const std::string& split);
+
+// torchvision-style ImageFolder: ROOT/<split>/<class>/<files>, split "train" or "test". Classes
+// are the sorted sub-folder names of ROOT/<split> (hidden ones skipped), label = position;
+// images are ordered by class, then as torchvision orders them (by folder path, then file name;
+// sub-folders inside a class folder are included). Files ending .jpg/.jpeg/.png (any case) are
+// images, other files and hidden names (".*") are skipped; JPEG and PNG are told apart by
+// content. Gray, palette, alpha and 16-bit PNGs become 8-bit RGB (alpha dropped as PIL's
+// convert("RGB") does, 16-bit samples reduced to their high byte, no gamma correction).
+// `path` is a folder, or a .tar/.tar.gz/.tgz archive read in memory whose entries may carry a
+// leading "./" and/or one top-level folder before <split>/. Decoding is eager and parallel.
+// Throws InputError for an unknown split, a missing split folder, no class folders, an empty
+// class folder (named), or an undecodable image (named).
+std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
+                                                   const std::string& split);
+
+// The dataset factory. name:
+//   "cifar10"     auto-detects: a .tar/.tar.gz holding cifar-10-batches-bin/ or an image folder
+//                 (train/<class>/...); a folder holding cifar-10-batches-bin/ or
+//                 cifar-10-binary.tar.gz; the batches folder itself; or an image-folder layout
+//                 (a folder with train/ or test/).
+//   "imagefolder" load_image_folder(path, split).
+// split: "train" or "test". Unknown name/split or unusable path: InputError.
+std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& path,
+                                      const std::string& split);
+
+// ---------------------------------------------------------------------------------------------
+// Images
+// ---------------------------------------------------------------------------------------------
+
+struct Image {
+  int64_t height = 0;
+  int64_t width = 0;
+  std::vector<uint8_t> pixels;  // (height, width, 3) uint8 RGB
+};
+
+// Decodes a JPEG or PNG held in memory (format told by its first bytes). `name` is used in the
+// InputError thrown for data that is not a decodable JPEG/PNG.
+Image decode_image(const uint8_t* data, size_t size, const std::string& name);
+// Reads and decodes one file; InputError naming the file when unreadable or undecodable.
+Image read_image_file(const std::string& path);
+
+// ---------------------------------------------------------------------------------------------
+// Validation split
+// ---------------------------------------------------------------------------------------------
+
+struct TrainValSplit {
+  std::vector<int64_t> train;  // ascending
+  std::vector<int64_t> val;    // ascending
+};
+
+// The fixed hold-out rule (reproduced by a Python script, so keep it exactly):
+//   rng  = Rng(0x5EED5EED, 0)                      (xoshiro256**, see rng.h)
+//   perm = random_permutation(n_total, rng)        (Fisher-Yates, see rng.h)
+//   val  = sorted(perm[n_total - n_val:]),  train = sorted(perm[:n_total - n_val])
+// Requires 0 <= n_val < n_total (InputError otherwise).
+constexpr uint64_t kValSplitSeed = 0x5EED5EEDULL;
+TrainValSplit split_train_val(int64_t n_total, int64_t n_val);
+
+// ---------------------------------------------------------------------------------------------
+// Transforms (torchvision names and semantics)
+// ---------------------------------------------------------------------------------------------
+
+// uint8 HWC [0, 255] -> float CHW [0, 1]: x = float(v) / 255.
+struct ToTensor {};
+// x = (x - mean[c]) / std[c] per channel, in float32. Requires every std > 0.
+struct Normalize {
+  std::array<float, 3> mean{};
+  std::array<float, 3> std{1.f, 1.f, 1.f};
+};
+// Pads every side by `padding` zeros (torchvision's fill=0) and crops a size x size window at
+// top = rng.randint(H + 2p - size + 1), then left = rng.randint(W + 2p - size + 1).
+// Requires size <= H + 2p and W + 2p (InputError otherwise).
+struct RandomCrop {
+  int64_t size = 0;
+  int64_t padding = 0;
+};
+// Mirrors left-right when rng.uniform() < p.
+struct RandomHorizontalFlip {
+  double p = 0.5;
+};
+using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip>;
+
+// A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
+// draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;
+// Normalize (at most one) comes after it; crops and flips come before Normalize (before or after
+// ToTensor: zero fill is the same either way). The whole pipeline runs fused in one pass over the
+// output: no allocation per sample.
+class Compose {
+ public:
+  Compose();                                            // {ToTensor{}}
+  explicit Compose(std::vector<Transform> transforms);  // InputError when ordered wrongly
+
+  // Output (3, H, W) for an input of height x width; InputError when a crop does not fit.
+  std::array<int64_t, 3> output_shape(int64_t height, int64_t width) const;
+  // Writes the transformed sample to out, (3, H, W) float32 per output_shape (overwrites).
+  void apply(const Example& ex, uint64_t sample_seed, float* out) const;
+  const std::vector<Transform>& transforms() const { return transforms_; }
+  std::string str() const;  // "Compose(RandomCrop(32, padding=4), ToTensor(), ...)"
+
+ private:
+  std::vector<Transform> transforms_;
+  std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> ToTensor (+ Normalize) per channel
+};
+
+// ---------------------------------------------------------------------------------------------
+// DataLoader
+// ---------------------------------------------------------------------------------------------
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  int num_workers = 0;          // 0: load in the calling thread; N: N threads prefetching
+  int64_t prefetch_factor = 2;  // with workers, at most num_workers * prefetch_factor batches ready
+  uint64_t seed = 0;
+};
+
+struct Batch {
+  Tensor images;                 // (B, 3, H, W) float32
+  Tensor labels;                 // (B,) int64
+  int64_t size = 0;              // B
+  int64_t index = 0;             // position of this batch in its epoch
+  std::vector<int64_t> indices;  // (B,) dataset index of each sample
+};
+
+// Order of epoch e: shuffle ? random_permutation(n, Rng(seed, 1000 + e)) : 0..n-1. Batch b holds
+// order[b * batch_size, ...]; the last partial batch is kept unless drop_last. Sample i of the
+// dataset seen in epoch e is transformed with Compose::apply(.., mix_seed(seed, e, i), ..), i being
+// the index in the loader's own dataset (a Subset's position, not its base's), so the batches
+// are identical for any num_workers. With workers, batches are built ahead into a bounded
+// queue and delivered in order; an exception in a worker is rethrown by next() (and ends the
+// epoch). Destroying the loader or calling begin_epoch mid-epoch stops and discards work cleanly.
+//   loader.begin_epoch(e); Batch b; while (loader.next(b)) { ... }
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, Compose transform, DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t num_batches() const;
+  int64_t dataset_size() const { return dataset_->size(); }
+  const DataLoaderOptions& options() const { return options_; }
+  const Dataset& dataset() const { return *dataset_; }
+  // The sample order of an epoch (a pure function of seed, epoch, n, shuffle).
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+
+  // Starts epoch e (any epoch, any time; work of an unfinished epoch is dropped).
+  void begin_epoch(int64_t epoch);
+  // The next batch of the current epoch into out; false at the end of the epoch. Starts epoch 0
+  // when no epoch was begun.
+  bool next(Batch& out);
+
+ private:
+  struct Shared;
+  void build_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b, Batch& out) const;
+  void worker_loop();
+
+  std::shared_ptr<const Dataset> dataset_;
+  Compose transform_;
+  DataLoaderOptions options_;
+  bool started_ = false;
+  // Synchronous mode (num_workers == 0).
+  int64_t epoch_ = 0;
+  int64_t next_batch_ = 0;
+  std::shared_ptr<const std::vector<int64_t>> order_;
+  // Worker mode.
+  std::unique_ptr<Shared> shared_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Download
+// ---------------------------------------------------------------------------------------------
+
+inline constexpr const char* kCifar10Url =
+    "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
+inline constexpr const char* kCifar10Md5 = "c32a1d4ab5d03f1284b67883e8d87530";
+inline constexpr const char* kCifar10Archive = "cifar-10-binary.tar.gz";
+
+// Downloads url to dir/cifar-10-binary.tar.gz (creating dir): libcurl follows redirects, fails on
+// HTTP errors and on a stalled transfer (connect timeout connect_timeout_s, abort when slower than
+// 1 byte/s for stall_timeout_s). Bytes go to dir/cifar-10-binary.tar.gz.part, whose MD5 (OpenSSL
+// EVP) must equal expected_md5 (lower-case hex; empty skips the check); then it is flushed and
+// renamed into place. When the archive is already there with the right MD5 nothing is fetched.
+// On failure nothing is left behind and InputError says what failed and where to put the data by
+// hand. Returns the archive's path.
+std::string download_cifar10(const std::string& dir, const std::string& url = kCifar10Url,
+                             const std::string& expected_md5 = kCifar10Md5,
+                             long connect_timeout_s = 30, long stall_timeout_s = 60);
+
+// MD5 of a file as lower-case hex (InputError when unreadable).
+std::string file_md5(const std::string& path);
+
+}  // namespace hpcnet::data

@@ -1,0 +1,197 @@
+// DataLoader: batches in a reproducible order, built in the calling thread or by worker threads
+// that claim batch numbers in order and park finished batches in a ring of num_workers *
+// prefetch_factor slots; next() hands them out strictly in order. A generation counter, bumped by
+// begin_epoch() and on errors, makes workers drop batches of an abandoned epoch.
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "hpcnet/data.h"
+#include "hpcnet/rng.h"
+
+namespace hpcnet::data {
+
+struct DataLoader::Shared {
+  struct Slot {
+    int64_t batch = -1;  // batch number held, -1 when empty
+    Batch value;
+    std::exception_ptr error;
+  };
+  std::mutex mu;
+  std::condition_variable work_cv;   // workers wait for claimable batches
+  std::condition_variable ready_cv;  // next() waits for its batch
+  bool stop = false;
+  uint64_t generation = 0;
+  int64_t epoch = 0;
+  int64_t n_batches = 0;
+  int64_t next_claim = 0;    // first batch no worker has taken
+  int64_t next_deliver = 0;  // batch next() returns next
+  std::shared_ptr<const std::vector<int64_t>> order;
+  std::vector<Slot> slots;
+  std::vector<std::thread> threads;
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Compose transform,
+                       DataLoaderOptions options)
+    : dataset_(std::move(dataset)), transform_(std::move(transform)), options_(options) {
+  HPCNET_CHECK(dataset_ != nullptr, "DataLoader of a null dataset");
+  HPCNET_REQUIRE(options_.batch_size > 0,
+                 "DataLoader: batch_size must be > 0, got " + std::to_string(options_.batch_size));
+  HPCNET_REQUIRE(
+      options_.num_workers >= 0 && options_.num_workers <= 256,
+      "DataLoader: num_workers must be in 0..256, got " + std::to_string(options_.num_workers));
+  HPCNET_REQUIRE(options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be > 0");
+  if (options_.num_workers > 0) {
+    shared_ = std::make_unique<Shared>();
+    shared_->slots.resize(static_cast<size_t>(options_.num_workers * options_.prefetch_factor));
+    for (int i = 0; i < options_.num_workers; ++i)
+      shared_->threads.emplace_back([this] { worker_loop(); });
+  }
+}
+
+DataLoader::~DataLoader() {
+  if (!shared_) return;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->stop = true;
+  }
+  shared_->work_cv.notify_all();
+  for (std::thread& t : shared_->threads) t.join();
+}
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = dataset_->size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
+  const int64_t n = dataset_->size();
+  if (options_.shuffle) {
+    Rng rng(options_.seed, 1000 + static_cast<uint64_t>(epoch));
+    return random_permutation(n, rng);
+  }
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  return order;
+}
+
+void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b,
+                             Batch& out) const {
+  const int64_t n = static_cast<int64_t>(order.size());
+  const int64_t start = b * options_.batch_size;
+  const int64_t count = std::min(options_.batch_size, n - start);
+  HPCNET_CHECK(count > 0, "batch index past the end of the epoch");
+  const Example first = dataset_->get(order[static_cast<size_t>(start)]);
+  const std::array<int64_t, 3> shape = transform_.output_shape(first.height, first.width);
+  const int64_t sample = shape[0] * shape[1] * shape[2];
+  out.images = Tensor::empty({count, shape[0], shape[1], shape[2]}, DType::kFloat32);
+  out.labels = Tensor::empty({count}, DType::kInt64);
+  out.size = count;
+  out.index = b;
+  out.indices.assign(order.begin() + start, order.begin() + start + count);
+  float* images = out.images.data<float>();      // (B, 3, H, W)
+  int64_t* labels = out.labels.data<int64_t>();  // (B,)
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t idx = out.indices[static_cast<size_t>(i)];
+    const Example ex = i == 0 ? first : dataset_->get(idx);
+    if (ex.height != first.height || ex.width != first.width) {
+      throw InputError("DataLoader: image " + dataset_->item_name(idx) + " is " +
+                       std::to_string(ex.height) + "x" + std::to_string(ex.width) + " but " +
+                       dataset_->item_name(out.indices[0]) + " in the same batch is " +
+                       std::to_string(first.height) + "x" + std::to_string(first.width) +
+                       "; resize the images to one size, add a RandomCrop, or use batch_size 1");
+    }
+    transform_.apply(
+        ex, mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(idx)),
+        images + i * sample);
+    labels[i] = ex.label;
+  }
+}
+
+void DataLoader::begin_epoch(int64_t epoch) {
+  started_ = true;
+  auto order = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
+  if (!shared_) {
+    epoch_ = epoch;
+    next_batch_ = 0;
+    order_ = std::move(order);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->generation++;
+    shared_->epoch = epoch;
+    shared_->n_batches = num_batches();
+    shared_->next_claim = 0;
+    shared_->next_deliver = 0;
+    shared_->order = std::move(order);
+    for (Shared::Slot& s : shared_->slots) s = Shared::Slot{};
+  }
+  shared_->work_cv.notify_all();
+}
+
+bool DataLoader::next(Batch& out) {
+  if (!started_) begin_epoch(0);
+  if (!shared_) {
+    if (next_batch_ >= num_batches()) return false;
+    const int64_t b = next_batch_++;
+    build_batch(*order_, epoch_, b, out);
+    return true;
+  }
+  Shared& s = *shared_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.next_deliver >= s.n_batches) return false;
+  const int64_t b = s.next_deliver;
+  Shared::Slot& slot = s.slots[static_cast<size_t>(b) % s.slots.size()];
+  s.ready_cv.wait(lock, [&] { return slot.batch == b; });
+  std::exception_ptr error = std::move(slot.error);
+  if (!error) out = std::move(slot.value);
+  slot = Shared::Slot{};
+  s.next_deliver++;
+  if (error) {
+    // The epoch ends here: drop the work in flight.
+    s.generation++;
+    s.next_deliver = s.n_batches;
+    s.next_claim = s.n_batches;
+    for (Shared::Slot& other : s.slots) other = Shared::Slot{};
+  }
+  lock.unlock();
+  s.work_cv.notify_all();
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+
+void DataLoader::worker_loop() {
+  Shared& s = *shared_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  for (;;) {
+    s.work_cv.wait(lock, [&] {
+      return s.stop || (s.next_claim < s.n_batches &&
+                        s.next_claim < s.next_deliver + static_cast<int64_t>(s.slots.size()));
+    });
+    if (s.stop) return;
+    const int64_t b = s.next_claim++;
+    const uint64_t generation = s.generation;
+    const int64_t epoch = s.epoch;
+    std::shared_ptr<const std::vector<int64_t>> order = s.order;
+    lock.unlock();
+    Batch batch;
+    std::exception_ptr error;
+    try {
+      build_batch(*order, epoch, b, batch);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (generation != s.generation) continue;  // the epoch was abandoned
+    Shared::Slot& slot = s.slots[static_cast<size_t>(b) % s.slots.size()];
+    slot.batch = b;
+    slot.value = std::move(batch);
+    slot.error = std::move(error);
+    s.ready_cv.notify_all();
+  }
+}
+
+}  // namespace hpcnet::data

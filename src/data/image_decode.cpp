@@ -1,0 +1,207 @@
+// JPEG (libjpeg API of libjpeg-turbo) and PNG (libpng) decoding to 8-bit RGB HWC. Both libraries
+// report errors by longjmp; the functions holding setjmp keep no C++ objects with destructors
+// alive across it. A JPEG decompressor is reused between images (one ImageDecoder per thread).
+#include <csetjmp>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <jpeglib.h>
+// jerror.h after jpeglib.h.
+#include <jerror.h>
+#include <png.h>
+
+#include "hpcnet/data.h"
+#include "src/data/internal.h"
+
+namespace hpcnet::data {
+namespace detail {
+namespace {
+
+constexpr int64_t kMaxPixels = int64_t{1} << 28;  // refuse absurd sizes (corrupt headers)
+
+// ---- JPEG -------------------------------------------------------------------------------------
+
+struct JpegErr {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool truncated;
+};
+
+void jpeg_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegErr*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+void jpeg_emit_message(j_common_ptr cinfo, int level) {
+  // Warnings are silent, except a premature end of data: PIL rejects truncated files too.
+  auto* err = reinterpret_cast<JpegErr*>(cinfo->err);
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
+    err->truncated = true;
+    (*cinfo->err->format_message)(cinfo, err->message);
+  }
+}
+
+// ---- PNG --------------------------------------------------------------------------------------
+
+struct PngIo {
+  const uint8_t* data;
+  size_t size;
+  size_t pos;
+  char message[256];
+};
+
+void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
+  auto* io = static_cast<PngIo*>(png_get_io_ptr(png));
+  if (n > io->size - io->pos) png_error(png, "unexpected end of data (truncated file)");
+  std::memcpy(out, io->data + io->pos, n);
+  io->pos += n;
+}
+
+void png_on_error(png_structp png, png_const_charp msg) {
+  auto* io = static_cast<PngIo*>(png_get_error_ptr(png));
+  std::snprintf(io->message, sizeof(io->message), "%s", msg);
+  png_longjmp(png, 1);
+}
+
+void png_on_warning(png_structp, png_const_charp) {}
+
+// Returns nullptr on success or the error text (in io->message).
+const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int64_t* w) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, io, png_on_error, png_on_warning);
+  if (!png) return "out of memory";
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return "out of memory";
+  }
+  // Rows are read one by one; interlaced images take several passes over the same rows.
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return io->message;
+  }
+  png_set_read_fn(png, io, png_read_mem);
+  png_read_info(png, info);
+  png_uint_32 width = png_get_image_width(png, info);
+  png_uint_32 height = png_get_image_height(png, info);
+  int color = png_get_color_type(png, info);
+  int depth = png_get_bit_depth(png, info);
+  if (static_cast<int64_t>(width) * height > kMaxPixels) png_error(png, "image too large");
+  if (depth == 16) png_set_strip_16(png);  // keep the high byte
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  int passes = png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_channels(png, info) != 3 || png_get_rowbytes(png, info) != size_t{width} * 3)
+    png_error(png, "unsupported PNG pixel layout");
+  // resize() may throw bad_alloc: tolerable here only because no C++ object lives in this frame.
+  pixels.resize(size_t{width} * height * 3);
+  for (int pass = 0; pass < passes; ++pass)
+    for (png_uint_32 y = 0; y < height; ++y)
+      png_read_row(png, pixels.data() + size_t{y} * width * 3, nullptr);
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  *h = height;
+  *w = width;
+  return nullptr;
+}
+
+}  // namespace
+
+struct ImageDecoder::Jpeg {
+  jpeg_decompress_struct cinfo;
+  JpegErr err;
+};
+
+ImageDecoder::ImageDecoder() : jpeg_(new Jpeg) {
+  std::memset(&jpeg_->cinfo, 0, sizeof(jpeg_->cinfo));
+  jpeg_->cinfo.err = jpeg_std_error(&jpeg_->err.mgr);
+  jpeg_->err.mgr.error_exit = jpeg_error_exit;
+  jpeg_->err.mgr.emit_message = jpeg_emit_message;
+  jpeg_create_decompress(&jpeg_->cinfo);
+}
+
+ImageDecoder::~ImageDecoder() { jpeg_destroy_decompress(&jpeg_->cinfo); }
+
+namespace {
+
+// Returns nullptr on success or the error text. Holds setjmp: no C++ objects in this frame.
+const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8_t* data,
+                        size_t size, std::vector<uint8_t>* pixels, int64_t* h, int64_t* w) {
+  err->truncated = false;
+  err->message[0] = '\0';
+  if (setjmp(err->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return err->message;
+  }
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
+    std::snprintf(err->message, sizeof(err->message), "CMYK JPEG is not supported");
+    jpeg_abort_decompress(cinfo);
+    return err->message;
+  }
+  cinfo->out_color_space = JCS_RGB;
+  jpeg_start_decompress(cinfo);
+  if (cinfo->output_components != 3 ||
+      static_cast<int64_t>(cinfo->output_width) * cinfo->output_height > kMaxPixels) {
+    std::snprintf(err->message, sizeof(err->message), "unsupported JPEG (%d components, %ux%u)",
+                  cinfo->output_components, cinfo->output_width, cinfo->output_height);
+    jpeg_abort_decompress(cinfo);
+    return err->message;
+  }
+  const size_t stride = size_t{cinfo->output_width} * 3;
+  pixels->resize(stride * cinfo->output_height);
+  while (cinfo->output_scanline < cinfo->output_height) {
+    JSAMPROW row = pixels->data() + size_t{cinfo->output_scanline} * stride;
+    jpeg_read_scanlines(cinfo, &row, 1);
+  }
+  *h = cinfo->output_height;
+  *w = cinfo->output_width;
+  jpeg_finish_decompress(cinfo);
+  if (err->truncated) return err->message;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out) {
+  out.height = out.width = 0;
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
+    const char* e =
+        decode_jpeg(&jpeg_->cinfo, &jpeg_->err, data, size, &out.pixels, &out.height, &out.width);
+    if (e) return std::string("bad JPEG data (") + e + ")";
+    return {};
+  }
+  if (size >= 8 && png_sig_cmp(data, 0, 8) == 0) {
+    PngIo io{data, size, 0, {0}};
+    const char* e = decode_png(&io, out.pixels, &out.height, &out.width);
+    if (e) return std::string("bad PNG data (") + e + ")";
+    return {};
+  }
+  if (size == 0) return "empty file";
+  return "not a JPEG or PNG file";
+}
+
+}  // namespace detail
+
+Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
+  detail::ImageDecoder dec;
+  Image img;
+  std::string err = dec.decode(data, size, img);
+  if (!err.empty())
+    throw InputError("cannot decode image " + name + ": " + err + "; replace or remove the file");
+  return img;
+}
+
+Image read_image_file(const std::string& path) {
+  std::vector<uint8_t> bytes = detail::read_whole_file(path, "image");
+  return decode_image(bytes.data(), bytes.size(), path);
+}
+
+}  // namespace hpcnet::data

@@ -1,0 +1,246 @@
+// torchvision-style image folders (ROOT/<split>/<class>/<images>) from a folder or a .tar/.tar.gz
+// read in memory. All files are read first, then decoded eagerly on all cores; the dataset keeps
+// torchvision's order (class, folder path, file name) whatever the thread count.
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "src/data/internal.h"
+
+namespace fs = std::filesystem;
+
+namespace hpcnet::data {
+namespace detail {
+namespace {
+
+bool is_hidden(const std::string& name) { return !name.empty() && name[0] == '.'; }
+
+bool any_hidden(const std::vector<std::string>& parts) {
+  return std::any_of(parts.begin(), parts.end(), is_hidden);
+}
+
+std::string join(const std::vector<std::string>& parts, size_t begin, size_t end) {
+  std::string s;
+  for (size_t i = begin; i < end; ++i) {
+    if (!s.empty()) s += '/';
+    s += parts[i];
+  }
+  return s;
+}
+
+const char* kImageKinds = "(.jpg, .jpeg, .png)";
+
+}  // namespace
+
+std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> classes,
+                                                    const std::vector<std::string>& class_dirs,
+                                                    std::vector<ImageFile> files,
+                                                    const std::string& error_prefix,
+                                                    std::string description) {
+  std::vector<int64_t> counts(classes.size(), 0);
+  for (const ImageFile& f : files) counts[static_cast<size_t>(f.label)]++;
+  for (size_t k = 0; k < classes.size(); ++k)
+    HPCNET_REQUIRE(counts[k] > 0, "imagefolder: class folder " + class_dirs[k] + " has no images " +
+                                      kImageKinds + "; add images or remove the folder");
+  std::stable_sort(files.begin(), files.end(), [](const ImageFile& a, const ImageFile& b) {
+    if (a.label != b.label) return a.label < b.label;
+    if (a.rel_dir != b.rel_dir) return a.rel_dir < b.rel_dir;
+    return a.file < b.file;
+  });
+
+  const size_t n = files.size();
+  std::vector<Image> images(n);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  size_t err_index = n;
+  std::string err_text;
+  auto work = [&] {
+    ImageDecoder dec;
+    constexpr size_t kChunk = 128;
+    for (;;) {
+      size_t begin = next.fetch_add(kChunk);
+      if (begin >= n || failed.load(std::memory_order_relaxed)) return;
+      size_t end = std::min(n, begin + kChunk);
+      for (size_t i = begin; i < end; ++i) {
+        std::string e = dec.decode(files[i].data, files[i].size, images[i]);
+        if (!e.empty()) {
+          std::lock_guard<std::mutex> lock(err_mu);
+          if (i < err_index) {
+            err_index = i;
+            err_text = std::move(e);
+          }
+          failed = true;
+          return;
+        }
+      }
+    }
+  };
+  size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min({threads, size_t{16}, std::max<size_t>(1, n / 256)});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (err_index < n)
+    throw InputError("imagefolder: cannot decode image " + error_prefix + files[err_index].display +
+                     ": " + err_text + "; replace or remove the file");
+
+  int64_t total_pixels = 0;
+  for (const Image& im : images) total_pixels += im.height * im.width;
+  auto ds = std::make_shared<InMemoryDataset>(std::move(classes), std::move(description));
+  ds->reserve(static_cast<int64_t>(n), total_pixels);
+  for (size_t i = 0; i < n; ++i) {
+    ds->add(images[i].pixels.data(), images[i].height, images[i].width, files[i].label,
+            std::move(files[i].display));
+    std::vector<uint8_t>().swap(images[i].pixels);
+  }
+  return ds;
+}
+
+bool image_folder_want(const std::string& split, const std::string& path, bool is_dir,
+                       std::set<std::string>* dirs) {
+  std::vector<std::string> parts = split_path(path);
+  if (parts.empty() || any_hidden(parts)) return false;
+  const size_t dir_depth = is_dir ? parts.size() : parts.size() - 1;
+  for (size_t d = 1; d <= std::min<size_t>(dir_depth, 3); ++d) dirs->insert(join(parts, 0, d));
+  if (is_dir || !is_image_name(parts.back())) return false;
+  return (parts.size() >= 3 && parts[0] == split) || (parts.size() >= 4 && parts[1] == split);
+}
+
+std::shared_ptr<InMemoryDataset> image_folder_from_archive_entries(
+    const std::string& archive, const std::string& split, std::vector<ArchiveEntry>& entries,
+    const std::set<std::string>& dirs) {
+  // Where <split>/ is: at the top, or below exactly one top-level folder.
+  std::string prefix;
+  if (!dirs.count(split)) {
+    std::vector<std::string> tops;
+    for (const std::string& d : dirs) {
+      std::vector<std::string> parts = split_path(d);
+      if (parts.size() == 2 && parts[1] == split) tops.push_back(parts[0]);
+    }
+    if (tops.empty()) {
+      std::string seen;
+      for (const std::string& d : dirs)
+        if (split_path(d).size() <= 2) seen += (seen.empty() ? "" : ", ") + d + "/";
+      throw InputError("imagefolder: archive " + archive + " has no " + split +
+                       "/<class>/ images (folders found: " + (seen.empty() ? "none" : seen) +
+                       "); use a split it holds, or hold out a validation split from train");
+    }
+    HPCNET_REQUIRE(tops.size() == 1, "imagefolder: archive " + archive + " holds " + split +
+                                         "/ under several top-level folders (" + tops[0] + ", " +
+                                         tops[1] + "); keep one");
+    prefix = tops[0] + "/";
+  }
+  const std::string split_dir = prefix + split;
+  const size_t depth = split_path(split_dir).size();
+  std::vector<std::string> classes;
+  for (const std::string& d : dirs) {
+    std::vector<std::string> parts = split_path(d);
+    if (parts.size() == depth + 1 && d.compare(0, split_dir.size() + 1, split_dir + "/") == 0)
+      classes.push_back(parts.back());
+  }
+  std::sort(classes.begin(), classes.end());
+  HPCNET_REQUIRE(!classes.empty(), "imagefolder: " + archive + ":" + split_dir +
+                                       "/ holds no class folders; expected " + split_dir +
+                                       "/<class>/<images>");
+  std::vector<std::string> class_dirs;
+  for (const std::string& c : classes) class_dirs.push_back(archive + ":" + split_dir + "/" + c);
+
+  std::vector<ImageFile> files;
+  files.reserve(entries.size());
+  for (ArchiveEntry& e : entries) {
+    if (e.path.compare(0, split_dir.size() + 1, split_dir + "/") != 0) continue;
+    std::vector<std::string> parts = split_path(e.path);
+    if (parts.size() < depth + 2) continue;
+    auto it = std::lower_bound(classes.begin(), classes.end(), parts[depth]);
+    if (it == classes.end() || *it != parts[depth]) continue;
+    ImageFile f;
+    f.label = it - classes.begin();
+    f.rel_dir = join(parts, depth + 1, parts.size() - 1);
+    f.file = parts.back();
+    f.display = e.path.substr(prefix.size());
+    f.data = e.data.data();
+    f.size = e.data.size();
+    files.push_back(std::move(f));
+  }
+  return build_image_folder(std::move(classes), class_dirs, std::move(files),
+                            archive + ":" + prefix, "imagefolder " + split + " from " + archive);
+}
+
+}  // namespace detail
+
+std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
+                                                   const std::string& split) {
+  detail::check_split(split, "imagefolder");
+  fs::path root(path);
+  std::error_code ec;
+  if (fs::is_regular_file(root, ec)) {
+    HPCNET_REQUIRE(detail::is_archive_name(path),
+                   "imagefolder: " + path +
+                       " is a file but not a .tar/.tar.gz/.tgz archive; pass a folder holding " +
+                       split + "/<class>/ images or such an archive");
+    std::set<std::string> dirs;
+    auto want = [&](const std::string& p, bool is_dir) {
+      return detail::image_folder_want(split, p, is_dir, &dirs);
+    };
+    std::vector<detail::ArchiveEntry> entries = detail::scan_archive(path, want);
+    return detail::image_folder_from_archive_entries(path, split, entries, dirs);
+  }
+  HPCNET_REQUIRE(fs::is_directory(root, ec), "imagefolder: " + path + " does not exist");
+  const fs::path split_dir = root / split;
+  HPCNET_REQUIRE(fs::is_directory(split_dir, ec), "imagefolder: " + path + " has no " + split +
+                                                      "/ folder; expected " + split_dir.string() +
+                                                      "/<class>/<images>");
+  std::vector<std::string> classes;
+  for (const fs::directory_entry& e : fs::directory_iterator(split_dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (!detail::is_hidden(name) && e.is_directory(ec)) classes.push_back(name);
+  }
+  HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + split_dir.string() + ": " + ec.message());
+  std::sort(classes.begin(), classes.end());
+  HPCNET_REQUIRE(!classes.empty(), "imagefolder: " + split_dir.string() +
+                                       " holds no class folders; expected " + split_dir.string() +
+                                       "/<class>/<images>");
+  std::vector<std::string> class_dirs;
+  std::vector<std::vector<uint8_t>> contents;
+  std::vector<detail::ImageFile> files;
+  for (size_t k = 0; k < classes.size(); ++k) {
+    const fs::path class_dir = split_dir / classes[k];
+    class_dirs.push_back(class_dir.string());
+    fs::recursive_directory_iterator it(class_dir, fs::directory_options::follow_directory_symlink,
+                                        ec);
+    HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
+    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
+      const std::string name = it->path().filename().string();
+      if (detail::is_hidden(name)) {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (!it->is_regular_file(ec) || !detail::is_image_name(name)) continue;
+      detail::ImageFile f;
+      f.label = static_cast<int64_t>(k);
+      f.rel_dir = it->path().parent_path().lexically_relative(class_dir).generic_string();
+      if (f.rel_dir == ".") f.rel_dir.clear();
+      f.file = name;
+      f.display = it->path().lexically_relative(root).generic_string();
+      f.data = nullptr;
+      files.push_back(std::move(f));
+    }
+  }
+  contents.resize(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    contents[i] = detail::read_whole_file((root / files[i].display).string(), "imagefolder");
+    files[i].data = contents[i].data();
+    files[i].size = contents[i].size();
+  }
+  std::string prefix = root.string();
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  return detail::build_image_folder(std::move(classes), class_dirs, std::move(files), prefix,
+                                    "imagefolder " + split + " from " + path);
+}
+
+}  // namespace hpcnet::data

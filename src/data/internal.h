@@ -1,0 +1,97 @@
+// Helpers shared by the files of src/data (not part of the public API): whole-file and archive
+// reading, path tests, the image-folder builder and a reusable JPEG/PNG decoder.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hpcnet/data.h"
+
+namespace hpcnet::data::detail {
+
+// Whole file into memory; InputError "<what>: cannot read PATH: <reason>" on failure.
+std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what);
+
+// True for names ending .tar, .tar.gz, .tgz (any case).
+bool is_archive_name(const std::string& path);
+// True for names ending .jpg, .jpeg, .png (any case).
+bool is_image_name(const std::string& name);
+std::string to_lower(std::string s);
+// "a/b/c" -> {"a","b","c"}; empty components dropped.
+std::vector<std::string> split_path(const std::string& p);
+
+struct ArchiveEntry {
+  std::string path;  // normalised: no leading "./" or "/"
+  std::vector<uint8_t> data;
+};
+// Reads a .tar/.tar.gz (any format/filter libarchive knows) sequentially. For every entry,
+// want(path, is_dir) decides whether a regular file's bytes are kept (it is also called for
+// directories, whose result is ignored, so callers can note them). InputError naming the archive
+// when it cannot be opened or read.
+std::vector<ArchiveEntry> scan_archive(const std::string& archive,
+                                       const std::function<bool(const std::string&, bool)>& want);
+
+// One image file found for an image folder, before decoding.
+struct ImageFile {
+  int64_t label = 0;
+  std::string rel_dir;  // folder below the class folder, "" for files directly in it
+  std::string file;     // file name
+  std::string display;  // item_name(): "train/cat/0001.jpg" (relative to the root/archive)
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+// Orders files as torchvision does, checks no class is empty (class_dirs[k] names the folder of
+// class k in messages), decodes in parallel and builds the dataset. Messages name a file as
+// error_prefix + display.
+std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> classes,
+                                                    const std::vector<std::string>& class_dirs,
+                                                    std::vector<ImageFile> files,
+                                                    const std::string& error_prefix,
+                                                    std::string description);
+
+// The image-folder layout inside an archive whose entries were kept by image_folder_want().
+std::shared_ptr<InMemoryDataset> image_folder_from_archive_entries(
+    const std::string& archive, const std::string& split, std::vector<ArchiveEntry>& entries,
+    const std::set<std::string>& dirs);
+// A want() predicate for scan_archive keeping image files that may belong to split (at depth 0
+// or below one top-level folder) and recording into *dirs every folder up to depth 3, whether
+// it has its own entry or is implied by a file's path.
+bool image_folder_want(const std::string& split, const std::string& path, bool is_dir,
+                       std::set<std::string>* dirs);
+
+// CIFAR-10 binary batches from memory. files: (display name, bytes) in record order.
+std::shared_ptr<InMemoryDataset> cifar10_from_buffers(
+    const std::vector<std::pair<std::string, const std::vector<uint8_t>*>>& files,
+    const std::vector<uint8_t>* meta, const std::string& meta_name, const std::string& description);
+// Names of the batch files of a split: {"data_batch_1.bin", ...} or {"test_batch.bin"}.
+std::vector<std::string> cifar10_split_files(const std::string& split);
+// Whether an archive path is a CIFAR-10 binary file of interest for split (batch or meta file,
+// at the top or inside a cifar-10-batches-bin folder); *base gets its file name.
+bool cifar10_archive_member(const std::string& path, const std::string& split, std::string* base);
+// Builds the dataset from archive entries kept with cifar10_archive_member (InputError naming a
+// missing member).
+std::shared_ptr<InMemoryDataset> cifar10_from_archive_entries(
+    const std::string& archive, const std::string& split, const std::vector<ArchiveEntry>& entries);
+
+void check_split(const std::string& split, const std::string& what);
+
+// Decodes JPEG/PNG, keeping the JPEG decompressor between calls (one per thread).
+class ImageDecoder {
+ public:
+  ImageDecoder();
+  ~ImageDecoder();
+  ImageDecoder(const ImageDecoder&) = delete;
+  ImageDecoder& operator=(const ImageDecoder&) = delete;
+  // Decodes into out (resized). Returns "" on success, else the reason (no throw).
+  std::string decode(const uint8_t* data, size_t size, Image& out);
+
+ private:
+  struct Jpeg;
+  std::unique_ptr<Jpeg> jpeg_;
+};
+
+}  // namespace hpcnet::data::detail
