@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "hpcnet/rng.h"
+#include "src/ops/cpu/conv2d_direct.h"
 #include "src/ops/ops.h"
 
 using namespace hpcnet;
@@ -36,15 +37,26 @@ struct ConvCase {
 
 }  // namespace
 
-TEST(OpsCpu, Conv2dFloat32MatchesFloat64Reference) {
+// Both float32 paths (oneDNN, and the direct kernels where they apply) against float64.
+class OpsCpuConv : public ::testing::TestWithParam<cpu::ConvAlgo> {
+ protected:
+  void SetUp() override { cpu::set_conv_algo(GetParam()); }
+  void TearDown() override { cpu::set_conv_algo(cpu::ConvAlgo::kAuto); }
+};
+
+TEST_P(OpsCpuConv, Float32MatchesFloat64Reference) {
   std::vector<ConvCase> cases = {
       {{4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}, true, true},
       {{4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}, true, false},
       {{2, 5, 9, 9}, {7, 5, 3, 3}, {2, 2, 1, 1}, false, false},
       {{3, 4, 8, 8}, {8, 4, 3, 3}, {1, 1, 1, 1}, true, true},
+      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, true},
+      {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, false},
+      {{1, 16, 20, 33}, {12, 16, 5, 5}, {1, 1, 2, 2}, true, false},
   };
   Rng rng(1);
   for (auto& c : cases) {
+    if (GetParam() == cpu::ConvAlgo::kDirect && !cpu::conv2d_direct_applies(c.x, c.w, c.p)) continue;
     Tensor x = randn(c.x, rng), w = randn(c.w, rng), b = c.bias ? randn({c.w[0]}, rng) : Tensor();
     Shape ys = {c.x[0], c.w[0], ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h),
                 ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w)};
@@ -68,6 +80,19 @@ TEST(OpsCpu, Conv2dFloat32MatchesFloat64Reference) {
     expect_close(dw32, dw64, tag + " dw");
     if (c.bias) expect_close(db32, db64, tag + " db");
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Algos, OpsCpuConv,
+                         ::testing::Values(cpu::ConvAlgo::kOneDnn, cpu::ConvAlgo::kDirect),
+                         [](const auto& info) {
+                           return info.param == cpu::ConvAlgo::kOneDnn ? std::string("OneDnn")
+                                                                       : std::string("Direct");
+                         });
+
+TEST(OpsCpu, DirectConvAppliesToLenetShapes) {
+  EXPECT_TRUE(cpu::conv2d_direct_applies({4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}));
+  EXPECT_TRUE(cpu::conv2d_direct_applies({4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}));
+  EXPECT_FALSE(cpu::conv2d_direct_applies({4, 6, 14, 14}, {16, 6, 5, 5}, {2, 2, 0, 0}));
 }
 
 TEST(OpsCpu, MaxPool2dFloat32MatchesFloat64Reference) {

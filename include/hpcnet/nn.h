@@ -36,8 +36,8 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
-  // Sets every parameter's gradient to zero (set_to_none drops the buffers instead).
-  void zero_grad(bool set_to_none = false);
+  // Drops every parameter's gradient (set_to_none, as torch 2.x) or fills it with zeros.
+  void zero_grad(bool set_to_none = true);  // torch 2.x default
   int64_t num_parameters() const;
 
  protected:

@@ -28,7 +28,7 @@ class SGD {
   // dampening) are an InputError, as torch raises ValueError.
   SGD(nn::NamedTensors params, SGDOptions options);
   void step();
-  void zero_grad(bool set_to_none = false);
+  void zero_grad(bool set_to_none = true);  // torch 2.x default
   const SGDOptions& options() const { return opt_; }
   void set_lr(double lr) { opt_.lr = lr; }
   int64_t steps() const { return steps_; }

@@ -46,10 +46,18 @@ void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tenso
 
 namespace {
 
-// grad += g, allocating grad on first use (a copy: g may alias other gradients).
-void accumulate(Tensor& grad, const Tensor& g) {
+// Whether g's buffer belongs to g alone (no other tensor or view refers to it), so the engine may
+// keep it as a gradient instead of copying.
+bool exclusively_owned(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous() &&
+         g.impl()->offset == 0 && !g.requires_grad();
+}
+
+// grad += g. On first use grad takes g's buffer when nothing else refers to it (a fresh gradient
+// from a kernel), else a copy: g may alias other gradients.
+void accumulate(Tensor& grad, Tensor&& g) {
   if (!grad.defined()) {
-    grad = g.contiguous().clone();
+    grad = exclusively_owned(g) ? std::move(g) : g.contiguous().clone();
   } else {
     ops::add_inplace(grad, g);
   }
@@ -72,7 +80,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
                                                  shape_str(root.shape()));
   NoGradGuard no_grad;
   if (!root.grad_fn()) {  // a leaf
-    accumulate(root.impl()->grad, grad);
+    accumulate(root.impl()->grad, grad.clone());
     return;
   }
   // Collect reachable nodes.
@@ -115,7 +123,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
           p = sum;
         }
       } else {
-        accumulate(e.leaf->grad, grads[i]);
+        accumulate(e.leaf->grad, std::move(grads[i]));
       }
     }
   }

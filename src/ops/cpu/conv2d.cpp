@@ -3,6 +3,7 @@
 // OIHW; oneDNN primitives are cached per shape.
 #include <cstring>
 
+#include "src/ops/cpu/conv2d_direct.h"
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/dnnl_util.h"
 
@@ -58,6 +59,15 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
     attr.set_post_ops(po);
   }
   return convolution_forward::primitive_desc(d, attr, dnnl_engine());
+}
+
+bool use_direct(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  switch (conv_algo()) {
+    case ConvAlgo::kOneDnn: return false;
+    case ConvAlgo::kDirect: HPCNET_CHECK(conv2d_direct_applies(x, w, p), "direct conv does not apply");
+                            return true;
+    default: return conv2d_direct_applies(x, w, p);
+  }
 }
 
 // ---- float64 reference loops ----
@@ -117,6 +127,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                  y.data<double>(), relu);
     return;
   }
+  if (use_direct(x.shape(), w.shape(), p)) return conv2d_direct_forward(x, w, b, y, p, relu);
   DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu), [&](DnnlOp& op) {
     ConvMds m = conv_mds(s, p);
     op.prim = dnnl::convolution_forward(conv_fwd_pd(m, has_b, relu));
@@ -142,6 +153,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdx[xi] += pdy[yi] * pw[wi]; });
     return;
   }
+  if (use_direct(dx.shape(), w.shape(), p)) return conv2d_direct_backward_data(dy, w, dx, p);
   DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p);
@@ -178,6 +190,7 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     }
     return;
   }
+  if (use_direct(x.shape(), dw.shape(), p)) return conv2d_direct_backward_weights(x, dy, dw, db, p);
   DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p);

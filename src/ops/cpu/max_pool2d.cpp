@@ -1,44 +1,90 @@
-// CPU max pooling: float32 through oneDNN (training forward keeps oneDNN's workspace of argmax
-// positions for the backward), float64 through reference loops (workspace: int64 argmax index
-// into the input plane, -1 where a window saw only padding).
+// CPU max pooling on plain NCHW, float32 and float64 alike. The forward records, per output, the
+// input position (within its plane) that held the window's maximum, as int32 in the workspace
+// (-1 where a window saw only padding); the backward scatters each output gradient there.
+// (oneDNN 2.6's pooling on plain layouts transposes to blocked layouts and back, and measured
+// 5-10x slower than these loops on the LeNet shapes; see bench/README.md.)
 #include <cstring>
 #include <limits>
 
 #include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/dnnl_util.h"
+#include "src/ops/cpu/float_dispatch.h"
 
 namespace hpcnet::cpu {
 namespace {
 
-using dnnl::memory;
-
-struct PoolMds {
-  memory::desc x, y;
-  memory::dims strides, kernel, pad_l, pad_r;
-};
-
-PoolMds pool_mds(const Shape& xs, const Shape& ys, const Pool2dParams& p) {
-  PoolMds m;
-  m.x = plain_md({xs[0], xs[1], xs[2], xs[3]});
-  m.y = plain_md({ys[0], ys[1], ys[2], ys[3]});
-  m.strides = {p.stride_h, p.stride_w};
-  m.kernel = {p.kernel_h, p.kernel_w};
-  m.pad_l = {p.pad_h, p.pad_w};
-  m.pad_r = {(ys[2] - 1) * p.stride_h + p.kernel_h - xs[2] - p.pad_h,
-             (ys[3] - 1) * p.stride_w + p.kernel_w - xs[3] - p.pad_w};
-  return m;
+// The common 2x2 window with stride 2 and no padding, branch-free so it vectorises (random data
+// defeats branch prediction). Ties keep the first position in scan order, as PyTorch does.
+template <class T>
+void pool2x2_plane(const T* __restrict xp, T* __restrict yp, int32_t* __restrict ap, int64_t W,
+                   int64_t P, int64_t Q) {
+  for (int64_t oh = 0; oh < P; ++oh) {
+    const T* r0 = xp + 2 * oh * W;
+    const T* r1 = r0 + W;
+    T* yr = yp + oh * Q;
+    int32_t* ar = ap ? ap + oh * Q : nullptr;
+    const int32_t base = static_cast<int32_t>(2 * oh * W);
+    for (int64_t ow = 0; ow < Q; ++ow) {
+      T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+      bool hb = b > a, hd = d > c;
+      T m01 = hb ? b : a, m23 = hd ? d : c;
+      bool second = m23 > m01;
+      yr[ow] = second ? m23 : m01;
+      if (ar) {
+        int32_t i = base + static_cast<int32_t>(2 * ow);
+        int32_t i01 = hb ? i + 1 : i, i23 = hd ? i + static_cast<int32_t>(W) + 1 : i + static_cast<int32_t>(W);
+        ar[ow] = second ? i23 : i01;
+      }
+    }
+  }
 }
 
-dnnl::pooling_forward::primitive_desc pool_fwd_pd(const PoolMds& m, bool training) {
-  using namespace dnnl;
-  pooling_forward::desc d(training ? prop_kind::forward_training : prop_kind::forward_inference,
-                          algorithm::pooling_max, m.x, m.y, m.strides, m.kernel, m.pad_l, m.pad_r);
-  return pooling_forward::primitive_desc(d, dnnl_engine());
+template <class T>
+void pool_fwd(const T* x, T* y, int32_t* arg, int64_t planes, int64_t H, int64_t W, int64_t P,
+              int64_t Q, const Pool2dParams& p) {
+  const bool simple = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
+                      p.pad_h == 0 && p.pad_w == 0;
+#pragma omp parallel for schedule(static) if (planes * H * W > (1 << 16))
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T* xp = x + pl * H * W;
+    T* yp = y + pl * P * Q;
+    int32_t* ap = arg ? arg + pl * P * Q : nullptr;
+    if (simple) {
+      pool2x2_plane(xp, yp, ap, W, P, Q);
+      continue;
+    }
+    for (int64_t oh = 0; oh < P; ++oh)
+      for (int64_t ow = 0; ow < Q; ++ow) {
+        T best;
+        int64_t at;
+        {
+          best = -std::numeric_limits<T>::infinity();
+          at = -1;
+          for (int64_t r = 0; r < p.kernel_h; ++r) {
+            int64_t ih = oh * p.stride_h - p.pad_h + r;
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t t = 0; t < p.kernel_w; ++t) {
+              int64_t iw = ow * p.stride_w - p.pad_w + t;
+              if (iw < 0 || iw >= W) continue;
+              T v = xp[ih * W + iw];
+              if (at < 0 || v > best) best = v, at = ih * W + iw;
+            }
+          }
+        }
+        yp[oh * Q + ow] = best;
+        if (ap) ap[oh * Q + ow] = static_cast<int32_t>(at);
+      }
+  }
 }
 
-DnnlKey pool_key(int kind, const Shape& xs, const Pool2dParams& p) {
-  return make_key(kind, xs[0], xs[1], xs[2], xs[3], p.kernel_h, p.kernel_w, p.stride_h,
-                  p.stride_w, p.pad_h, p.pad_w);
+template <class T>
+void pool_bwd(const T* dy, const int32_t* arg, T* dx, int64_t planes, int64_t HW, int64_t PQ) {
+  std::memset(dx, 0, sizeof(T) * planes * HW);
+#pragma omp parallel for schedule(static) if (planes * HW > (1 << 16))
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t i = 0; i < PQ; ++i) {
+      int32_t a = arg[pl * PQ + i];
+      if (a >= 0) dx[pl * HW + a] += dy[pl * PQ + i];
+    }
 }
 
 }  // namespace
@@ -46,87 +92,25 @@ DnnlKey pool_key(int kind, const Shape& xs, const Pool2dParams& p) {
 void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor* workspace, const Pool2dParams& p) {
   const Shape& xs = x.shape();
   const Shape& ys = y.shape();
-  if (x.dtype() == DType::kFloat64) {
-    int64_t planes = xs[0] * xs[1], H = xs[2], W = xs[3], P = ys[2], Q = ys[3];
-    if (workspace) *workspace = Tensor::empty(ys, DType::kInt64);
-    const double* px = x.data<double>();
-    double* py = y.data<double>();
-    int64_t* pi = workspace ? workspace->data<int64_t>() : nullptr;
-    for (int64_t pl = 0; pl < planes; ++pl)
-      for (int64_t oh = 0; oh < P; ++oh)
-        for (int64_t ow = 0; ow < Q; ++ow) {
-          double best = -std::numeric_limits<double>::infinity();
-          int64_t arg = -1;
-          for (int64_t r = 0; r < p.kernel_h; ++r) {
-            int64_t ih = oh * p.stride_h - p.pad_h + r;
-            if (ih < 0 || ih >= H) continue;
-            for (int64_t t = 0; t < p.kernel_w; ++t) {
-              int64_t iw = ow * p.stride_w - p.pad_w + t;
-              if (iw < 0 || iw >= W) continue;
-              double v = px[pl * H * W + ih * W + iw];
-              if (arg < 0 || v > best) {
-                best = v;
-                arg = ih * W + iw;
-              }
-            }
-          }
-          py[(pl * P + oh) * Q + ow] = best;
-          if (pi) pi[(pl * P + oh) * Q + ow] = arg;
-        }
-    return;
-  }
-  bool training = workspace != nullptr;
-  DnnlOp& e = dnnl_cached(pool_key(training ? 0 : 1, xs, p), [&](DnnlOp& op) {
-    PoolMds m = pool_mds(xs, ys, p);
-    auto pd = pool_fwd_pd(m, training);
-    op.prim = dnnl::pooling_forward(pd);
-    op.add_arg(DNNL_ARG_SRC, m.x);
-    op.add_arg(DNNL_ARG_DST, m.y);
-    if (training) op.add_arg(DNNL_ARG_WORKSPACE, pd.workspace_desc());
+  if (workspace && (!workspace->defined() || workspace->shape() != ys ||
+                    workspace->dtype() != DType::kInt32))
+    *workspace = Tensor::empty(ys, DType::kInt32);
+  int32_t* arg = workspace ? workspace->data<int32_t>() : nullptr;
+  dispatch_float(x.dtype(), "max_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    pool_fwd<T>(x.data<T>(), y.data<T>(), arg, xs[0] * xs[1], xs[2], xs[3], ys[2], ys[3], p);
   });
-  e.bind(DNNL_ARG_SRC, x);
-  e.bind(DNNL_ARG_DST, y);
-  if (training) {
-    size_t ws_bytes = e.args.at(DNNL_ARG_WORKSPACE).get_desc().get_size();
-    if (!workspace->defined() || workspace->nbytes() != ws_bytes)
-      *workspace = Tensor::empty({static_cast<int64_t>(ws_bytes)}, DType::kUInt8);
-    e.bind(DNNL_ARG_WORKSPACE, *workspace);
-  }
-  e.run();
 }
 
 void max_pool2d_backward(const Tensor& dy, const Tensor& workspace, Tensor& dx,
                          const Pool2dParams& p) {
   const Shape& xs = dx.shape();
   const Shape& ys = dy.shape();
-  if (dy.dtype() == DType::kFloat64) {
-    int64_t planes = xs[0] * xs[1], HW = xs[2] * xs[3], PQ = ys[2] * ys[3];
-    const double* pdy = dy.data<double>();
-    const int64_t* pi = workspace.data<int64_t>();
-    double* pdx = dx.data<double>();
-    std::memset(pdx, 0, dx.nbytes());
-    for (int64_t pl = 0; pl < planes; ++pl)
-      for (int64_t i = 0; i < PQ; ++i) {
-        int64_t arg = pi[pl * PQ + i];
-        if (arg >= 0) pdx[pl * HW + arg] += pdy[pl * PQ + i];
-      }
-    return;
-  }
-  DnnlOp& e = dnnl_cached(pool_key(2, xs, p), [&](DnnlOp& op) {
-    using namespace dnnl;
-    PoolMds m = pool_mds(xs, ys, p);
-    auto fwd = pool_fwd_pd(m, true);
-    pooling_backward::desc d(algorithm::pooling_max, m.x, m.y, m.strides, m.kernel, m.pad_l,
-                             m.pad_r);
-    op.prim = pooling_backward(pooling_backward::primitive_desc(d, dnnl_engine(), fwd));
-    op.add_arg(DNNL_ARG_DIFF_DST, m.y);
-    op.add_arg(DNNL_ARG_WORKSPACE, fwd.workspace_desc());
-    op.add_arg(DNNL_ARG_DIFF_SRC, m.x);
+  dispatch_float(dy.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    pool_bwd<T>(dy.data<T>(), workspace.data<int32_t>(), dx.data<T>(), xs[0] * xs[1],
+                xs[2] * xs[3], ys[2] * ys[3]);
   });
-  e.bind(DNNL_ARG_DIFF_DST, dy);
-  e.bind(DNNL_ARG_WORKSPACE, workspace);
-  e.bind(DNNL_ARG_DIFF_SRC, dx);
-  e.run();
 }
 
 }  // namespace hpcnet::cpu
