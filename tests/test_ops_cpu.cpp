@@ -53,6 +53,7 @@ TEST_P(OpsCpuConv, Float32MatchesFloat64Reference) {
       {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, true},
       {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, false},
       {{1, 16, 20, 33}, {12, 16, 5, 5}, {1, 1, 2, 2}, true, false},
+      {{2, 4, 8, 8}, {32, 4, 3, 3}, {1, 1, 1, 1}, true, true},  // channel-vectorised kernels
   };
   Rng rng(1);
   for (auto& c : cases) {

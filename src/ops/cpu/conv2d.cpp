@@ -21,6 +21,10 @@ ConvShape conv_shape(const Tensor& x, const Shape& wshape, const Shape& yshape) 
           yshape[2], yshape[3]};
 }
 
+double conv_macs(const ConvShape& s) {
+  return static_cast<double>(s.n) * s.k * s.p * s.q * s.c * s.r * s.s;
+}
+
 DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h,
                   p.pad_w, bias, relu);
@@ -140,6 +144,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   e.bind(DNNL_ARG_WEIGHTS, w);
   if (has_b) e.bind(DNNL_ARG_BIAS, b);
   e.bind(DNNL_ARG_DST, y);
+  SmallWorkSerial serial(conv_macs(s));
   e.run();
 }
 
@@ -168,6 +173,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   e.bind(DNNL_ARG_DIFF_DST, dy);
   e.bind(DNNL_ARG_WEIGHTS, w);
   e.bind(DNNL_ARG_DIFF_SRC, dx);
+  SmallWorkSerial serial(conv_macs(s));
   e.run();
 }
 
@@ -209,6 +215,7 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   e.bind(DNNL_ARG_DIFF_DST, dy);
   e.bind(DNNL_ARG_DIFF_WEIGHTS, dw);
   if (has_b) e.bind(DNNL_ARG_DIFF_BIAS, db);
+  SmallWorkSerial serial(conv_macs(s));
   e.run();
 }
 

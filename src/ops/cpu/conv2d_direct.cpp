@@ -7,6 +7,7 @@
 // Backward weights: dw[k,c,r,s] = sum_{n,oh,ow} dy[n,k,oh,ow] xpad[n,c,oh+r,ow+s], with KB x S
 // vector accumulators per (k-block, c, r), reduced across lanes at the end.
 #include "src/ops/cpu/conv2d_direct.h"
+#include "src/ops/cpu/dnnl_util.h"  // kParallelMacs
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +20,7 @@ constexpr int V = 16;  // lanes per vector
 typedef float vf __attribute__((vector_size(V * sizeof(float))));
 
 ConvAlgo g_algo = ConvAlgo::kAuto;
+
 
 inline vf loadu(const float* p) {
   vf v;
@@ -135,6 +137,81 @@ int block_size(int64_t k) {
   return static_cast<int>((k + blocks - 1) / blocks);
 }
 
+// ---- channel-vectorised variants: 16 output channels per vector ----
+// For layers whose output rows are short (Q < 16 wastes most of a column vector) and whose
+// output channels fill whole vectors (K % 16 == 0), e.g. LeNet's conv2 (K = 16, Q = 10).
+
+// y[n, k0:k0+16, oh, ow0:ow0+QB]; wt is (C, R, S, K).
+template <int QB, int S>
+void fwd_kvec_block(const Dims& d, const float* xp, const float* wt, const float* bias, float* y,
+                    int64_t n, int64_t k0, int64_t oh, int64_t ow0, bool relu) {
+  vf acc[QB];
+  vf b0 = bias ? loadu(bias + k0) : splat(0.f);
+  for (int j = 0; j < QB; ++j) acc[j] = b0;
+  for (int64_t c = 0; c < d.c; ++c)
+    for (int64_t r = 0; r < d.r; ++r) {
+      const float* xr = xp + ((n * d.c + c) * d.hp + oh + r) * d.wp + ow0;
+      const float* wr = wt + (c * d.r + r) * S * d.k + k0;
+#pragma GCC unroll 8
+      for (int s = 0; s < S; ++s) {
+        vf wv = loadu(wr + s * d.k);
+#pragma GCC unroll 16
+        for (int j = 0; j < QB; ++j) acc[j] += wv * splat(xr[j + s]);
+      }
+    }
+  for (int j = 0; j < QB; ++j) {
+    vf v = acc[j];
+    if (relu) v = v > 0 ? v : 0;
+    float* out = y + ((n * d.k + k0) * d.p + oh) * d.q + ow0 + j;
+    for (int l = 0; l < V; ++l) out[l * d.p * d.q] = v[l];
+  }
+}
+
+template <int S>
+void fwd_kvec_row(const Dims& d, const float* xp, const float* wt, const float* bias, float* y,
+                  int64_t n, int64_t k0, int64_t oh, bool relu) {
+  int64_t ow = 0;
+  for (; ow + 8 <= d.q; ow += 8) fwd_kvec_block<8, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+  switch (d.q - ow) {
+    case 7: return fwd_kvec_block<7, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 6: return fwd_kvec_block<6, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 5: return fwd_kvec_block<5, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 4: return fwd_kvec_block<4, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 3: return fwd_kvec_block<3, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 2: return fwd_kvec_block<2, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 1: return fwd_kvec_block<1, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    default: return;
+  }
+}
+
+// dw[k0:k0+16, c, :, :] from dyT (N, P, Q, K): R x S vector accumulators.
+template <int R, int S>
+void bwdw_kvec(const Dims& d, const float* xp, const float* dyt, float* dw, int64_t k0, int64_t c) {
+  vf acc[R][S];
+  for (int r = 0; r < R; ++r)
+    for (int s = 0; s < S; ++s) acc[r][s] = splat(0.f);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oh = 0; oh < d.p; ++oh) {
+      const float* g_row = dyt + ((n * d.p + oh) * d.q) * d.k + k0;
+      const float* x0 = xp + ((n * d.c + c) * d.hp + oh) * d.wp;
+      for (int64_t ow = 0; ow < d.q; ++ow) {
+        vf g = loadu(g_row + ow * d.k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+          for (int s = 0; s < S; ++s) acc[r][s] += g * splat(x0[r * d.wp + ow + s]);
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int s = 0; s < S; ++s)
+      for (int l = 0; l < V; ++l) dw[(((k0 + l) * d.c + c) * R + r) * S + s] = acc[r][s][l];
+}
+
+// Whether the channel-vectorised kernels handle this shape.
+bool kvec_applies(int64_t k, int64_t q, int64_t r, int64_t s) {
+  return k % V == 0 && q < V && r == s && (s == 3 || s == 5);
+}
+
 // y = conv(x, w) + b for stride 1, padding pad; x (N,C,H,W), w given as wt (C,R,S,K).
 void direct_forward(const float* x, const float* wt, const float* bias, float* y, int64_t N,
                     int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S, int64_t pad,
@@ -152,11 +229,23 @@ void direct_forward(const float* x, const float* wt, const float* bias, float* y
   d.wp = std::max<int64_t>(W + 2 * pad, d.qv + S - 1);
   float* xp = scratch(0, static_cast<size_t>(N * C * d.hp * d.wp));
   pad_input(x, N * C, H, W, pad, d.wp, xp);
+  double work = static_cast<double>(N) * K * d.p * d.q * C * R * S;
+  if (kvec_applies(K, d.q, R, S)) {
+    int64_t kv = K / V, tasks = N * kv * d.p;
+#pragma omp parallel for schedule(static) if (work > kParallelMacs && tasks > 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t n = t / (kv * d.p), k0 = (t / d.p) % kv * V, oh = t % d.p;
+      if (S == 3)
+        fwd_kvec_row<3>(d, xp, wt, bias, y, n, k0, oh, relu);
+      else
+        fwd_kvec_row<5>(d, xp, wt, bias, y, n, k0, oh, relu);
+    }
+    return;
+  }
   int kb = block_size(K);
   int64_t kblocks = (K + kb - 1) / kb;
   int64_t tasks = N * kblocks;
-  double work = static_cast<double>(N) * K * d.p * d.q * C * R * S;
-#pragma omp parallel for schedule(static) if (work > 2e5 && tasks > 1)
+#pragma omp parallel for schedule(static) if (work > kParallelMacs && tasks > 1)
   for (int64_t t = 0; t < tasks; ++t) {
     int64_t n = t / kblocks, k0 = (t % kblocks) * kb;
     int this_kb = static_cast<int>(std::min<int64_t>(kb, K - k0));
@@ -276,9 +365,28 @@ void conv2d_direct_backward_weights(const Tensor& x, const Tensor& dy, Tensor& d
   d.wp = std::max<int64_t>(W + 2 * pad, d.qv + S - 1);
   float* xp = scratch(0, static_cast<size_t>(N * C * d.hp * d.wp));
   pad_input(x.data<float>(), N * C, H, W, pad, d.wp, xp);
+  double work = static_cast<double>(N) * K * d.p * d.q * C * R * S;
+  const float* pdy = dy.data<float>();
+  float* pdw = dw.data<float>();
+  if (kvec_applies(K, d.q, R, S)) {
+    // dy transposed to (N, P, Q, K).
+    float* dyt = scratch(2, static_cast<size_t>(N * K * d.p * d.q));
+    int64_t pq = d.p * d.q;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t i = 0; i < pq; ++i) dyt[(n * pq + i) * K + k] = pdy[(n * K + k) * pq + i];
+    int64_t kv = K / V, tasks = kv * C;
+#pragma omp parallel for schedule(static) if (work > kParallelMacs && tasks > 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t k0 = (t / C) * V, c = t % C;
+      if (S == 3)
+        bwdw_kvec<3, 3>(d, xp, dyt, pdw, k0, c);
+      else
+        bwdw_kvec<5, 5>(d, xp, dyt, pdw, k0, c);
+    }
+  } else {
   // dy rows padded with zeros to qv columns.
   float* dyp = scratch(2, static_cast<size_t>(N * K * d.p * d.qv));
-  const float* pdy = dy.data<float>();
   for (int64_t i = 0; i < N * K * d.p; ++i) {
     std::memcpy(dyp + i * d.qv, pdy + i * d.q, sizeof(float) * d.q);
     std::memset(dyp + i * d.qv + d.q, 0, sizeof(float) * (d.qv - d.q));
@@ -289,13 +397,12 @@ void conv2d_direct_backward_weights(const Tensor& x, const Tensor& dy, Tensor& d
   kb = static_cast<int>((K + kblocks - 1) / kblocks);
   kblocks = (K + kb - 1) / kb;
   int64_t tasks = kblocks * C;
-  float* pdw = dw.data<float>();
-  double work = static_cast<double>(N) * K * d.p * d.q * C * R * S;
-#pragma omp parallel for schedule(static) if (work > 2e5 && tasks > 1)
+#pragma omp parallel for schedule(static) if (work > kParallelMacs && tasks > 1)
   for (int64_t t = 0; t < tasks; ++t) {
     int64_t k0 = (t / C) * kb, c = t % C;
     int this_kb = static_cast<int>(std::min<int64_t>(kb, K - k0));
     bwdw_dispatch(this_kb, d, xp, dyp, pdw, k0, c);
+  }
   }
   if (db.defined()) {
     float* pdb = db.data<float>();

@@ -1,6 +1,8 @@
 // oneDNN engine/stream singletons and error conversion.
 #include "src/ops/cpu/dnnl_util.h"
 
+#include <omp.h>
+
 #include <string>
 
 namespace hpcnet::cpu {
@@ -31,6 +33,17 @@ DnnlOp* dnnl_cache_find(const DnnlKey& key) {
 
 DnnlOp& dnnl_cache_insert(const DnnlKey& key, std::unique_ptr<DnnlOp> op) {
   return *dnnl_cache().emplace(key, std::move(op)).first->second;
+}
+
+SmallWorkSerial::SmallWorkSerial(double macs) {
+  if (macs < kParallelMacs) {
+    saved_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+}
+
+SmallWorkSerial::~SmallWorkSerial() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
 }
 
 void DnnlOp::run() {

@@ -64,6 +64,22 @@ inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, t);
 }
 
+// Runs the enclosed oneDNN calls on one thread when the work is small: an OpenMP fork/join costs
+// microseconds, and far more when another busy thread (a data worker, another process) holds a
+// core the team is waiting on.
+class SmallWorkSerial {
+ public:
+  explicit SmallWorkSerial(double macs);
+  ~SmallWorkSerial();
+  SmallWorkSerial(const SmallWorkSerial&) = delete;
+  SmallWorkSerial& operator=(const SmallWorkSerial&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+// Multiply-adds below which a kernel runs on one thread (about 0.1 ms of one core's work).
+constexpr double kParallelMacs = 4e6;
+
 // A created primitive with its argument memories, made once; per call only the data handles
 // change, and run() goes through the C API with a prebuilt argument array (no allocation).
 struct DnnlOp {

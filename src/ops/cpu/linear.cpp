@@ -60,6 +60,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   e.bind(DNNL_ARG_WEIGHTS, w);
   if (has_b) e.bind(DNNL_ARG_BIAS, b);
   e.bind(DNNL_ARG_DST, y);
+  SmallWorkSerial serial(static_cast<double>(n) * in * out);
   e.run();
 }
 
@@ -90,6 +91,7 @@ void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
   e.bind(DNNL_ARG_DIFF_DST, dy);
   e.bind(DNNL_ARG_WEIGHTS, w);
   e.bind(DNNL_ARG_DIFF_SRC, dx);
+  SmallWorkSerial serial(static_cast<double>(n) * in * out);
   e.run();
 }
 
@@ -132,6 +134,7 @@ void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   e.bind(DNNL_ARG_DIFF_DST, dy);
   e.bind(DNNL_ARG_DIFF_WEIGHTS, dw);
   if (has_b) e.bind(DNNL_ARG_DIFF_BIAS, db);
+  SmallWorkSerial serial(static_cast<double>(n) * in * out);
   e.run();
 }
 
