@@ -31,6 +31,8 @@ DnnlOp* dnnl_cache_find(const DnnlKey& key) {
   return it == c.end() ? nullptr : it->second.get();
 }
 
+size_t dnnl_cache_size() { return dnnl_cache().size(); }
+
 DnnlOp& dnnl_cache_insert(const DnnlKey& key, std::unique_ptr<DnnlOp> op) {
   return *dnnl_cache().emplace(key, std::move(op)).first->second;
 }

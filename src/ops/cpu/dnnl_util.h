@@ -98,6 +98,7 @@ struct DnnlOp {
 };
 
 DnnlOp* dnnl_cache_find(const DnnlKey& key);
+size_t dnnl_cache_size();  // primitives created so far on this thread
 DnnlOp& dnnl_cache_insert(const DnnlKey& key, std::unique_ptr<DnnlOp> op);
 
 // Per-thread cache of primitives, each built once by make(DnnlOp&) on first use of its key.

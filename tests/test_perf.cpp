@@ -1,0 +1,41 @@
+// Steady-state guarantees of the training step that performance depends on: after warm-up, a
+// LeNet step takes no memory from the system (the caching allocator serves every tensor) and
+// creates no oneDNN primitive (each is made once per shape and reused).
+#include <gtest/gtest.h>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/optim.h"
+#include "hpcnet/rng.h"
+#include "src/ops/cpu/dnnl_util.h"
+
+using namespace hpcnet;
+
+namespace {
+void train_steps(nn::Module& model, optim::SGD& opt, const Tensor& x, const Tensor& y, int n) {
+  for (int i = 0; i < n; ++i) {
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model.forward(x), y);
+    loss.backward();
+    opt.step();
+  }
+}
+}  // namespace
+
+TEST(Perf, LenetStepAllocatesNothingAndBuildsNoPrimitiveInSteadyState) {
+  for (int64_t batch : {4, 32}) {
+    manual_seed(0);
+    auto model = nn::make_model("lenet");
+    optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});
+    Tensor x = Tensor::full({batch, 3, 32, 32}, 0.25);
+    std::vector<int64_t> labels(batch);
+    for (int64_t i = 0; i < batch; ++i) labels[i] = i % 10;
+    Tensor y = Tensor::from_labels(labels);
+    train_steps(*model, opt, x, y, 3);  // warm-up: caches fill
+    uint64_t allocs = cpu_allocator_stats().system_allocs;
+    size_t prims = cpu::dnnl_cache_size();
+    train_steps(*model, opt, x, y, 20);
+    EXPECT_EQ(cpu_allocator_stats().system_allocs, allocs) << "batch " << batch;
+    EXPECT_EQ(cpu::dnnl_cache_size(), prims) << "batch " << batch;
+  }
+}
