@@ -29,8 +29,8 @@ class Module {
   NamedTensors named_buffers() const;
   // Parameters then buffers, each detached (sharing storage), in registration order.
   NamedTensors state_dict() const;
-  // Copies values in. Missing or unexpected keys and shape/dtype mismatches are an InputError
-  // naming the key (strict), and nothing is modified unless every key fits.
+  // Copies values in (converting dtypes, as torch does). Missing or unexpected keys (strict) and
+  // shape mismatches are an InputError naming the key; nothing is modified unless every key fits.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
   void train(bool on = true);

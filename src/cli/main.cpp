@@ -37,13 +37,22 @@ void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
   auto take = [&](const char* opt, const char* key, auto& field) {
     using T = std::decay_t<decltype(field)>;
     if (!j.contains(key)) throw InputError(path + ": corrupt checkpoint: config lacks " + key);
-    T saved = j.at(key).get<T>();
+    T saved{};
+    try {
+      saved = j.at(key).get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(path + ": corrupt checkpoint: config " + key + " has the wrong type");
+    }
     if (t.count(opt) && saved != field)
-      throw InputError(std::string(opt) + " differs from the checkpoint's recipe; --resume " +
+      throw InputError(std::string(opt) + " differs from the recipe in " + path + "; --resume " +
                        "continues the same run (start a new --out to change it)");
     field = saved;
   };
   take("--model", "model", c.model);
+  auto names = nn::model_names();
+  if (std::find(names.begin(), names.end(), c.model) == names.end())
+    throw InputError(path + ": checkpoint of model '" + c.model +
+                     "', which this build does not have; resume it with a build that does");
   take("--dataset", "dataset", c.dataset);
   take("--batch-size", "batch_size", c.batch_size);
   take("--lr", "lr", c.lr);
@@ -55,8 +64,15 @@ void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
   take("--log-every", "log_every", c.log_every);
   take("--val-split", "val_split", c.val_split);
   take("--augment", "augment", c.augment);
-  if (!t.count("--data")) c.data = j.value("data", c.data);
-  if (!t.count("--epochs")) c.epochs = j.value("epochs", c.epochs);
+  try {
+    if (!t.count("--data")) c.data = j.value("data", c.data);
+    if (!t.count("--epochs")) c.epochs = j.value("epochs", c.epochs);
+    // Bit-exact resume needs the same thread count; keep the run's unless told otherwise.
+    if (!t.count("--threads")) c.threads = j.value("threads", c.threads);
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(path +
+                     ": corrupt checkpoint: config data, epochs or threads has the wrong type");
+  }
   if (c.out.empty()) c.out = c.resume;
 }
 
@@ -91,6 +107,8 @@ struct EvalArgs {
 
 int cmd_eval(const EvalArgs& a) {
   train::resolve_device(a.device);
+  HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  HPCNET_REQUIRE(a.workers >= 0 && a.workers <= 64, "--workers must be in [0, 64]");
   ops::set_num_threads(a.threads);
   HPCNET_REQUIRE(a.split == "test" || a.split == "val",
                  "--split must be test or val (got '" + a.split + "')");
@@ -159,7 +177,10 @@ std::vector<uint8_t> resize_bilinear(const data::Image& im, int64_t oh, int64_t 
 }
 
 int cmd_predict(const std::string& weights, const std::string& model_name,
-                const std::vector<std::string>& images, int top, bool json, int threads) {
+                const std::vector<std::string>& images, int top, bool json, int threads,
+                const std::string& device) {
+  train::resolve_device(device);
+  HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(threads);
   HPCNET_REQUIRE(top >= 1, "--top must be at least 1");
   train::LoadedModel m = train::load_model(weights, model_name);
@@ -286,7 +307,7 @@ int main(int argc, char** argv) {
   e->add_option("--device", ea.device, "auto, cpu or cuda")->capture_default_str();
   e->add_flag("--json", ea.json, "print one JSON object instead of text");
 
-  std::string pw, pm;
+  std::string pw, pm, pdevice = "auto";
   std::vector<std::string> images;
   int top = 3, pthreads = 0;
   bool pjson = false;
@@ -295,6 +316,7 @@ int main(int argc, char** argv) {
   p->add_option("--model", pm, "model name (default: from the weights file)");
   p->add_option("--top", top, "classes to show per image")->capture_default_str();
   p->add_option("--threads", pthreads, "CPU threads (0 = all cores)");
+  p->add_option("--device", pdevice, "auto, cpu or cuda")->capture_default_str();
   p->add_flag("--json", pjson, "one JSON object per image");
   p->add_option("images", images, "image files")->required();
 
@@ -314,8 +336,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
-    int code = app.exit(err);
-    return code == 0 ? 0 : 2;
+    if (err.get_exit_code() == 0) return app.exit(err);  // --help, --version
+    // One line, like every other error (CLI11's own printer adds a second "Run with --help" line).
+    std::string msg = err.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+    std::fprintf(stderr, "hpcnet: error: %s (see hpcnet --help)\n", msg.c_str());
+    return 2;
   }
   try {
     if (t->parsed()) {
@@ -325,7 +352,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (e->parsed()) return cmd_eval(ea);
-    if (p->parsed()) return cmd_predict(pw, pm, images, top, pjson, pthreads);
+    if (p->parsed()) return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice);
     if (b->parsed()) {
       bc.profile = !bnoprof;
       return cmd_bench(bc, bjson);

@@ -50,52 +50,56 @@ std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> cla
     return a.file < b.file;
   });
 
+  // Decoded in chunks straight into the dataset's one pixel buffer, so peak memory is the dataset
+  // plus one chunk (not the dataset twice). The buffer is sized from the first image: exact when
+  // all images share a size, as in CIFAR-10.
   const size_t n = files.size();
-  std::vector<Image> images(n);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  size_t err_index = n;
-  std::string err_text;
-  auto work = [&] {
-    ImageDecoder dec;
-    constexpr size_t kChunk = 128;
-    for (;;) {
-      size_t begin = next.fetch_add(kChunk);
-      if (begin >= n || failed.load(std::memory_order_relaxed)) return;
-      size_t end = std::min(n, begin + kChunk);
-      for (size_t i = begin; i < end; ++i) {
-        std::string e = dec.decode(files[i].data, files[i].size, images[i]);
-        if (!e.empty()) {
-          std::lock_guard<std::mutex> lock(err_mu);
-          if (i < err_index) {
-            err_index = i;
-            err_text = std::move(e);
+  constexpr size_t kChunkImages = 4096;
+  std::vector<Image> images(std::min(n, kChunkImages));
+  auto ds = std::make_shared<InMemoryDataset>(std::move(classes), std::move(description));
+  size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min({threads, size_t{16}, std::max<size_t>(1, std::min(n, kChunkImages) / 256)});
+  for (size_t chunk = 0; chunk < n; chunk += kChunkImages) {
+    const size_t m = std::min(kChunkImages, n - chunk);
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex err_mu;
+    size_t err_index = n;
+    std::string err_text;
+    auto work = [&] {
+      ImageDecoder dec;
+      constexpr size_t kBite = 128;
+      for (;;) {
+        size_t begin = next.fetch_add(kBite);
+        if (begin >= m || failed.load(std::memory_order_relaxed)) return;
+        size_t end = std::min(m, begin + kBite);
+        for (size_t i = begin; i < end; ++i) {
+          const ImageFile& f = files[chunk + i];
+          std::string e = dec.decode(f.data, f.size, images[i]);
+          if (!e.empty()) {
+            std::lock_guard<std::mutex> lock(err_mu);
+            if (chunk + i < err_index) {
+              err_index = chunk + i;
+              err_text = std::move(e);
+            }
+            failed = true;
+            return;
           }
-          failed = true;
-          return;
         }
       }
-    }
-  };
-  size_t threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min({threads, size_t{16}, std::max<size_t>(1, n / 256)});
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  if (err_index < n)
-    throw InputError("imagefolder: cannot decode image " + error_prefix + files[err_index].display +
-                     ": " + err_text + "; replace or remove the file");
-
-  int64_t total_pixels = 0;
-  for (const Image& im : images) total_pixels += im.height * im.width;
-  auto ds = std::make_shared<InMemoryDataset>(std::move(classes), std::move(description));
-  ds->reserve(static_cast<int64_t>(n), total_pixels);
-  for (size_t i = 0; i < n; ++i) {
-    ds->add(images[i].pixels.data(), images[i].height, images[i].width, files[i].label,
-            std::move(files[i].display));
-    std::vector<uint8_t>().swap(images[i].pixels);
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (err_index < n)
+      throw InputError("imagefolder: cannot decode image " + error_prefix +
+                       files[err_index].display + ": " + err_text + "; replace or remove the file");
+    if (chunk == 0)
+      ds->reserve(static_cast<int64_t>(n), static_cast<int64_t>(n) * images[0].height * images[0].width);
+    for (size_t i = 0; i < m; ++i)
+      ds->add(images[i].pixels.data(), images[i].height, images[i].width, files[chunk + i].label,
+              std::move(files[chunk + i].display));
   }
   return ds;
 }

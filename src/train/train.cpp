@@ -282,7 +282,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
     } catch (const InputError& e) {
       throw InputError(cfg.resume + "/checkpoint.safetensors: " + e.what());
     }
-    default_rng().set_state(rng_state_parse(ckpt->metadata["hpcnet.rng_state"], cfg.resume));
+    default_rng().set_state(rng_state_parse(ckpt->metadata["hpcnet.rng_state"], ckpt->path));
     ckpt.reset();
   }
 
@@ -301,7 +301,14 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
     val_loader = std::make_unique<data::DataLoader>(d.val, eval_transform(), vo);
   }
 
-  fs::create_directories(cfg.out);
+  {
+    // An unusable --out is the user's to fix (exit 2), like bad data.
+    std::error_code ec;
+    fs::create_directories(cfg.out, ec);
+    if (ec || !fs::is_directory(cfg.out))
+      throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
+                       (ec ? ec.message() : std::string("not a directory")) + ")");
+  }
   const std::string ckpt_path = (fs::path(cfg.out) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(cfg.out) / "model.safetensors").string();
   MetricsLog metrics((fs::path(cfg.out) / "metrics.jsonl").string(), st.epochs_done > 0);
@@ -318,7 +325,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
   model->train();
   using clock = std::chrono::steady_clock;
   auto t_start = clock::now();
-  bool stop = false;
+  bool stop = false, partial = false;
   for (int64_t epoch = st.epochs_done; epoch < cfg.epochs && !stop; ++epoch) {
     auto t_epoch = clock::now();
     loader.begin_epoch(epoch);
@@ -362,6 +369,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
         break;
       }
     }
+    // The step limit may fall on the epoch's last batch: that epoch is complete.
+    partial = stop && epoch_steps < loader.num_batches();
     bar.clear();
     double epoch_s = std::chrono::duration<double>(clock::now() - t_epoch).count();
     res.train_seconds += epoch_s;
@@ -371,7 +380,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
                           {"train_loss", epoch_steps ? epoch_loss / epoch_steps : 0.0},
                           {"seconds", epoch_s},
                           {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size / epoch_s : 0}};
-    if (stop) break;  // a partial epoch is not checkpointed
+    if (partial) break;  // a partial epoch is not checkpointed
     st.epochs_done = epoch + 1;
     if (val_loader) {
       EvalResult ev = evaluate(*model, *val_loader);
@@ -382,7 +391,14 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
     save_checkpoint(ckpt_path, cfg, *model, opt, st, d.classes);
     save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
   }
-  if (stop) save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+  if (partial) save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+  metrics.write({{"event", "end"},
+                 {"steps", res.steps},
+                 {"images", res.images},
+                 {"train_seconds", res.train_seconds},
+                 {"images_per_sec", res.train_seconds > 0 ? res.images / res.train_seconds : 0.0},
+                 {"last_report_loss", res.last_report_loss},
+                 {"val_accuracy", res.val_accuracy}});
   if (!cfg.quiet) out << "Finished Training" << std::endl;
   return res;
 }

@@ -1,0 +1,721 @@
+// Tests of the training loop behind `hpcnet train` through its C++ API (run_training writing to a
+// std::ostringstream): the tutorial's loss lines, the run directory (model.safetensors with
+// PyTorch names, checkpoint, metrics.jsonl), bit-exact resume, --steps, the val split, evaluate,
+// save_model/load_model, and refusals of bad configs, data and checkpoints before anything is
+// written. The data is a tiny CIFAR-10 binary folder made here (a colour per class plus noise).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hpcnet/data.h"
+#include "hpcnet/functional.h"
+#include "hpcnet/io.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/rng.h"
+#include "hpcnet/train.h"
+#include "src/ops/ops.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+
+namespace {
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+std::string tr_read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void tr_write(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<std::string> tr_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// One CIFAR-10 record: label byte, then the R, G and B planes of 32x32. Each class has its own
+// colour (labels are learnable); pixels get +-24 of noise.
+std::string tr_cifar_records(int n, uint64_t seed) {
+  Rng rng(seed, 77);
+  std::string out;
+  out.reserve(static_cast<size_t>(n) * 3073);
+  for (int i = 0; i < n; ++i) {
+    int label = static_cast<int>(rng.randint(10));
+    out.push_back(static_cast<char>(label));
+    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 1024; ++p) {
+        int v = base[c] + static_cast<int>(rng.randint(49)) - 24;
+        out.push_back(static_cast<char>(std::clamp(v, 0, 255)));
+      }
+  }
+  return out;
+}
+
+// DIR/cifar-10-batches-bin/data_batch_1..5.bin (n_per_batch records each) and test_batch.bin.
+void tr_make_cifar(const fs::path& dir, int n_per_batch, int n_test = 40) {
+  fs::path b = dir / "cifar-10-batches-bin";
+  fs::create_directories(b);
+  for (int k = 1; k <= 5; ++k)
+    tr_write(b / ("data_batch_" + std::to_string(k) + ".bin"), tr_cifar_records(n_per_batch, k));
+  tr_write(b / "test_batch.bin", tr_cifar_records(n_test, 100));
+}
+
+template <class F>
+std::string tr_input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no exception";
+}
+
+// A temporary folder with the tiny dataset in DIR/data; run directories go beside it. Restores the
+// process's kernel thread count (run_training sets it) afterwards.
+class TrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = ops::get_num_threads();
+    std::string tmpl = (fs::temp_directory_path() / "hpcnet_test_train_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    tr_make_cifar(dir_ / "data", 40);  // 200 training images: 50 steps of 4 per epoch
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    ops::set_num_threads(threads_);
+  }
+  train::TrainConfig config(const std::string& run) const {
+    train::TrainConfig c;
+    c.data = (dir_ / "data").string();
+    c.out = (dir_ / run).string();
+    c.epochs = 1;
+    c.batch_size = 4;
+    c.lr = 0.001;
+    c.momentum = 0.9;
+    c.workers = 0;
+    c.threads = 1;
+    c.seed = 0;
+    c.log_every = 10;
+    c.progress = 0;
+    return c;
+  }
+  std::string train(const train::TrainConfig& c, train::TrainResult* res = nullptr) {
+    std::ostringstream out;
+    train::TrainResult r = train::run_training(c, out);
+    if (res) *res = r;
+    return out.str();
+  }
+  fs::path run(const std::string& name) const { return dir_ / name; }
+
+  fs::path dir_;
+  int threads_ = 0;
+};
+
+// Tensors of two safetensors files are identical, byte for byte.
+void tr_expect_same_tensors(const fs::path& a, const fs::path& b) {
+  SafetensorsFile fa = load_safetensors(a.string());
+  SafetensorsFile fb = load_safetensors(b.string());
+  ASSERT_EQ(fa.order, fb.order);
+  for (const auto& n : fa.order) {
+    const Tensor& ta = fa.at(n);
+    const Tensor& tb = fb.at(n);
+    ASSERT_EQ(ta.shape(), tb.shape()) << n;
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << n;
+    EXPECT_EQ(std::memcmp(ta.raw_data(), tb.raw_data(), ta.nbytes()), 0) << n << " differs";
+  }
+}
+
+}  // namespace
+
+// ---- the loop and its output -----------------------------------------------------------------
+
+TEST_F(TrainTest, LossLinesHaveTheTutorialFormat) {
+  auto c = config("run");
+  c.epochs = 2;
+  train::TrainResult res;
+  std::vector<std::string> lines = tr_lines(train(c, &res));
+  // 50 steps per epoch, a line every 10: 5 per epoch, then "Finished Training".
+  ASSERT_EQ(lines.size(), 11u);
+  EXPECT_EQ(lines.back(), "Finished Training");
+  const std::regex re(R"(\[(\d), +(\d+)\] loss: (\d\.\d{3}))");
+  for (size_t k = 0; k < 10; ++k) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines[k], m, re)) << lines[k];
+    int epoch = std::stoi(m[1]), step = std::stoi(m[2]);
+    EXPECT_EQ(epoch, static_cast<int>(k / 5) + 1) << lines[k];
+    EXPECT_EQ(step, static_cast<int>(k % 5 + 1) * 10) << lines[k];
+    // Exactly print('[%d, %5d] loss: %.3f' % (epoch + 1, i + 1, running_loss / 2000)).
+    char want[64];
+    std::snprintf(want, sizeof want, "[%d, %5d] loss: %.3f", epoch, step, std::stod(m[3]));
+    EXPECT_EQ(lines[k], want);
+    double loss = std::stod(m[3]);
+    EXPECT_GT(loss, 1.0);
+    EXPECT_LT(loss, 3.5);
+  }
+  EXPECT_EQ(lines[0].substr(0, 11), "[1,    10] ");
+  // Ten classes, untrained: the first average is close to ln(10) = 2.303.
+  EXPECT_NEAR(std::stod(lines[0].substr(lines[0].size() - 5)), 2.303, 0.1);
+  EXPECT_EQ(res.steps, 100);
+  EXPECT_EQ(res.images, 400);
+  EXPECT_EQ(res.val_accuracy, -1);
+}
+
+TEST_F(TrainTest, LogEveryCountsMiniBatchesAndPartialBatchesAreKept) {
+  auto c = config("run");
+  c.batch_size = 7;  // 200 = 28 * 7 + 4: 29 steps, the last one of 4 images
+  c.log_every = 5;
+  train::TrainResult res;
+  std::vector<std::string> lines = tr_lines(train(c, &res));
+  ASSERT_EQ(lines.size(), 6u);  // steps 5, 10, ..., 25
+  EXPECT_EQ(lines[0].substr(0, 11), "[1,     5] ");
+  EXPECT_EQ(lines[4].substr(0, 11), "[1,    25] ");
+  EXPECT_EQ(res.steps, 29);
+  EXPECT_EQ(res.images, 200);
+}
+
+// The tutorial's own numbers: a line every 2000 mini-batches, "[1,  2000] loss: ...".
+TEST_F(TrainTest, TwoThousandStepLineMatchesTheTutorial) {
+  tr_make_cifar(dir_ / "big", 400, 10);  // 2000 images
+  auto c = config("run");
+  c.data = (dir_ / "big").string();
+  c.batch_size = 1;
+  c.log_every = 2000;
+  std::vector<std::string> lines = tr_lines(train(c));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(\[1,  2000\] loss: \d\.\d{3})")))
+      << lines[0];
+  EXPECT_EQ(lines[1], "Finished Training");
+}
+
+TEST_F(TrainTest, QuietPrintsNothing) {
+  auto c = config("run");
+  c.quiet = true;
+  EXPECT_EQ(train(c), "");
+  EXPECT_TRUE(fs::exists(run("run") / "model.safetensors"));
+}
+
+TEST_F(TrainTest, ProgressBarOnlyWhenAsked) {
+  auto c = config("run");
+  c.progress = 1;
+  testing::internal::CaptureStdout();
+  std::string lines = train(c);
+  std::string bar = testing::internal::GetCapturedStdout();
+  EXPECT_NE(bar.find("epoch 1/1"), std::string::npos) << bar;
+  EXPECT_NE(bar.find('\r'), std::string::npos);
+  EXPECT_NE(bar.find("\x1b[K"), std::string::npos);  // and erased again
+  EXPECT_EQ(lines.find('\r'), std::string::npos);    // loss lines stay clean
+  c.progress = 0;
+  c.out = run("run2").string();
+  testing::internal::CaptureStdout();
+  train(c);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+}
+
+TEST_F(TrainTest, RunDirectoryHoldsModelCheckpointAndMetrics) {
+  auto c = config("run");
+  c.epochs = 2;
+  train(c);
+  // model.safetensors: PyTorch's names in PyTorch's order, with class names in the metadata.
+  SafetensorsFile m = load_safetensors((run("run") / "model.safetensors").string());
+  EXPECT_EQ(m.order, (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight",
+                                               "conv2.bias", "fc1.weight", "fc1.bias", "fc2.weight",
+                                               "fc2.bias", "fc3.weight", "fc3.bias"}));
+  EXPECT_EQ(m.at("fc1.weight").shape(), (Shape{120, 400}));
+  EXPECT_EQ(m.at("fc1.weight").dtype(), DType::kFloat32);
+  EXPECT_EQ(m.metadata.at("format"), "pt");
+  EXPECT_EQ(m.metadata.at("hpcnet.model"), "lenet");
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("hpcnet.classes")).get<std::vector<std::string>>(),
+            data::cifar10_class_names());
+
+  // The checkpoint: model and momentum buffers, epoch, steps, RNG state, recipe.
+  SafetensorsFile ck = load_safetensors((run("run") / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "2");
+  EXPECT_EQ(ck.metadata.at("hpcnet.steps"), "100");
+  EXPECT_TRUE(ck.metadata.count("hpcnet.rng_state"));
+  auto cfg = nlohmann::json::parse(ck.metadata.at("hpcnet.config"));
+  EXPECT_EQ(cfg.at("seed"), 0);
+  EXPECT_EQ(cfg.at("batch_size"), 4);
+  for (const auto& n : m.order) {
+    ASSERT_TRUE(ck.contains("model." + n)) << n;
+    ASSERT_TRUE(ck.contains("optim.momentum_buffer." + n)) << n;
+    const Tensor& a = ck.at("model." + n);
+    EXPECT_EQ(std::memcmp(a.raw_data(), m.at(n).raw_data(), a.nbytes()), 0) << n;
+  }
+  EXPECT_EQ(ck.tensors.size(), 20u);
+
+  // metrics.jsonl: start, 5 log lines + 1 epoch record per epoch (other kinds may follow).
+  auto lines = tr_lines(tr_read(run("run") / "metrics.jsonl"));
+  ASSERT_GE(lines.size(), 13u);
+  EXPECT_EQ(nlohmann::json::parse(lines.front()).at("event"), "start");
+  int logs = 0, epochs = 0, starts = 0;
+  for (const auto& l : lines) {
+    auto j = nlohmann::json::parse(l);
+    std::string ev = j.at("event");
+    if (ev == "log") {
+      ++logs;
+      EXPECT_TRUE(j.at("loss").is_number());
+    } else if (ev == "epoch") {
+      ++epochs;
+      EXPECT_EQ(j.at("steps"), 50);
+      EXPECT_EQ(j.at("epoch"), epochs);
+    } else if (ev == "start") {
+      ++starts;
+      EXPECT_EQ(j.at("train_images"), 200);
+    }
+  }
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(logs, 10);
+  EXPECT_EQ(epochs, 2);
+  // Nothing else (no temporary files left behind).
+  int files = 0;
+  for (auto& e : fs::directory_iterator(run("run"))) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 3);
+}
+
+TEST_F(TrainTest, SameSeedSameWeightsOtherSeedOtherWeights) {
+  auto c = config("a");
+  train(c);
+  c.out = run("b").string();
+  c.workers = 2;  // the data order does not depend on the workers
+  train(c);
+  EXPECT_EQ(tr_read(run("a") / "model.safetensors"), tr_read(run("b") / "model.safetensors"));
+  c.out = run("c").string();
+  c.seed = 1;
+  train(c);
+  EXPECT_NE(tr_read(run("a") / "model.safetensors"), tr_read(run("c") / "model.safetensors"));
+}
+
+TEST_F(TrainTest, LearnsTheColourCode) {
+  auto c = config("run");
+  c.epochs = 4;
+  c.lr = 0.01;
+  c.val_split = 50;
+  train::TrainResult res;
+  std::vector<std::string> lines = tr_lines(train(c, &res));
+  EXPECT_GT(res.val_accuracy, 40.0) << "chance is 10%";
+  // The last loss line is well below the first.
+  double first = std::stod(lines.front().substr(lines.front().size() - 5));
+  double last = std::stod(lines[lines.size() - 2].substr(lines[lines.size() - 2].size() - 5));
+  EXPECT_LT(last, first - 0.5);
+}
+
+// ---- resume ------------------------------------------------------------------------------------
+
+// (workers, augment, threads): the final weights of 1 epoch + resume to 2 equal a straight 2-epoch
+// run.
+class TrainResumeTest : public TrainTest,
+                        public ::testing::WithParamInterface<std::tuple<int, bool, int>> {};
+
+TEST_P(TrainResumeTest, ResumeIsBitExact) {
+  auto [workers, augment, threads] = GetParam();
+  auto c = config("straight");
+  c.workers = workers;
+  c.augment = augment;
+  c.threads = threads;
+  c.epochs = 2;
+  std::string straight = train(c);
+
+  c.out = run("resumed").string();
+  c.epochs = 1;
+  std::string first = train(c);
+  ASSERT_TRUE(fs::exists(run("resumed") / "checkpoint.safetensors"));
+  c.resume = c.out;
+  c.epochs = 2;
+  train::TrainResult res;
+  std::string second = train(c, &res);
+  EXPECT_EQ(res.steps, 50);
+
+  tr_expect_same_tensors(run("straight") / "model.safetensors",
+                         run("resumed") / "model.safetensors");
+  tr_expect_same_tensors(run("straight") / "checkpoint.safetensors",
+                         run("resumed") / "checkpoint.safetensors");
+  EXPECT_EQ(tr_read(run("straight") / "model.safetensors"),
+            tr_read(run("resumed") / "model.safetensors"));
+  // The printed lines continue where the first run stopped.
+  auto all = tr_lines(straight);
+  auto a = tr_lines(first), b = tr_lines(second);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(a[i], all[i]);
+    EXPECT_EQ(b[i], all[5 + i]);
+  }
+  // metrics.jsonl is appended to, not replaced: two start records.
+  int starts = 0;
+  for (const auto& l : tr_lines(tr_read(run("resumed") / "metrics.jsonl")))
+    starts += nlohmann::json::parse(l).at("event") == "start";
+  EXPECT_EQ(starts, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(TrainResume, TrainResumeTest,
+                         ::testing::Values(std::make_tuple(0, false, 1),
+                                           std::make_tuple(2, false, 1),
+                                           std::make_tuple(2, true, 1),
+                                           std::make_tuple(2, false, 2)),
+                         [](const auto& info) {
+                           return "workers" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_augment" : "") + "_threads" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+// A negative control for the test above: dropping the momentum buffers from the checkpoint
+// changes the resumed weights, so the comparison would catch an optimizer state not restored.
+TEST_F(TrainTest, ResumeWithoutMomentumStateDiffers) {
+  auto c = config("straight");
+  c.epochs = 2;
+  train(c);
+  c.out = run("resumed").string();
+  c.epochs = 1;
+  train(c);
+  const fs::path ck = run("resumed") / "checkpoint.safetensors";
+  SafetensorsFile f = load_safetensors(ck.string());
+  std::vector<std::pair<std::string, Tensor>> ts;
+  for (const auto& n : f.order)
+    if (n.rfind("optim.", 0) != 0) ts.emplace_back(n, f.at(n));
+  ASSERT_EQ(ts.size(), 10u);
+  save_safetensors(ck.string(), ts, f.metadata);
+  c.resume = c.out;
+  c.epochs = 2;
+  train(c);
+  EXPECT_NE(tr_read(run("straight") / "model.safetensors"),
+            tr_read(run("resumed") / "model.safetensors"));
+}
+
+TEST_F(TrainTest, ResumeOfAFinishedRunTrainsNothing) {
+  auto c = config("run");
+  train(c);
+  std::string model = tr_read(run("run") / "model.safetensors");
+  c.resume = c.out;
+  train::TrainResult res;
+  EXPECT_EQ(train(c, &res), "Finished Training\n");
+  EXPECT_EQ(res.steps, 0);
+  EXPECT_EQ(tr_read(run("run") / "model.safetensors"), model);
+}
+
+TEST_F(TrainTest, ResumeIntoAnotherDirectory) {
+  auto c = config("first");
+  train(c);
+  c.resume = c.out;
+  c.out = run("second").string();
+  c.epochs = 2;
+  train(c);
+  EXPECT_TRUE(fs::exists(run("second") / "model.safetensors"));
+  SafetensorsFile ck = load_safetensors((run("second") / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "2");
+  EXPECT_EQ(ck.metadata.at("hpcnet.steps"), "100");
+}
+
+// Every broken checkpoint is an InputError naming it, and the run directory is left as it was.
+TEST_F(TrainTest, BadCheckpointsAreRefusedBeforeAnythingIsWritten) {
+  auto c = config("run");
+  train(c);
+  const fs::path ck = run("run") / "checkpoint.safetensors";
+  const std::string good = tr_read(ck);
+  const std::string model = tr_read(run("run") / "model.safetensors");
+  const std::string metrics = tr_read(run("run") / "metrics.jsonl");
+  SafetensorsFile f = load_safetensors(ck.string());
+  auto resave = [&](const std::function<void(std::vector<std::pair<std::string, Tensor>>&,
+                                             std::map<std::string, std::string>&)>& edit) {
+    std::vector<std::pair<std::string, Tensor>> ts;
+    for (const auto& n : f.order) ts.emplace_back(n, f.at(n));
+    auto meta = f.metadata;
+    edit(ts, meta);
+    save_safetensors(ck.string(), ts, meta);
+  };
+  auto rc = config("run");
+  rc.resume = rc.out;
+  rc.epochs = 2;
+  auto expect_refused = [&](const std::string& what, std::initializer_list<std::string> parts) {
+    std::string msg = tr_input_error([&] { train(rc); });
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << what << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": one line";
+    EXPECT_EQ(tr_read(run("run") / "model.safetensors"), model) << what;
+    EXPECT_EQ(tr_read(run("run") / "metrics.jsonl"), metrics) << what;
+  };
+
+  tr_write(ck, good.substr(0, good.size() / 2));
+  expect_refused("truncated", {"checkpoint.safetensors", "truncated"});
+  tr_write(ck, "");
+  expect_refused("empty", {"checkpoint.safetensors"});
+  tr_write(ck, model);  // weights only, not a checkpoint
+  expect_refused("model file", {"checkpoint.safetensors", "not an hpcnet checkpoint"});
+  resave([](auto& ts, auto&) { ts[4].second = Tensor::zeros({120, 401}); });  // model.fc1.weight
+  expect_refused("wrong shape", {"checkpoint.safetensors", "fc1.weight", "(120, 401)"});
+  resave([](auto& ts, auto&) { ts.erase(ts.begin() + 2); });  // model.conv2.weight
+  expect_refused("missing tensor", {"checkpoint.safetensors", "conv2.weight"});
+  resave([](auto& ts, auto&) {
+    ts.emplace_back("optim.momentum_buffer.fc9.weight", Tensor::zeros({2}));
+  });
+  expect_refused("unexpected optimizer state", {"checkpoint.safetensors", "fc9"});
+  resave([](auto&, auto& meta) { meta["hpcnet.model"] = "resnet20"; });
+  expect_refused("other model", {"checkpoint.safetensors", "resnet20"});
+  resave([](auto&, auto& meta) { meta["hpcnet.epochs_done"] = "one"; });
+  expect_refused("bad epoch", {"checkpoint.safetensors", "epoch"});
+  resave([](auto&, auto& meta) { meta.erase("hpcnet.rng_state"); });
+  expect_refused("no rng state", {"checkpoint.safetensors", "rng"});
+  fs::remove(ck);
+  expect_refused("no checkpoint", {run("run").string(), "checkpoint.safetensors"});
+
+  // The intact checkpoint still resumes.
+  tr_write(ck, good);
+  EXPECT_NO_THROW(train(rc));
+}
+
+// ---- --steps -----------------------------------------------------------------------------------
+
+TEST_F(TrainTest, MaxStepsStopsMidEpochWithoutACheckpoint) {
+  auto c = config("run");
+  c.epochs = 2;
+  c.max_steps = 7;
+  c.log_every = 5;
+  train::TrainResult res;
+  auto lines = tr_lines(train(c, &res));
+  EXPECT_EQ(res.steps, 7);
+  EXPECT_EQ(res.images, 28);
+  EXPECT_EQ(lines, (std::vector<std::string>{lines[0], "Finished Training"}));
+  EXPECT_TRUE(fs::exists(run("run") / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(run("run") / "checkpoint.safetensors"));  // a partial epoch
+}
+
+TEST_F(TrainTest, MaxStepsAtAnEpochEndCheckpointsThatEpoch) {
+  auto c = config("straight");
+  c.epochs = 2;
+  train(c);
+  c.out = run("stepped").string();
+  c.max_steps = 50;  // exactly one epoch
+  train::TrainResult res;
+  train(c, &res);
+  EXPECT_EQ(res.steps, 50);
+  ASSERT_TRUE(fs::exists(run("stepped") / "checkpoint.safetensors"));
+  SafetensorsFile ck = load_safetensors((run("stepped") / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "1");
+  c.max_steps = 0;
+  c.resume = c.out;
+  train(c);
+  tr_expect_same_tensors(run("straight") / "model.safetensors",
+                         run("stepped") / "model.safetensors");
+}
+
+// ---- val split, evaluate, save/load ------------------------------------------------------------
+
+TEST_F(TrainTest, ValSplitHoldsOutImagesAndReportsAccuracy) {
+  auto c = config("run");
+  c.val_split = 40;
+  train::TrainResult res;
+  train(c, &res);
+  EXPECT_EQ(res.images, 160);
+  EXPECT_GE(res.val_accuracy, 0.0);
+  EXPECT_LE(res.val_accuracy, 100.0);
+  auto lines = tr_lines(tr_read(run("run") / "metrics.jsonl"));
+  auto start = nlohmann::json::parse(lines.front());
+  EXPECT_EQ(start.at("train_images"), 160);
+  EXPECT_EQ(start.at("val_images"), 40);
+  nlohmann::json epoch;
+  for (const auto& l : lines)
+    if (auto j = nlohmann::json::parse(l); j.at("event") == "epoch") epoch = j;
+  ASSERT_TRUE(epoch.is_object());
+  EXPECT_DOUBLE_EQ(epoch.at("val_accuracy").get<double>(), res.val_accuracy);
+
+  // The model file records the split; evaluating its val images gives the same accuracy.
+  train::LoadedModel m = train::load_model((run("run") / "model.safetensors").string());
+  EXPECT_EQ(m.val_split, 40);
+  auto full = data::open_dataset("cifar10", c.data, "train");
+  auto val = std::make_shared<data::Subset>(full, data::split_train_val(200, 40).val);
+  data::DataLoaderOptions o;
+  o.batch_size = 16;
+  data::DataLoader loader(val, train::eval_transform(), o);
+  train::EvalResult r = train::evaluate(*m.module, loader);
+  EXPECT_EQ(r.total, 40);
+  EXPECT_DOUBLE_EQ(r.accuracy(), res.val_accuracy);
+
+  // A split that leaves nothing to train on is refused before the run directory exists.
+  c.out = run("run2").string();
+  c.val_split = 200;
+  std::string msg = tr_input_error([&] { train(c); });
+  EXPECT_NE(msg.find("--val-split"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(run("run2")));
+}
+
+TEST_F(TrainTest, EvaluateCountsPerClass) {
+  auto c = config("run");
+  c.lr = 0.01;
+  train(c);
+  train::LoadedModel m = train::load_model((run("run") / "model.safetensors").string(), "lenet");
+  EXPECT_FALSE(m.module->is_training());
+  EXPECT_EQ(m.classes, data::cifar10_class_names());
+  auto test = data::open_dataset("cifar10", c.data, "test");
+  data::DataLoaderOptions o;
+  o.batch_size = 16;  // 40 = 16 + 16 + 8
+  data::DataLoader loader(test, train::eval_transform(), o);
+  train::EvalResult r = train::evaluate(*m.module, loader);
+  EXPECT_EQ(r.total, 40);
+  ASSERT_EQ(r.class_total.size(), 10u);
+  int64_t total = 0, correct = 0;
+  for (size_t k = 0; k < 10; ++k) {
+    EXPECT_LE(r.class_correct[k], r.class_total[k]);
+    total += r.class_total[k];
+    correct += r.class_correct[k];
+  }
+  EXPECT_EQ(total, 40);
+  EXPECT_EQ(correct, r.correct);
+  // The same as counting argmax by hand over the whole split.
+  Tensor x = Tensor::empty({40, 3, 32, 32});
+  std::vector<int64_t> labels;
+  data::Compose tf = train::eval_transform();
+  for (int64_t i = 0; i < 40; ++i) {
+    tf.apply(test->get(i), 0, x.data<float>() + i * 3072);
+    labels.push_back(test->get(i).label);
+  }
+  NoGradGuard ng;
+  Tensor pred = F::argmax(m.module->forward(x));
+  int64_t by_hand = 0;
+  for (int64_t i = 0; i < 40; ++i) by_hand += pred.data<int64_t>()[i] == labels[i];
+  EXPECT_EQ(by_hand, r.correct);
+}
+
+TEST_F(TrainTest, SaveAndLoadModelKeepNamesClassesAndWeights) {
+  manual_seed(3);
+  auto model = nn::make_model("lenet", 3);
+  const std::string path = (dir_ / "m.safetensors").string();
+  train::save_model(path, *model, "lenet", {"cat", "dog", "emu"}, 7);
+  train::LoadedModel m = train::load_model(path);
+  EXPECT_EQ(m.name, "lenet");
+  EXPECT_EQ(m.classes, (std::vector<std::string>{"cat", "dog", "emu"}));
+  EXPECT_EQ(m.val_split, 7);
+  auto a = model->named_parameters(), b = m.module->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].second.to_vector(), b[i].second.to_vector());
+
+  std::string msg = tr_input_error([&] { train::load_model(path, "resnet20"); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("resnet20"), std::string::npos) << msg;
+
+  // A file with other tensors: named, with the key at fault.
+  save_safetensors(path, {{"weight", Tensor::zeros({2, 2})}}, {{"hpcnet.model", "lenet"}});
+  msg = tr_input_error([&] { train::load_model(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("conv1.weight"), std::string::npos) << msg;
+  // No model name anywhere.
+  save_safetensors(path, model->state_dict(), {});
+  msg = tr_input_error([&] { train::load_model(path); });
+  EXPECT_NE(msg.find("--model"), std::string::npos) << msg;
+  // Plain PyTorch weights (no metadata) load with the model named: 10 CIFAR-10 classes.
+  auto ten = nn::make_model("lenet");
+  save_safetensors(path, ten->state_dict(), {});
+  EXPECT_EQ(train::load_model(path, "lenet").classes, data::cifar10_class_names());
+}
+
+// ---- refusals before anything is written
+// ---------------------------------------------------------
+
+TEST_F(TrainTest, BadConfigsAreInputErrorsAndWriteNothing) {
+  struct Case {
+    const char* what;
+    std::function<void(train::TrainConfig&)> edit;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"batch 0", [](auto& c) { c.batch_size = 0; }, "--batch-size"},
+      {"negative lr", [](auto& c) { c.lr = -0.1; }, "--lr"},
+      {"nan lr", [](auto& c) { c.lr = std::nan(""); }, "--lr"},
+      {"epochs 0", [](auto& c) { c.epochs = 0; }, "--epochs"},
+      {"momentum", [](auto& c) { c.momentum = -1; }, "--momentum"},
+      {"workers", [](auto& c) { c.workers = -1; }, "--workers"},
+      {"threads", [](auto& c) { c.threads = -2; }, "--threads"},
+      {"log every", [](auto& c) { c.log_every = 0; }, "--log-every"},
+      {"model", [](auto& c) { c.model = "vgg"; }, "vgg"},
+      {"dataset", [](auto& c) { c.dataset = "mnist"; }, "mnist"},
+      {"no data", [](auto& c) { c.data = ""; }, "--data"},
+      {"no out", [](auto& c) { c.out = ""; }, "--out"},
+      {"cuda", [](auto& c) { c.device = "cuda"; }, "cuda"},
+      {"device", [](auto& c) { c.device = "tpu"; }, "tpu"},
+      {"nesterov",
+       [](auto& c) {
+         c.nesterov = true;
+         c.momentum = 0;
+       },
+       "nesterov"},
+      {"missing data", [](auto& c) { c.data += "/nowhere"; }, "nowhere"},
+  };
+  for (const auto& k : cases) {
+    auto c = config("run");
+    k.edit(c);
+    std::string msg = tr_input_error([&] { train(c); });
+    EXPECT_NE(msg.find(k.expect), std::string::npos) << k.what << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << k.what;
+    EXPECT_FALSE(fs::exists(run("run"))) << k.what;
+  }
+  // An --out that cannot be a directory.
+  tr_write(dir_ / "file", "x");
+  auto c = config("file");
+  std::string msg = tr_input_error([&] { train(c); });
+  EXPECT_NE(msg.find("--out"), std::string::npos) << msg;
+}
+
+TEST_F(TrainTest, BadDataIsAnInputErrorNamingTheFileAndWritesNothing) {
+  const fs::path b = dir_ / "data" / "cifar-10-batches-bin";
+  auto c = config("run");
+  auto expect_refused = [&](const std::string& what, std::initializer_list<std::string> parts) {
+    std::string msg = tr_input_error([&] { train(c); });
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << what << ": " << msg;
+    EXPECT_FALSE(fs::exists(run("run"))) << what;
+  };
+  // Truncated: not a multiple of 3073 bytes.
+  std::string good = tr_read(b / "data_batch_3.bin");
+  tr_write(b / "data_batch_3.bin", good.substr(0, good.size() - 100));
+  expect_refused("truncated", {"data_batch_3.bin", "3073"});
+  // A label of 10.
+  std::string bad = good;
+  bad[3073 * 7] = 10;
+  tr_write(b / "data_batch_3.bin", bad);
+  expect_refused("label", {"data_batch_3.bin", "record 7", "10"});
+  tr_write(b / "data_batch_3.bin", good);
+  // Empty and missing files.
+  tr_write(b / "data_batch_5.bin", "");
+  expect_refused("empty", {"data_batch_5.bin"});
+  fs::remove(b / "data_batch_5.bin");
+  expect_refused("missing", {"data_batch_5.bin"});
+}
+
+TEST(TrainDevice, ResolveDevice) {
+  EXPECT_TRUE(train::resolve_device("cpu").is_cpu());
+  EXPECT_TRUE(train::resolve_device("auto").is_cpu());
+  for (const char* d : {"cuda", "cuda:1"}) {
+    try {
+      train::resolve_device(d);
+      ADD_FAILURE() << d << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(train::resolve_device("gpu"), InputError);
+}
