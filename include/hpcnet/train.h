@@ -51,6 +51,7 @@ struct TrainResult {
   int64_t images = 0;
   double last_report_loss = 0;
   double val_accuracy = -1;  // percent, when a val split exists
+  double data_wait_seconds = 0;  // time the training thread waited for the DataLoader
 };
 
 // Validates the config (InputError on bad values), then trains, printing the tutorial's lines to

@@ -22,6 +22,8 @@ struct DataLoader::Shared {
   std::mutex mu;
   std::condition_variable work_cv;   // workers wait for claimable batches
   std::condition_variable ready_cv;  // next() waits for its batch
+  int waiting_workers = 0;           // workers blocked on work_cv
+  bool consumer_waiting = false;     // next() blocked on ready_cv
   bool stop = false;
   uint64_t generation = 0;
   int64_t epoch = 0;
@@ -145,7 +147,11 @@ bool DataLoader::next(Batch& out) {
   if (s.next_deliver >= s.n_batches) return false;
   const int64_t b = s.next_deliver;
   Shared::Slot& slot = s.slots[static_cast<size_t>(b) % s.slots.size()];
-  s.ready_cv.wait(lock, [&] { return slot.batch == b; });
+  if (slot.batch != b) {
+    s.consumer_waiting = true;
+    s.ready_cv.wait(lock, [&] { return slot.batch == b; });
+    s.consumer_waiting = false;
+  }
   std::exception_ptr error = std::move(slot.error);
   if (!error) out = std::move(slot.value);
   slot = Shared::Slot{};
@@ -157,8 +163,15 @@ bool DataLoader::next(Batch& out) {
     s.next_claim = s.n_batches;
     for (Shared::Slot& other : s.slots) other = Shared::Slot{};
   }
+  // Wake idle workers only once half the ring is free, so each wake-up (a futex call and a
+  // context switch, tens of microseconds) buys several batches rather than one.
+  const int64_t free_slots =
+      static_cast<int64_t>(s.slots.size()) - (s.next_claim - s.next_deliver);
+  const bool wake = s.waiting_workers > 0 &&
+                    (error || free_slots >= std::max<int64_t>(1, static_cast<int64_t>(s.slots.size()) / 2) ||
+                     s.next_claim <= s.next_deliver);
   lock.unlock();
-  s.work_cv.notify_all();
+  if (wake) s.work_cv.notify_all();
   if (error) std::rethrow_exception(error);
   return true;
 }
@@ -167,10 +180,15 @@ void DataLoader::worker_loop() {
   Shared& s = *shared_;
   std::unique_lock<std::mutex> lock(s.mu);
   for (;;) {
-    s.work_cv.wait(lock, [&] {
+    auto can_work = [&] {
       return s.stop || (s.next_claim < s.n_batches &&
                         s.next_claim < s.next_deliver + static_cast<int64_t>(s.slots.size()));
-    });
+    };
+    if (!can_work()) {
+      s.waiting_workers++;
+      s.work_cv.wait(lock, can_work);
+      s.waiting_workers--;
+    }
     if (s.stop) return;
     const int64_t b = s.next_claim++;
     const uint64_t generation = s.generation;
@@ -190,7 +208,7 @@ void DataLoader::worker_loop() {
     slot.batch = b;
     slot.value = std::move(batch);
     slot.error = std::move(error);
-    s.ready_cv.notify_all();
+    if (s.consumer_waiting) s.ready_cv.notify_all();
   }
 }
 
