@@ -56,4 +56,7 @@ void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tenso
 
 void run_backward(const Tensor& root, const Tensor& grad);
 
+// Drops each tensor's gradient (set_to_none) or fills it with zeros; used by Module and optimizers.
+void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none);
+
 }  // namespace hpcnet

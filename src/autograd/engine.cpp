@@ -65,6 +65,17 @@ void accumulate(Tensor& grad, Tensor&& g) {
 
 }  // namespace
 
+void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none) {
+  for (const Tensor& t : tensors) {
+    Tensor& g = t.impl()->grad;
+    if (!g.defined()) continue;
+    if (set_to_none)
+      g = Tensor();
+    else
+      g.fill_(0.0);
+  }
+}
+
 void run_backward(const Tensor& root, const Tensor& grad_in) {
   HPCNET_CHECK(root.defined(), "backward() of an undefined tensor");
   HPCNET_CHECK(root.requires_grad(),

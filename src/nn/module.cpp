@@ -78,16 +78,7 @@ void Module::train(bool on) {
   for (auto& [n, c] : children_) c->train(on);
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (auto& [n, p] : named_parameters()) {
-    Tensor& g = p.mutable_grad();
-    if (!g.defined()) continue;
-    if (set_to_none)
-      g = Tensor();
-    else
-      g.fill_(0.0);
-  }
-}
+void Module::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;

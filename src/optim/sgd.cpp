@@ -55,16 +55,7 @@ void SGD::step() {
   ++steps_;
 }
 
-void SGD::zero_grad(bool set_to_none) {
-  for (auto& p : param_list_) {
-    Tensor& g = p.mutable_grad();
-    if (!g.defined()) continue;
-    if (set_to_none)
-      g = Tensor();
-    else
-      g.fill_(0.0);
-  }
-}
+void SGD::zero_grad(bool set_to_none) { zero_grads(param_list_, set_to_none); }
 
 nn::NamedTensors SGD::state_dict() const {
   nn::NamedTensors out;
