@@ -807,3 +807,48 @@ TEST_F(CliTest, WeightsOfAnotherShapeAreRefusedByEvalAndPredict) {
   r = run({"predict", "--weights", "cut.safetensors", "a.png"});
   cli_expect_refused(r, "truncated weights", {"cut.safetensors"});
 }
+
+// ---- --config run recipes
+// ------------------------------------------------------------------------
+
+TEST_F(CliTest, ConfigFileSetsTheRecipeAndFlagsOverrideIt) {
+  cli_write(dir_ / "recipe.json",
+            R"({"#": "a comment", "batch_size": 8, "log_every": 5, "epochs": 1, "seed": 3})");
+  CliResult r = run({"train", "--config", "recipe.json", "--data", cli_shared().cifar().string(),
+                     "--out", "run", "--threads", "1", "--log-every", "10"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // 200 images / batch 8 = 25 steps in the one epoch; the flag's --log-every 10 wins over 5.
+  auto lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ(lines[0].substr(0, 11), "[1,    10] ");
+  EXPECT_EQ(lines[1].substr(0, 11), "[1,    20] ");
+  auto start = nlohmann::json::parse(cli_lines(cli_read(dir_ / "run" / "metrics.jsonl"))[0]);
+  EXPECT_EQ(start["config"]["batch_size"], 8);
+  EXPECT_EQ(start["config"]["seed"], 3);
+  EXPECT_EQ(start["config"]["log_every"], 10);
+}
+
+TEST_F(CliTest, BadConfigFilesExitTwoWithOneLine) {
+  cli_write(dir_ / "unknown.json", R"({"batch_sise": 8})");
+  cli_write(dir_ / "broken.json", R"({"batch_size": 8)");
+  cli_write(dir_ / "nested.json", R"({"lr": {"value": 1}})");
+  for (const char* f : {"unknown.json", "broken.json", "nested.json", "missing.json"}) {
+    CliResult r = run({"train", "--config", f, "--data", cli_shared().cifar().string(), "--out",
+                       "run"});
+    EXPECT_EQ(r.rc, 2) << f;
+    ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+    EXPECT_NE(r.err.find(f), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "run")) << f;
+  }
+}
+
+TEST_F(CliTest, ShippedConfigsParse) {
+  for (const auto& e : fs::directory_iterator(fs::path(HPCNET_SOURCE_DIR) / "configs")) {
+    CliResult r = run({"train", "--config", e.path().string(), "--data",
+                       cli_shared().cifar().string(), "--out", "run", "--steps", "1",
+                       "--threads", "1"});
+    EXPECT_EQ(r.rc, 0) << e.path() << ": " << r.err;
+    std::error_code ec;
+    fs::remove_all(dir_ / "run", ec);
+  }
+}

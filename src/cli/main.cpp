@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -19,6 +20,52 @@ namespace fs = std::filesystem;
 using namespace hpcnet;
 
 namespace {
+
+// Run recipes as JSON files: `hpcnet train --config configs/NAME.json [flags]`. The file holds one
+// object whose keys are train's long option names ("batch_size" or "batch-size"; keys starting
+// with '#' are comments). Its values are placed before the command-line flags, and every option
+// takes its last value, so flags given on the command line win. A key that names no option of
+// `train` is an InputError.
+std::vector<std::string> expand_config(std::vector<std::string> args, const CLI::App& train) {
+  auto sub = std::find(args.begin(), args.end(), "train");
+  if (sub == args.end()) return args;
+  for (auto it = sub + 1; it != args.end(); ++it) {
+    std::string file;
+    if (*it == "--config") {
+      if (it + 1 == args.end()) throw InputError("--config needs a file name");
+      file = *(it + 1);
+      it = args.erase(it, it + 2);
+    } else if (it->rfind("--config=", 0) == 0) {
+      file = it->substr(9);
+      it = args.erase(it);
+    } else {
+      continue;
+    }
+    std::ifstream in(file);
+    if (!in) throw InputError("--config " + file + ": cannot open the file");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw InputError(file + ": not valid JSON (" + std::string(e.what()) + ")");
+    }
+    if (!j.is_object()) throw InputError(file + ": a config file holds one JSON object");
+    std::vector<std::string> opts;
+    for (auto& [key, value] : j.items()) {
+      if (!key.empty() && key[0] == '#') continue;
+      std::string name = key;
+      std::replace(name.begin(), name.end(), '_', '-');
+      if (name == "config" || !train.get_option_no_throw("--" + name))
+        throw InputError(file + ": unknown key '" + key + "' (see hpcnet train --help)");
+      if (value.is_object() || value.is_array() || value.is_null())
+        throw InputError(file + ": key '" + key + "' must be a string, number or boolean");
+      opts.push_back("--" + name + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    }
+    args.insert(sub + 1, opts.begin(), opts.end());
+    break;
+  }
+  return args;
+}
 
 // Recipe fields a resumed run takes from its checkpoint.
 void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
@@ -266,6 +313,10 @@ int main(int argc, char** argv) {
 
   train::TrainConfig tc;
   CLI::App* t = app.add_subcommand("train", "train a model (the PyTorch CIFAR-10 tutorial by default)");
+  t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::string config_file;  // read by expand_config() before parsing; listed here for --help
+  t->add_option("--config", config_file,
+                "a JSON run recipe (configs/*.json); flags on the command line override it");
   t->add_option("--model", tc.model, "model name (lenet)")->capture_default_str();
   t->add_option("--dataset", tc.dataset, "cifar10 or imagefolder")->capture_default_str();
   t->add_option("--data", tc.data,
@@ -334,7 +385,15 @@ int main(int argc, char** argv) {
   app.add_subcommand("info", "build, backends and library versions");
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    try {
+      args = expand_config(args, *t);
+    } catch (const InputError& err) {
+      std::fprintf(stderr, "hpcnet: error: %s\n", err.what());
+      return 2;
+    }
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
+    app.parse(args);
   } catch (const CLI::ParseError& err) {
     if (err.get_exit_code() == 0) return app.exit(err);  // --help, --version
     // One line, like every other error (CLI11's own printer adds a second "Run with --help" line).
