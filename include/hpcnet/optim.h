@@ -47,3 +47,34 @@ class SGD {
 };
 
 }  // namespace hpcnet::optim
+
+namespace hpcnet::optim {
+
+// Learning-rate schedules as pure functions of the step, so a resumed run needs no scheduler
+// state. Each matches a torch.optim.lr_scheduler schedule stepped as noted:
+//   constant
+//   multistep  lr * gamma^(number of milestones <= epoch)            MultiStepLR, per epoch
+//   cosine     eta_min + (lr - eta_min)(1 + cos(pi epoch / T)) / 2   CosineAnnealingLR(T = epochs
+//                                                                     after warm-up), per epoch
+//   onecycle   OneCycleLR(max_lr = lr, total_steps, pct_start, div_factor, final_div_factor,
+//              anneal_strategy="cos", three_phase=False), per step
+// An optional linear warm-up over warmup_epochs (LinearLR(start_factor, 1.0), per epoch) runs
+// first, and the schedule proper then starts at epoch 0 (SequentialLR).
+struct LrSchedule {
+  std::string kind = "constant";  // constant | multistep | cosine | onecycle
+  double lr = 0.001;
+  std::vector<int64_t> milestones;  // multistep, in epochs (after warm-up)
+  double gamma = 0.1;
+  double eta_min = 0.0;
+  int64_t warmup_epochs = 0;
+  double warmup_start_factor = 0.1;
+  double pct_start = 0.3, div_factor = 25.0, final_div_factor = 1e4;  // onecycle
+
+  // InputError for an unknown kind or bad values.
+  void validate() const;
+  // The learning rate for global step `step` (0-based) of a run of `epochs` epochs of
+  // `steps_per_epoch` steps.
+  double lr_at(int64_t step, int64_t steps_per_epoch, int64_t epochs) const;
+};
+
+}  // namespace hpcnet::optim
