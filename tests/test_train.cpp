@@ -719,3 +719,26 @@ TEST(TrainDevice, ResolveDevice) {
   }
   EXPECT_THROW(train::resolve_device("gpu"), InputError);
 }
+
+// A learning-rate schedule is a function of the global step, so resuming keeps it exact too.
+TEST_F(TrainTest, ResumeWithAScheduleIsBitExact) {
+  for (const char* kind : {"cosine", "onecycle", "multistep"}) {
+    auto c = config(std::string("straight_") + kind);
+    c.lr = 0.05;
+    c.lr_schedule = kind;
+    c.milestones = {1, 2};
+    c.warmup_epochs = std::string(kind) == "cosine" ? 1 : 0;
+    c.label_smoothing = 0.1;
+    c.epochs = 3;
+    train(c);
+    c.out = run(std::string("resumed_") + kind).string();
+    c.epochs = 2;
+    train(c);
+    c.resume = c.out;
+    c.epochs = 3;
+    train(c);
+    EXPECT_EQ(tr_read(run(std::string("straight_") + kind) / "model.safetensors"),
+              tr_read(run(std::string("resumed_") + kind) / "model.safetensors"))
+        << kind;
+  }
+}

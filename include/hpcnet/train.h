@@ -29,6 +29,12 @@ struct TrainConfig {
   double lr = 0.001;
   double momentum = 0.9;
   double dampening = 0.0;
+  std::string lr_schedule = "constant";  // constant | multistep | cosine | onecycle
+  std::vector<int64_t> milestones;       // multistep epochs
+  double lr_gamma = 0.1;                 // multistep factor
+  double lr_min = 0.0;                   // cosine floor
+  int64_t warmup_epochs = 0;             // linear warm-up from lr / 10
+  double label_smoothing = 0.0;          // cross-entropy label smoothing
   double weight_decay = 0.0;
   bool nesterov = false;
   int workers = 2;
@@ -43,6 +49,12 @@ struct TrainConfig {
   int64_t max_steps = 0;     // stop after this many steps in total (0 = no limit)
   int progress = -1;         // -1 auto (a terminal), 0 off, 1 on
   bool quiet = false;        // no per-step lines (benchmarks)
+  // Data-parallel runs (started by mpirun/srun; see dist.h). Each rank reads its share of every
+  // epoch at batch_size images per step (global batch = world size x batch_size); gradients are
+  // averaged over ranks before each step; rank 0 alone prints and writes the run directory.
+  double dist_timeout = 45;   // seconds a rank may wait for its peers in a collective (0 = forever)
+  int64_t bucket_kb = 100;    // gradient all-reduce buckets; 0 = one all-reduce after backward
+  std::string fail_at;        // testing only: "RANK:STEP[:kill|exit|hang]" (--fail-at-step)
 };
 
 struct TrainResult {
@@ -52,10 +64,13 @@ struct TrainResult {
   double last_report_loss = 0;
   double val_accuracy = -1;  // percent, when a val split exists
   double data_wait_seconds = 0;  // time the training thread waited for the DataLoader
+  int world_size = 1;            // processes that trained together (images counts all of them)
 };
 
 // Validates the config (InputError on bad values), then trains, printing the tutorial's lines to
-// out. Throws InputError for bad data or checkpoints before anything is written.
+// out. Throws InputError for bad data or checkpoints before anything is written. In a process group
+// of several ranks (dist::world()), every rank calls it with the same config; only rank 0 writes
+// to out and to cfg.out, and the losses it prints are means over all ranks.
 TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
 
 struct EvalResult {

@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "hpcnet/data.h"
+#include "hpcnet/dist.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/train.h"
@@ -111,6 +112,12 @@ void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
   take("--log-every", "log_every", c.log_every);
   take("--val-split", "val_split", c.val_split);
   take("--augment", "augment", c.augment);
+  take("--lr-schedule", "lr_schedule", c.lr_schedule);
+  take("--milestones", "milestones", c.milestones);
+  take("--lr-gamma", "lr_gamma", c.lr_gamma);
+  take("--lr-min", "lr_min", c.lr_min);
+  take("--warmup-epochs", "warmup_epochs", c.warmup_epochs);
+  take("--label-smoothing", "label_smoothing", c.label_smoothing);
   try {
     if (!t.count("--data")) c.data = j.value("data", c.data);
     if (!t.count("--epochs")) c.epochs = j.value("epochs", c.epochs);
@@ -123,6 +130,20 @@ void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
   if (c.out.empty()) c.out = c.resume;
 }
 
+// Prints the one-line error and returns the exit code. In a job of several ranks it names the rank
+// and ends every rank with that code: the others would otherwise wait in their next collective.
+int exit_with_error(int code, const std::string& line) {
+  std::fflush(stdout);
+  if (dist::world_initialized() && dist::world().world_size() > 1) {
+    dist::ProcessGroup& w = dist::world();
+    w.abort(code, line + " [rank " + std::to_string(w.rank()) + " of " +
+                      std::to_string(w.world_size()) + "; ending the job]");
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  dist::finalize();
+  return code;
+}
+
 int cmd_info() {
   auto v = dnnl::version();
   std::printf("hpcnet %s\n", "0.1.0");
@@ -130,7 +151,7 @@ int cmd_info() {
   std::printf("  cpu   oneDNN %d.%d.%d, %d threads (OpenMP)\n", v->major, v->minor, v->patch,
               ops::get_num_threads());
   std::printf("  cuda  not built (configure with -DHPCNET_CUDA=ON)\n");
-  std::printf("distributed: single process (MPI/NCCL not built)\n");
+  std::printf("distributed: %s\n", dist::describe_build().c_str());
   std::printf("models: ");
   auto names = nn::model_names();
   for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
@@ -331,6 +352,17 @@ int main(int argc, char** argv) {
   t->add_option("--dampening", tc.dampening, "SGD dampening")->capture_default_str();
   t->add_option("--weight-decay", tc.weight_decay, "L2 weight decay")->capture_default_str();
   t->add_flag("--nesterov", tc.nesterov, "Nesterov momentum");
+  t->add_option("--lr-schedule", tc.lr_schedule,
+                "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min) or onecycle "
+                "(peak --lr)")->capture_default_str();
+  t->add_option("--milestones", tc.milestones, "multistep: epochs where the rate is multiplied by --lr-gamma")
+      ->delimiter(',');
+  t->add_option("--lr-gamma", tc.lr_gamma, "multistep factor")->capture_default_str();
+  t->add_option("--lr-min", tc.lr_min, "cosine: final learning rate")->capture_default_str();
+  t->add_option("--warmup-epochs", tc.warmup_epochs, "linear warm-up from lr/10 over this many epochs")
+      ->capture_default_str();
+  t->add_option("--label-smoothing", tc.label_smoothing, "cross-entropy label smoothing")
+      ->capture_default_str();
   t->add_option("--workers", tc.workers, "data-loading threads (0 = in the training thread)")->capture_default_str();
   t->add_option("--seed", tc.seed, "seed for initialisation, data order and augmentation")->capture_default_str();
   t->add_option("--log-every", tc.log_every, "mini-batches between loss lines")->capture_default_str();
@@ -343,6 +375,15 @@ int main(int argc, char** argv) {
   t->add_option("--steps", tc.max_steps, "stop after this many steps (0 = run all epochs)");
   bool no_progress = false;
   t->add_flag("--no-progress", no_progress, "never draw the progress bar");
+  t->add_option("--dist-timeout", tc.dist_timeout,
+                "with several ranks (mpirun/srun): seconds a rank may wait for the others in a "
+                "collective before the job is aborted, naming the missing ranks (0 = forever)")
+      ->capture_default_str();
+  t->add_option("--bucket-kb", tc.bucket_kb,
+                "with several ranks: KiB of gradients per all-reduce bucket, started during "
+                "backward (0 = one all-reduce after backward)")
+      ->capture_default_str();
+  t->add_option("--fail-at-step", tc.fail_at, "testing: RANK:STEP[:kill|exit|hang]")->group("");
 
   EvalArgs ea;
   CLI::App* e = app.add_subcommand("eval", "accuracy of trained weights on a split, per class");
@@ -405,9 +446,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (t->parsed()) {
+      dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
       tc.progress = no_progress ? 0 : -1;
       if (!tc.resume.empty()) apply_checkpoint_recipe(tc, *t);
       train::run_training(tc, std::cout);
+      dist::finalize();
       return 0;
     }
     if (e->parsed()) return cmd_eval(ea);
@@ -418,12 +461,8 @@ int main(int argc, char** argv) {
     }
     return cmd_info();
   } catch (const InputError& err) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "hpcnet: error: %s\n", err.what());
-    return 2;
+    return exit_with_error(2, std::string("hpcnet: error: ") + err.what());
   } catch (const std::exception& err) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "hpcnet: failed: %s\n", err.what());
-    return 1;
+    return exit_with_error(1, std::string("hpcnet: failed: ") + err.what());
   }
 }

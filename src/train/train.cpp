@@ -1,8 +1,13 @@
 // The training loop behind `hpcnet train`: the tutorial's program (data -> model -> cross-entropy
 // -> backward -> SGD, loss lines every log_every mini-batches), plus checkpoints after every
-// epoch, exact resume, metrics.jsonl and a progress bar on terminals.
+// epoch, exact resume, metrics.jsonl and a progress bar on terminals; data-parallel over the ranks
+// of dist::world() (DistributedSampler shares, bucketed gradient all-reduce, rank 0 writes).
 #include "hpcnet/train.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "hpcnet/dist.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
@@ -22,6 +28,18 @@ namespace hpcnet::train {
 namespace {
 
 constexpr const char* kCheckpointFormat = "hpcnet-checkpoint-1";
+
+optim::LrSchedule make_schedule(const TrainConfig& c) {
+  optim::LrSchedule s;
+  s.kind = c.lr_schedule;
+  s.lr = c.lr;
+  s.milestones = c.milestones;
+  s.gamma = c.lr_gamma;
+  s.eta_min = c.lr_min;
+  s.warmup_epochs = c.warmup_epochs;
+  s.validate();
+  return s;
+}
 
 void validate(const TrainConfig& c) {
   HPCNET_REQUIRE(c.epochs >= 1, "--epochs must be at least 1 (got " + std::to_string(c.epochs) + ")");
@@ -42,8 +60,14 @@ void validate(const TrainConfig& c) {
                  "unknown dataset '" + c.dataset + "' (known: cifar10, imagefolder)");
   HPCNET_REQUIRE(!c.data.empty(), "--data is required: the dataset folder or archive");
   HPCNET_REQUIRE(!c.out.empty(), "--out is required: the run directory to write");
+  HPCNET_REQUIRE(c.dist_timeout >= 0, "--dist-timeout must be >= 0 (0 = wait forever)");
+  HPCNET_REQUIRE(c.bucket_kb >= 0, "--bucket-kb must be >= 0 (0 = one all-reduce per step)");
+  HPCNET_REQUIRE(c.label_smoothing >= 0 && c.label_smoothing <= 1,
+                 "--label-smoothing must be in [0, 1]");
   nn::make_model(c.model);  // throws for unknown models
+  make_schedule(c);         // throws for a bad schedule
 }
+
 
 nlohmann::json config_json(const TrainConfig& c) {
   return {{"model", c.model},         {"dataset", c.dataset},     {"data", c.data},
@@ -51,7 +75,9 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"momentum", c.momentum},   {"dampening", c.dampening}, {"weight_decay", c.weight_decay},
           {"nesterov", c.nesterov},   {"seed", c.seed},           {"log_every", c.log_every},
           {"val_split", c.val_split}, {"augment", c.augment},     {"workers", c.workers},
-          {"threads", c.threads}};
+          {"threads", c.threads},     {"lr_schedule", c.lr_schedule},
+          {"milestones", c.milestones}, {"lr_gamma", c.lr_gamma},  {"lr_min", c.lr_min},
+          {"warmup_epochs", c.warmup_epochs}, {"label_smoothing", c.label_smoothing}};
 }
 
 std::string rng_state_str(const Rng::State& s) {
@@ -76,17 +102,28 @@ struct Data {
   std::vector<std::string> classes;
 };
 
-Data load_data(const TrainConfig& c) {
+Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
   std::shared_ptr<data::Dataset> full;
-  try {
-    full = data::open_dataset(c.dataset, c.data, "train");
-  } catch (const InputError& e) {
-    if (!c.download || c.dataset != "cifar10") throw;
-    std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
-                 c.data.c_str());
-    fs::create_directories(c.data);
-    data::download_cifar10(c.data, c.download_url.empty() ? data::kCifar10Url : c.download_url);
-    full = data::open_dataset(c.dataset, c.data, "train");
+  // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
+  const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
+  if (!shared_download || pg.rank() == 0) {
+    try {
+      full = data::open_dataset(c.dataset, c.data, "train");
+    } catch (const InputError& e) {
+      if (!c.download || c.dataset != "cifar10") throw;
+      std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
+                   c.data.c_str());
+      fs::create_directories(c.data);
+      data::download_cifar10(c.data, c.download_url.empty() ? data::kCifar10Url : c.download_url);
+      full = data::open_dataset(c.dataset, c.data, "train");
+    }
+  }
+  if (shared_download) {
+    const double timeout = pg.timeout();
+    pg.set_timeout(0);  // a download takes as long as it takes; a dead rank 0 ends the job anyway
+    pg.barrier();
+    pg.set_timeout(timeout);
+    if (!full) full = data::open_dataset(c.dataset, c.data, "train");
   }
   Data d;
   d.classes = full->classes();
@@ -131,7 +168,7 @@ struct CheckpointState {
 
 void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
                      const optim::SGD& opt, const CheckpointState& st,
-                     const std::vector<std::string>& classes) {
+                     const std::vector<std::string>& classes, int world_size) {
   nn::NamedTensors tensors;
   for (auto& [n, t] : model.state_dict()) tensors.emplace_back("model." + n, t);
   for (auto& [n, t] : opt.state_dict()) tensors.emplace_back("optim." + n, t);
@@ -141,7 +178,83 @@ void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Mo
   meta["hpcnet.steps"] = std::to_string(st.steps);
   meta["hpcnet.config"] = config_json(c).dump();
   meta["hpcnet.rng_state"] = rng_state_str(default_rng().state());
+  meta["hpcnet.world_size"] = std::to_string(world_size);  // informational: resume on any count
   save_safetensors(path, tensors, meta);
+}
+
+// metrics.jsonl, kept by rank 0 alone (other ranks' writes are dropped).
+class RankZeroMetrics {
+ public:
+  RankZeroMetrics(bool lead, const std::string& path, bool append) {
+    if (lead) log_.emplace(path, append);
+  }
+  void write(const nlohmann::json& record) {
+    if (log_) log_->write(record);
+  }
+
+ private:
+  std::optional<MetricsLog> log_;
+};
+
+// --fail-at-step RANK:STEP[:MODE] (testing): rank RANK fails just before its step STEP (counted
+// from 1 in this invocation) by SIGKILL to itself ("kill", as kill -9), exit(1) without leaving
+// MPI ("exit"), or sleeping forever ("hang").
+struct FailPoint {
+  int rank = -1;
+  int64_t step = 0;
+  std::string mode = "kill";
+};
+
+FailPoint parse_fail_at(const std::string& text) {
+  FailPoint f;
+  if (text.empty()) return f;
+  const std::string usage = "--fail-at-step " + text + ": expected RANK:STEP[:kill|exit|hang]";
+  size_t a = text.find(':');
+  HPCNET_REQUIRE(a != std::string::npos, usage);
+  size_t b = text.find(':', a + 1);
+  try {
+    f.rank = std::stoi(text.substr(0, a));
+    f.step = std::stoll(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1));
+  } catch (const std::exception&) {
+    throw InputError(usage);
+  }
+  if (b != std::string::npos) f.mode = text.substr(b + 1);
+  HPCNET_REQUIRE(f.rank >= 0 && f.step >= 1 &&
+                     (f.mode == "kill" || f.mode == "exit" || f.mode == "hang"),
+                 usage);
+  return f;
+}
+
+void fail_now(const FailPoint& f) {
+  std::fprintf(stderr, "hpcnet: rank %d: --fail-at-step: %s before step %lld (testing)\n", f.rank,
+               f.mode.c_str(), static_cast<long long>(f.step));
+  std::fflush(stderr);
+  if (f.mode == "kill") ::kill(::getpid(), SIGKILL);
+  if (f.mode == "exit") std::_Exit(1);
+  for (;;) ::pause();  // hang
+}
+
+// Every rank evaluates its slice of the val split (positions rank, rank + W, ...; no padding, so
+// no image counts twice); the counts are summed over ranks.
+EvalResult evaluate_sharded(dist::ProcessGroup& pg, nn::Module& model, data::DataLoader& loader) {
+  EvalResult r = evaluate(model, loader);
+  if (pg.world_size() == 1) return r;
+  const size_t nc = r.class_total.size();
+  std::vector<double> v(2 + 2 * nc);
+  v[0] = static_cast<double>(r.correct);
+  v[1] = static_cast<double>(r.total);
+  for (size_t c = 0; c < nc; ++c) {
+    v[2 + c] = static_cast<double>(r.class_correct[c]);
+    v[2 + nc + c] = static_cast<double>(r.class_total[c]);
+  }
+  pg.allreduce_sum(v.data(), v.size());
+  r.correct = static_cast<int64_t>(v[0]);
+  r.total = static_cast<int64_t>(v[1]);
+  for (size_t c = 0; c < nc; ++c) {
+    r.class_correct[c] = static_cast<int64_t>(v[2 + c]);
+    r.class_total[c] = static_cast<int64_t>(v[2 + nc + c]);
+  }
+  return r;
 }
 
 }  // namespace
@@ -235,12 +348,29 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
   return r;
 }
 
-TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
+TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   TrainConfig cfg = cfg_in;
   validate(cfg);
+  const FailPoint fail_at = parse_fail_at(cfg.fail_at);
   Device device = resolve_device(cfg.device);
   (void)device;
-  ops::set_num_threads(cfg.threads);
+  // Data parallelism: this process's place in the group (rank 0 of 1 without a launcher).
+  dist::ProcessGroup& pg = dist::world();
+  const int rank = pg.rank(), world = pg.world_size();
+  const bool lead = rank == 0;
+  std::ostream null_out(nullptr);  // other ranks print nothing
+  std::ostream& out = lead ? out_all : null_out;
+  HPCNET_REQUIRE(world == 1 || device.is_cpu(),
+                 "--device " + cfg.device + " with " + std::to_string(world) +
+                     " ranks needs the NCCL process group, which is not implemented yet; use "
+                     "--device cpu");
+  if (cfg.threads == 0 && pg.local_size() > 1) {
+    // Ranks sharing a node split its cores rather than each taking all of them.
+    ops::set_num_threads(0);
+    ops::set_num_threads(std::max(1, ops::get_num_threads() / pg.local_size()));
+  } else {
+    ops::set_num_threads(cfg.threads);
+  }
 
   // Resume state is read and checked before anything is written.
   CheckpointState st;
@@ -263,9 +393,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
                        cfg.model + "'");
   }
 
-  Data d = load_data(cfg);
+  Data d = load_data(cfg, pg);
   manual_seed(cfg.seed);
   std::shared_ptr<nn::Module> model = nn::make_model(cfg.model, static_cast<int64_t>(d.classes.size()));
+  const optim::LrSchedule schedule = make_schedule(cfg);
   optim::SGD opt(model->named_parameters(),
                  {cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
   if (ckpt) {
@@ -283,7 +414,26 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
       throw InputError(cfg.resume + "/checkpoint.safetensors: " + e.what());
     }
     default_rng().set_state(rng_state_parse(ckpt->metadata["hpcnet.rng_state"], ckpt->path));
+    auto ws = ckpt->metadata.find("hpcnet.world_size");
+    if (lead && ws != ckpt->metadata.end() && ws->second != std::to_string(world))
+      std::fprintf(stderr,
+                   "hpcnet: resuming a run of %s ranks on %d: the global batch is now %lld "
+                   "(%d x %lld per rank)\n",
+                   ws->second.c_str(), world, static_cast<long long>(world * cfg.batch_size), world,
+                   static_cast<long long>(cfg.batch_size));
     ckpt.reset();
+  }
+  // Every replica starts from rank 0's state (ranks wait here for the slowest data loading, hence
+  // the longer timeout), and gradients are averaged over ranks in buckets during backward.
+  std::unique_ptr<dist::GradReducer> reducer;
+  if (world > 1) {
+    pg.set_timeout(cfg.dist_timeout > 0 ? std::max(cfg.dist_timeout, 600.0) : 0);
+    for (auto& [n, t] : model->state_dict()) pg.broadcast(t, 0);
+    for (auto& [n, t] : opt.state_dict()) pg.broadcast(t, 0);
+    pg.set_timeout(cfg.dist_timeout);
+    reducer = std::make_unique<dist::GradReducer>(
+        pg, model->parameters(),
+        dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
   }
 
   data::DataLoaderOptions lo;
@@ -294,16 +444,24 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
   // Small batches are cheap to hold: a deeper ring lets workers run ahead in bursts.
   lo.prefetch_factor = cfg.workers > 0 ? std::max<int64_t>(2, 16 / cfg.workers) : 2;
   lo.seed = cfg.seed;
+  lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
+  lo.world_size = world;
   data::DataLoader loader(d.train, train_transform(cfg), lo);
   std::unique_ptr<data::DataLoader> val_loader;
   if (d.val) {
     data::DataLoaderOptions vo;
     vo.batch_size = 500;
     vo.num_workers = std::min(cfg.workers, 1);
-    val_loader = std::make_unique<data::DataLoader>(d.val, eval_transform(), vo);
+    std::shared_ptr<const data::Dataset> val = d.val;
+    if (world > 1) {  // this rank's slice: positions rank, rank + W, ...
+      std::vector<int64_t> mine;
+      for (int64_t i = rank; i < val->size(); i += world) mine.push_back(i);
+      val = std::make_shared<data::Subset>(val, std::move(mine));
+    }
+    val_loader = std::make_unique<data::DataLoader>(val, eval_transform(), vo);
   }
 
-  {
+  if (lead) {
     // An unusable --out is the user's to fix (exit 2), like bad data.
     std::error_code ec;
     fs::create_directories(cfg.out, ec);
@@ -313,17 +471,24 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
   }
   const std::string ckpt_path = (fs::path(cfg.out) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(cfg.out) / "model.safetensors").string();
-  MetricsLog metrics((fs::path(cfg.out) / "metrics.jsonl").string(), st.epochs_done > 0);
+  RankZeroMetrics metrics(lead, (fs::path(cfg.out) / "metrics.jsonl").string(), st.epochs_done > 0);
   {
     nlohmann::json rec = {{"event", "start"}, {"config", config_json(cfg)},
                           {"train_images", d.train->size()},
                           {"val_images", d.val ? d.val->size() : 0},
                           {"start_epoch", st.epochs_done + 1}, {"threads", ops::get_num_threads()}};
+    if (world > 1) {
+      rec["world_size"] = world;
+      rec["global_batch_size"] = world * cfg.batch_size;
+      rec["allreduce_floats_per_step"] = reducer->num_floats();
+      rec["allreduce_buckets"] = reducer->num_buckets();
+    }
     metrics.write(rec);
   }
 
-  bool show_bar = cfg.progress == 1 || (cfg.progress == -1 && stdout_is_tty());
+  bool show_bar = lead && (cfg.progress == 1 || (cfg.progress == -1 && stdout_is_tty()));
   TrainResult res;
+  res.world_size = world;
   model->train();
   using clock = std::chrono::steady_clock;
   auto t_start = clock::now();
@@ -332,7 +497,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
     auto t_epoch = clock::now();
     loader.begin_epoch(epoch);
     ProgressBar bar(show_bar, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
-                    loader.num_batches(), cfg.batch_size);
+                    loader.num_batches(), world * cfg.batch_size);
     double running_loss = 0, epoch_loss = 0;
     int64_t epoch_steps = 0;
     data::Batch batch;
@@ -343,10 +508,15 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
       return more;
     };
     for (int64_t i = 0; next_batch(); ++i) {
+      if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
+      opt.set_lr(schedule.lr_at(st.steps, loader.num_batches(), cfg.epochs));
       opt.zero_grad();
       Tensor outputs = model->forward(batch.images);
-      Tensor loss = F::cross_entropy(outputs, batch.labels);
-      loss.backward();
+      Tensor loss = F::cross_entropy(outputs, batch.labels, cfg.label_smoothing);
+      if (reducer)
+        reducer->backward(loss);  // gradients averaged over ranks
+      else
+        loss.backward();
       opt.step();
       double l = loss.item();
       HPCNET_CHECK(std::isfinite(l), "loss became " + std::to_string(l) + " at epoch " +
@@ -357,10 +527,11 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
       ++epoch_steps;
       ++st.steps;
       ++res.steps;
-      res.images += batch.size;
+      res.images += batch.size * world;  // batch b has the same size on every rank
       if ((i + 1) % cfg.log_every == 0) {
         bar.clear();
-        double avg = running_loss / cfg.log_every;
+        if (world > 1) pg.allreduce_sum(&running_loss, 1);  // the mean over every rank's batches
+        double avg = running_loss / (cfg.log_every * world);
         char line[64];
         std::snprintf(line, sizeof line, "[%lld, %5lld] loss: %.3f", static_cast<long long>(epoch + 1),
                       static_cast<long long>(i + 1), avg);
@@ -368,7 +539,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
         res.last_report_loss = avg;
         double el = std::chrono::duration<double>(clock::now() - t_start).count();
         metrics.write({{"event", "log"}, {"epoch", epoch + 1}, {"step", i + 1},
-                       {"loss", avg}, {"elapsed_s", el}});
+                       {"loss", avg}, {"lr", opt.options().lr}, {"elapsed_s", el}});
         running_loss = 0;
       }
       bar.update(i + 1);
@@ -382,24 +553,31 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out) {
     bar.clear();
     double epoch_s = std::chrono::duration<double>(clock::now() - t_epoch).count();
     res.train_seconds += epoch_s;
-    nlohmann::json rec = {{"event", "epoch"},
-                          {"epoch", epoch + 1},
-                          {"steps", epoch_steps},
-                          {"train_loss", epoch_steps ? epoch_loss / epoch_steps : 0.0},
-                          {"seconds", epoch_s},
-                          {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size / epoch_s : 0}};
+    if (world > 1) pg.allreduce_sum(&epoch_loss, 1);
+    nlohmann::json rec = {
+        {"event", "epoch"},
+        {"epoch", epoch + 1},
+        {"steps", epoch_steps},
+        {"train_loss", epoch_steps ? epoch_loss / (epoch_steps * world) : 0.0},
+        {"seconds", epoch_s},
+        {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size * world / epoch_s : 0}};
     if (partial) break;  // a partial epoch is not checkpointed
     st.epochs_done = epoch + 1;
+    // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
+    dist::check_same_on_all_ranks(pg, model->parameters(),
+                                  "model parameters after epoch " + std::to_string(epoch + 1));
     if (val_loader) {
-      EvalResult ev = evaluate(*model, *val_loader);
+      EvalResult ev = evaluate_sharded(pg, *model, *val_loader);
       res.val_accuracy = ev.accuracy();
       rec["val_accuracy"] = ev.accuracy();
     }
     metrics.write(rec);
-    save_checkpoint(ckpt_path, cfg, *model, opt, st, d.classes);
-    save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+    if (lead) {
+      save_checkpoint(ckpt_path, cfg, *model, opt, st, d.classes, world);
+      save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+    }
   }
-  if (partial) save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+  if (partial && lead) save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
   metrics.write({{"event", "end"},
                  {"steps", res.steps},
                  {"images", res.images},
