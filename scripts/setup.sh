@@ -13,6 +13,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev      # --download over HTTPS, MD5 check
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin          # MPI process group: mpirun -np N hpcnet train
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 python3-torch python3-numpy python3-pil)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,22 @@ void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tenso
             Tensor& out);
 
 void run_backward(const Tensor& root, const Tensor& grad);
+
+// A gradient-ready hook (thread-local, at most one per thread): while set, run_backward calls it
+// once for each leaf whose .grad it accumulated into, right after the last accumulation into that
+// leaf in the pass (the gradient is final for this backward). dist::GradReducer uses it to start
+// all-reduces while backward continues. When no hook is set the engine does no extra work.
+using GradReadyHook = std::function<void(TensorImpl* leaf)>;
+class GradReadyHookScope {
+ public:
+  explicit GradReadyHookScope(GradReadyHook hook);
+  ~GradReadyHookScope();
+  GradReadyHookScope(const GradReadyHookScope&) = delete;
+  GradReadyHookScope& operator=(const GradReadyHookScope&) = delete;
+
+ private:
+  GradReadyHook prev_;
+};
 
 // Drops each tensor's gradient (set_to_none) or fills it with zeros; used by Module and optimizers.
 void zero_grads(const std::vector<Tensor>& tensors, bool set_to_none);

@@ -223,6 +223,11 @@ struct DataLoaderOptions {
   int num_workers = 0;          // 0: load in the calling thread; N: N threads prefetching
   int64_t prefetch_factor = 2;  // with workers, at most num_workers * prefetch_factor batches ready
   uint64_t seed = 0;
+  // DistributedSampler (torch.utils.data.DistributedSampler, drop_last=False): with world_size W
+  // > 1 this loader reads only its rank's share of every epoch, see DataLoader. Requires
+  // 0 <= rank < world_size.
+  int rank = 0;
+  int world_size = 1;
 };
 
 struct Batch {
@@ -233,8 +238,13 @@ struct Batch {
   std::vector<int64_t> indices;  // (B,) dataset index of each sample
 };
 
-// Order of epoch e: shuffle ? random_permutation(n, Rng(seed, 1000 + e)) : 0..n-1. Batch b holds
-// order[b * batch_size, ...]; the last partial batch is kept unless drop_last. Sample i of the
+// Order of epoch e: shuffle ? random_permutation(n, Rng(seed, 1000 + e)) : 0..n-1, the same on every
+// rank. With world_size W > 1 (DistributedSampler semantics) it is padded to a multiple of W by
+// repeating it from its start (cyclically when W > n), and rank r keeps positions r, r + W,
+// r + 2W, ...: every rank gets ceil(n / W) samples and as many batches, the shares are disjoint
+// except for the W * ceil(n / W) - n padded repeats, and together they cover the epoch. Batch b
+// of the share holds share[b * batch_size, ...]; the last partial batch is kept unless drop_last
+// (so batch b of every rank has the same size). Sample i of the
 // dataset seen in epoch e is transformed with Compose::apply(.., mix_seed(seed, e, i), ..), i being
 // the index in the loader's own dataset (a Subset's position, not its base's), so the batches
 // are identical for any num_workers. With workers, batches are built ahead into a bounded
@@ -250,9 +260,12 @@ class DataLoader {
 
   int64_t num_batches() const;
   int64_t dataset_size() const { return dataset_->size(); }
+  // Samples this rank reads per epoch: ceil(dataset_size() / world_size).
+  int64_t samples_per_epoch() const;
   const DataLoaderOptions& options() const { return options_; }
   const Dataset& dataset() const { return *dataset_; }
-  // The sample order of an epoch (a pure function of seed, epoch, n, shuffle).
+  // This rank's sample order of an epoch (a pure function of seed, epoch, n, shuffle, rank,
+  // world_size), samples_per_epoch() indices into dataset().
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
   // Starts epoch e (any epoch, any time; work of an unfinished epoch is dropped).

@@ -37,6 +37,7 @@ struct Device {
   std::string str() const;
 };
 inline Device cpu_device() { return Device{}; }
+inline Device cuda_device(int index = 0) { return Device{DeviceType::kCUDA, index}; }
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(4, 3, 32, 32)"
@@ -86,7 +87,8 @@ class Tensor {
   Device device() const;
   bool is_contiguous() const;
 
-  // Typed pointer to the first element (offset applied). Checks the dtype.
+  // Typed pointer to the first element (offset applied). Checks the dtype. For a CUDA tensor this
+  // is a device pointer.
   template <class T>
   T* data() const;
   void* raw_data() const;
@@ -97,13 +99,20 @@ class Tensor {
   Tensor contiguous() const;  // this if contiguous, else a copy
   Tensor detach() const;      // shares storage, no history
   Tensor to(DType dtype) const;
+  // A contiguous copy on `device` (this tensor itself when it is already there). Copies to the CPU
+  // wait for the device; no autograd history.
+  Tensor to(Device device) const;
+  // Moves this tensor's data to `device` in place (as PyTorch's `param.data = param.data.to(d)`):
+  // every handle sharing this tensor (module fields, optimizer lists) sees the move; its grad
+  // moves too. Views made earlier with detach()/view_nograd() keep the old storage.
+  Tensor& to_(Device device);
   // Shares storage with a new shape (one dim may be -1). Requires contiguity. No autograd:
   // use F::reshape for a differentiable view.
   Tensor view_nograd(const Shape& shape) const;
 
   void fill_(double value);
-  void copy_(const Tensor& src);  // same shape; converts dtype
-  double item() const;            // one-element tensor to double
+  void copy_(const Tensor& src);  // same shape; converts dtype; any devices
+  double item() const;            // one-element tensor to double (waits for a CUDA device)
   std::vector<float> to_vector() const;
   std::vector<double> to_vector_f64() const;
 
@@ -172,7 +181,8 @@ T* Tensor::data() const {
 // Contiguous row-major strides for a shape.
 Shape contiguous_strides(const Shape& shape);
 
-// Counters of the CPU caching allocator, for tests and `hpcnet bench`.
+// Counters of a caching allocator (CPU here; CUDA: cuda_allocator_stats in src/core/cuda_device.h),
+// for tests and `hpcnet bench`.
 struct AllocatorStats {
   uint64_t system_allocs = 0;  // calls into the system allocator (cache misses)
   uint64_t cache_hits = 0;

@@ -10,6 +10,7 @@
 namespace hpcnet {
 namespace {
 thread_local bool g_grad_mode = true;
+thread_local GradReadyHook g_grad_ready_hook;  // empty unless a GradReadyHookScope is alive
 std::atomic<uint64_t> g_next_seq{0};
 }  // namespace
 
@@ -18,6 +19,11 @@ Node::Node() : seq(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
 bool grad_mode_enabled() { return g_grad_mode; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_mode) { g_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { g_grad_mode = prev_; }
+
+GradReadyHookScope::GradReadyHookScope(GradReadyHook hook) : prev_(std::move(g_grad_ready_hook)) {
+  g_grad_ready_hook = std::move(hook);
+}
+GradReadyHookScope::~GradReadyHookScope() { g_grad_ready_hook = std::move(prev_); }
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
   if (!g_grad_mode) return false;
@@ -90,8 +96,10 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
                                                  shape_str(grad.shape()) + " != tensor shape " +
                                                  shape_str(root.shape()));
   NoGradGuard no_grad;
+  const GradReadyHook* hook = g_grad_ready_hook ? &g_grad_ready_hook : nullptr;
   if (!root.grad_fn()) {  // a leaf
     accumulate(root.impl()->grad, grad.clone());
+    if (hook) (*hook)(root.impl());
     return;
   }
   // Collect reachable nodes.
@@ -113,15 +121,31 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
     }
   }
   std::sort(nodes.begin(), nodes.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
+  // With a gradient-ready hook: edges into each leaf not yet processed; the hook fires when the
+  // count reaches zero (whether or not the last edge carried a gradient).
+  std::unordered_map<TensorImpl*, int> leaf_edges_left;
+  auto leaf_edge_done = [&](TensorImpl* leaf) {
+    if (--leaf_edges_left[leaf] == 0 && leaf->grad.defined()) (*hook)(leaf);
+  };
+  if (hook)
+    for (Node* n : nodes)
+      for (auto& e : n->edges)
+        if (e.leaf) ++leaf_edges_left[e.leaf.get()];
   pending[root.grad_fn().get()] = grad;
   for (Node* n : nodes) {
     Tensor g = std::move(pending[n]);
-    if (!g.defined()) continue;  // no gradient reached it
+    if (!g.defined()) {  // no gradient reached it
+      if (hook)
+        for (auto& e : n->edges)
+          if (e.leaf) leaf_edge_done(e.leaf.get());
+      continue;
+    }
     std::vector<Tensor> grads = n->backward(g);
     HPCNET_CHECK(grads.size() == n->edges.size(),
                  std::string(n->name()) + ": backward returned the wrong number of gradients");
     for (size_t i = 0; i < grads.size(); ++i) {
       auto& e = n->edges[i];
+      if (hook && e.leaf && !grads[i].defined()) leaf_edge_done(e.leaf.get());
       if (!e.active() || !grads[i].defined()) continue;
       if (e.fn) {
         Tensor& p = pending[e.fn.get()];
@@ -135,6 +159,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
         }
       } else {
         accumulate(e.leaf->grad, std::move(grads[i]));
+        if (hook) leaf_edge_done(e.leaf.get());
       }
     }
   }

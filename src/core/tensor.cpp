@@ -1,5 +1,7 @@
-// Tensor construction, metadata, element conversion and strided copies (CPU). Device-specific
-// storage comes from the device's caching allocator.
+// Tensor construction, metadata, element conversion and strided copies. Storage comes from the
+// device's caching allocator; copies and fills involving a CUDA device go through
+// src/core/cuda_device.h (contiguous same-dtype copies directly, anything else staged through
+// the CPU, which is correct but slow and kept out of training steps).
 #include "hpcnet/tensor.h"
 
 #include <cstring>
@@ -7,6 +9,7 @@
 
 #include "hpcnet/autograd.h"
 #include "src/core/allocator.h"
+#include "src/core/cuda_device.h"
 
 namespace hpcnet {
 
@@ -65,12 +68,14 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  HPCNET_CHECK(device.is_cpu(), "this build allocates CPU storage only; got " + device.str());
-  data_ = cpu_cached_alloc(nbytes);
+  data_ = device.is_cpu() ? cpu_cached_alloc(nbytes) : cuda_cached_alloc(nbytes, device.index);
 }
 
 Storage::~Storage() {
-  if (device_.is_cpu()) cpu_cached_free(data_, nbytes_);
+  if (device_.is_cpu())
+    cpu_cached_free(data_, nbytes_);
+  else
+    cuda_cached_free(data_, nbytes_, device_.index);
 }
 
 // ---- factories ----
@@ -88,7 +93,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  if (device.is_cpu())
+    std::memset(t.raw_data(), 0, t.nbytes());
+  else
+    t.fill_(0.0);
   return t;
 }
 
@@ -266,6 +274,37 @@ void for_each_strided(const Shape& shape, const Shape& strides, F&& f) {
   }
 }
 
+// The elements a tensor's (shape, strides) reach in its storage, from its offset on.
+int64_t storage_extent(const Shape& shape, const Shape& strides) {
+  int64_t e = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    e += (shape[d] - 1) * strides[d];
+  }
+  return e;
+}
+
+// A CPU copy of the span of t's storage that t reaches, viewed with t's shape and strides: the
+// staging area for strided or converting copies and fills of a tensor on another device.
+Tensor host_mirror(const Tensor& t) {
+  int64_t ext = storage_extent(t.shape(), t.strides());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(ext * dtype_size(t.dtype()), cpu_device());
+  impl->shape = t.shape();
+  impl->strides = t.strides();
+  impl->dtype = t.dtype();
+  cuda_copy_bytes(impl->storage->data(), cpu_device(), t.raw_data(), t.device(),
+                  ext * dtype_size(t.dtype()));
+  return Tensor(std::move(impl));
+}
+
+// Writes a host mirror back over the span of t it was made from.
+void upload_mirror(const Tensor& mirror, const Tensor& t) {
+  int64_t ext = storage_extent(t.shape(), t.strides());
+  cuda_copy_bytes(t.raw_data(), t.device(), mirror.raw_data(), cpu_device(),
+                  ext * dtype_size(t.dtype()));
+}
+
 }  // namespace
 
 Tensor Tensor::clone() const {
@@ -291,6 +330,24 @@ Tensor Tensor::to(DType t) const {
   Tensor out = empty(shape(), t, device());
   out.copy_(*this);
   return out;
+}
+
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  Tensor out = empty(shape(), dtype(), d);
+  out.copy_(*this);
+  return out;
+}
+
+Tensor& Tensor::to_(Device d) {
+  HPCNET_CHECK(defined(), "to_() of an undefined tensor");
+  if (d == device()) return *this;
+  Tensor moved = to(d);
+  impl_->storage = moved.impl_->storage;
+  impl_->offset = 0;
+  impl_->strides = contiguous_strides(impl_->shape);
+  if (impl_->grad.defined()) impl_->grad.to_(d);
+  return *this;
 }
 
 Tensor Tensor::view_nograd(const Shape& new_shape) const {
@@ -321,7 +378,18 @@ Tensor Tensor::view_nograd(const Shape& new_shape) const {
 }
 
 void Tensor::fill_(double value) {
-  HPCNET_CHECK(device().is_cpu(), "fill_ on " + device().str() + " is not supported yet");
+  if (!device().is_cpu()) {
+    if (is_contiguous()) {
+      unsigned char pattern[8] = {0};
+      store_from_double(pattern, 0, dtype(), value);
+      cuda_fill_bytes(raw_data(), device(), pattern, dtype_size(dtype()), numel());
+    } else {
+      Tensor m = host_mirror(*this);
+      m.fill_(value);
+      upload_mirror(m, *this);
+    }
+    return;
+  }
   int64_t n = numel();
   void* base = raw_data();
   if (is_contiguous() && dtype() == DType::kFloat32) {
@@ -337,7 +405,23 @@ void Tensor::fill_(double value) {
 void Tensor::copy_(const Tensor& src) {
   HPCNET_CHECK(src.shape() == shape(), "copy_: shape " + shape_str(src.shape()) + " into " +
                                            shape_str(shape()));
-  HPCNET_CHECK(device().is_cpu() && src.device().is_cpu(), "copy_ across devices: not built");
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    bool same_storage = src.impl_->storage == impl_->storage;
+    if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous() && !same_storage) {
+      cuda_copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+      return;
+    }
+    // Strided, converting or self-overlapping: stage both sides through the CPU.
+    Tensor s = src.device().is_cpu() ? src : host_mirror(src);
+    if (device().is_cpu()) {
+      copy_(s);
+      return;
+    }
+    Tensor m = host_mirror(*this);
+    m.copy_(s);
+    upload_mirror(m, *this);
+    return;
+  }
   if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
     return;
@@ -354,16 +438,19 @@ void Tensor::copy_(const Tensor& src) {
 
 double Tensor::item() const {
   HPCNET_CHECK(numel() == 1, "item() of a tensor with " + std::to_string(numel()) + " elements");
+  if (!device().is_cpu()) return to(cpu_device()).item();
   return load_as_double(raw_data(), 0, dtype());
 }
 
 std::vector<float> Tensor::to_vector() const {
+  if (!device().is_cpu()) return to(cpu_device()).to_vector();
   Tensor c = contiguous().to(DType::kFloat32);
   const float* p = c.data<float>();
   return std::vector<float>(p, p + c.numel());
 }
 
 std::vector<double> Tensor::to_vector_f64() const {
+  if (!device().is_cpu()) return to(cpu_device()).to_vector_f64();
   Tensor c = contiguous().to(DType::kFloat64);
   const double* p = c.data<double>();
   return std::vector<double>(p, p + c.numel());

@@ -45,6 +45,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Compose transform
       options_.num_workers >= 0 && options_.num_workers <= 256,
       "DataLoader: num_workers must be in 0..256, got " + std::to_string(options_.num_workers));
   HPCNET_REQUIRE(options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be > 0");
+  HPCNET_REQUIRE(
+      options_.world_size >= 1 && options_.rank >= 0 && options_.rank < options_.world_size,
+      "DataLoader: rank " + std::to_string(options_.rank) + " of world_size " +
+          std::to_string(options_.world_size) + " (need 0 <= rank < world_size)");
   if (options_.num_workers > 0) {
     shared_ = std::make_unique<Shared>();
     shared_->slots.resize(static_cast<size_t>(options_.num_workers * options_.prefetch_factor));
@@ -63,20 +67,34 @@ DataLoader::~DataLoader() {
   for (std::thread& t : shared_->threads) t.join();
 }
 
+int64_t DataLoader::samples_per_epoch() const {
+  const int64_t w = options_.world_size;
+  return (dataset_->size() + w - 1) / w;
+}
+
 int64_t DataLoader::num_batches() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size;
+  const int64_t n = samples_per_epoch(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_->size();
+  std::vector<int64_t> order;
   if (options_.shuffle) {
     Rng rng(options_.seed, 1000 + static_cast<uint64_t>(epoch));
-    return random_permutation(n, rng);
+    order = random_permutation(n, rng);
+  } else {
+    order.resize(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
   }
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  return order;
+  const int64_t w = options_.world_size;
+  if (w == 1 || n == 0) return order;
+  // DistributedSampler: pad cyclically to w * share, then take every w-th from position rank.
+  const int64_t share = samples_per_epoch();
+  std::vector<int64_t> mine(static_cast<size_t>(share));
+  for (int64_t j = 0; j < share; ++j)
+    mine[static_cast<size_t>(j)] = order[static_cast<size_t>((options_.rank + j * w) % n)];
+  return mine;
 }
 
 void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b,

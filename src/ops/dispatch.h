@@ -1,5 +1,6 @@
 // Device dispatch for the kernel API: HPCNET_DISPATCH(device, fn, args...) calls cpu::fn or
-// cuda::fn. A device without a backend for the op is a clear error, never a silent copy.
+// (in the CUDA build, HPCNET_WITH_CUDA) cuda::fn. A device without a backend for the op is a
+// clear error, never a silent copy.
 #pragma once
 
 #include <string>
@@ -8,6 +9,9 @@
 #include "hpcnet/tensor.h"
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/ops.h"
+#ifdef HPCNET_WITH_CUDA
+#include "src/ops/cuda/cuda_ops.h"
+#endif
 
 namespace hpcnet::ops::detail {
 [[noreturn]] void no_backend(const char* op, Device d);
@@ -17,15 +21,28 @@ void check_dtype(const char* op, const Tensor& t, DType want, const char* arg);
 void check_shape(const char* op, const Tensor& t, const Shape& want, const char* arg);
 }  // namespace hpcnet::ops::detail
 
-// HPCNET_DISPATCH_FLOPS also tells the profiler the call's floating-point operation count.
-#define HPCNET_DISPATCH_FLOPS(flops, device, fn, ...)      \
-  do {                                                     \
-    ::hpcnet::profile::Scope prof_scope_(#fn, (flops));    \
-    if ((device).is_cpu()) {                               \
-      ::hpcnet::cpu::fn(__VA_ARGS__);                      \
-    } else {                                               \
-      ::hpcnet::ops::detail::no_backend(#fn, (device));    \
-    }                                                      \
+// The CUDA branch of the dispatch: empty in a build without CUDA.
+#ifdef HPCNET_WITH_CUDA
+#define HPCNET_DISPATCH_CUDA_(device, fn, ...) \
+  else if ((device).is_cuda()) {               \
+    ::hpcnet::cuda::fn(__VA_ARGS__);           \
+  }
+#else
+#define HPCNET_DISPATCH_CUDA_(device, fn, ...)
+#endif
+
+// HPCNET_DISPATCH_FLOPS also tells the profiler the call's floating-point operation count (on
+// CUDA the profiler times the launch, not the kernel).
+#define HPCNET_DISPATCH_FLOPS(flops, device, fn, ...)   \
+  do {                                                  \
+    ::hpcnet::profile::Scope prof_scope_(#fn, (flops)); \
+    if ((device).is_cpu()) {                            \
+      ::hpcnet::cpu::fn(__VA_ARGS__);                   \
+    }                                                   \
+    HPCNET_DISPATCH_CUDA_(device, fn, __VA_ARGS__)      \
+    else {                                              \
+      ::hpcnet::ops::detail::no_backend(#fn, (device)); \
+    }                                                   \
   } while (0)
 
 #define HPCNET_DISPATCH(device, fn, ...) HPCNET_DISPATCH_FLOPS(0.0, device, fn, __VA_ARGS__)

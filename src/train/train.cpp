@@ -219,9 +219,9 @@ FailPoint parse_fail_at(const std::string& text) {
     throw InputError(usage);
   }
   if (b != std::string::npos) f.mode = text.substr(b + 1);
-  HPCNET_REQUIRE(f.rank >= 0 && f.step >= 1 &&
-                     (f.mode == "kill" || f.mode == "exit" || f.mode == "hang"),
-                 usage);
+  HPCNET_REQUIRE(
+      f.rank >= 0 && f.step >= 1 && (f.mode == "kill" || f.mode == "exit" || f.mode == "hang"),
+      usage);
   return f;
 }
 
@@ -432,8 +432,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     for (auto& [n, t] : opt.state_dict()) pg.broadcast(t, 0);
     pg.set_timeout(cfg.dist_timeout);
     reducer = std::make_unique<dist::GradReducer>(
-        pg, model->parameters(),
-        dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
+        pg, model->parameters(), dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
   }
 
   data::DataLoaderOptions lo;

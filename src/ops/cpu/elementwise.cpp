@@ -1,9 +1,11 @@
 // CPU elementwise ops and reductions: relu, add, scale, sum, mean and the fill used by their
-// backward. Contiguous tensors; loops vectorise; large ones split across OpenMP threads.
+// backward. Contiguous tensors; loops vectorise; large ones split across OpenMP threads. The
+// per-element arithmetic is src/ops/elementwise_math.h's, shared with the CUDA kernels.
 #include <cmath>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -17,7 +19,7 @@ void relu_forward(const Tensor& x, Tensor& y) {
     T* py = y.data<T>();
     int64_t n = x.numel();
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
-    for (int64_t i = 0; i < n; ++i) py[i] = px[i] > T(0) ? px[i] : T(0);
+    for (int64_t i = 0; i < n; ++i) py[i] = math::relu(px[i]);
   });
 }
 
@@ -29,7 +31,7 @@ void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
     T* pdx = dx.data<T>();
     int64_t n = dy.numel();
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
-    for (int64_t i = 0; i < n; ++i) pdx[i] = py[i] > T(0) ? pdy[i] : T(0);
+    for (int64_t i = 0; i < n; ++i) pdx[i] = math::relu_grad(pdy[i], py[i]);
   });
 }
 
@@ -41,7 +43,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
     T* po = out.data<T>();
     int64_t n = a.numel();
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
-    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+    for (int64_t i = 0; i < n; ++i) po[i] = math::add(pa[i], pb[i]);
   });
 }
 
@@ -55,7 +57,7 @@ void scale(const Tensor& x, double s, Tensor& out) {
     T f = static_cast<T>(s);
     int64_t n = x.numel();
 #pragma omp parallel for if (n > kParallelMin) schedule(static)
-    for (int64_t i = 0; i < n; ++i) po[i] = px[i] * f;
+    for (int64_t i = 0; i < n; ++i) po[i] = math::scale(px[i], f);
   });
 }
 

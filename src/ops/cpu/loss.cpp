@@ -1,11 +1,13 @@
 // CPU softmax-family ops over dim 1 of (N, C): log_softmax, nll_loss, fused cross_entropy (with
 // label smoothing, as torch.nn.functional.cross_entropy), and argmax. Row maxima are subtracted
-// before exponentiating; sums accumulate in double.
+// before exponentiating; sums accumulate in double. The row arithmetic is
+// src/ops/elementwise_math.h's, which the CUDA kernels run too.
 #include <cmath>
 #include <string>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -16,24 +18,14 @@ void check_label(int64_t label, int64_t c, int64_t row) {
                      " is out of range [0, " + std::to_string(c) + ")");
 }
 
-// Writes the log-probabilities of one row into y (y may alias nothing of x).
-template <class T>
-void log_softmax_row(const T* x, T* y, int64_t c) {
-  T mx = x[0];
-  for (int64_t j = 1; j < c; ++j) mx = x[j] > mx ? x[j] : mx;
-  double s = 0;
-  for (int64_t j = 0; j < c; ++j) s += std::exp(static_cast<double>(x[j] - mx));
-  T lse = static_cast<T>(std::log(s)) + mx;
-  for (int64_t j = 0; j < c; ++j) y[j] = x[j] - lse;
-}
-
 }  // namespace
 
 void log_softmax_forward(const Tensor& x, Tensor& y) {
   int64_t n = x.size(0), c = x.size(1);
   dispatch_float(x.dtype(), "log_softmax", [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t i = 0; i < n; ++i) log_softmax_row(x.data<T>() + i * c, y.data<T>() + i * c, c);
+    for (int64_t i = 0; i < n; ++i)
+      math::log_softmax_row(x.data<T>() + i * c, y.data<T>() + i * c, c);
   });
 }
 
@@ -44,12 +36,8 @@ void log_softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
     const T* pdy = dy.data<T>();
     const T* py = y.data<T>();
     T* pdx = dx.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      double s = 0;
-      for (int64_t j = 0; j < c; ++j) s += pdy[i * c + j];
-      for (int64_t j = 0; j < c; ++j)
-        pdx[i * c + j] = pdy[i * c + j] - static_cast<T>(std::exp(py[i * c + j]) * s);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      math::log_softmax_backward_row(pdy + i * c, py + i * c, pdx + i * c, c);
   });
 }
 
@@ -73,7 +61,7 @@ void nll_loss_backward(const Tensor& dloss, const Tensor& target, Tensor& dlogp)
   const int64_t* t = target.data<int64_t>();
   dispatch_float(dlogp.dtype(), "nll_loss_backward", [&](auto tag) {
     using T = decltype(tag);
-    T g = static_cast<T>(-dloss.data<T>()[0] / n);
+    T g = math::nll_grad_scale(dloss.data<T>()[0], n);
     T* p = dlogp.data<T>();
     for (int64_t i = 0; i < n * c; ++i) p[i] = T(0);
     for (int64_t i = 0; i < n; ++i) p[i * c + t[i]] = g;
@@ -91,16 +79,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double ep
     double acc = 0;
     for (int64_t i = 0; i < n; ++i) {
       check_label(t[i], c, i);
-      T* lp = pr + i * c;
-      log_softmax_row(x + i * c, lp, c);
-      double row = -(1.0 - eps) * lp[t[i]];
-      if (eps != 0) {
-        double s = 0;
-        for (int64_t j = 0; j < c; ++j) s += lp[j];
-        row -= eps / c * s;
-      }
-      acc += row;
-      for (int64_t j = 0; j < c; ++j) lp[j] = static_cast<T>(std::exp(lp[j]));
+      acc += math::cross_entropy_row(x + i * c, pr + i * c, c, t[i], eps);
     }
     loss.data<T>()[0] = static_cast<T>(acc / n);
   });
@@ -114,12 +93,12 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& prob, const Tenso
     using T = decltype(tag);
     const T* pr = prob.data<T>();
     T* d = dlogits.data<T>();
-    T g = static_cast<T>(dloss.data<T>()[0] / n);
-    T off = static_cast<T>(eps / c);
-    T on = static_cast<T>(1.0 - eps + eps / c);
+    T g = math::cross_entropy_grad_scale(dloss.data<T>()[0], n);
+    math::SmoothedTarget w = math::smoothed_target(eps, c);
+    T on = static_cast<T>(w.on), off = static_cast<T>(w.off);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < c; ++j)
-        d[i * c + j] = g * (pr[i * c + j] - (j == t[i] ? on : off));
+        d[i * c + j] = math::cross_entropy_grad(g, pr[i * c + j], j == t[i], on, off);
   });
 }
 
@@ -129,12 +108,7 @@ void argmax(const Tensor& x, Tensor& out) {
   dispatch_float(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
     const T* p = x.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < c; ++j)
-        if (p[i * c + j] > p[i * c + best]) best = j;
-      po[i] = best;
-    }
+    for (int64_t i = 0; i < n; ++i) po[i] = math::argmax_row(p + i * c, c);
   });
 }
 

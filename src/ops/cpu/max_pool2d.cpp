@@ -2,12 +2,14 @@
 // input position (within its plane) that held the window's maximum, as int32 in the workspace
 // (-1 where a window saw only padding); the backward scatters each output gradient there.
 // (oneDNN 2.6's pooling on plain layouts transposes to blocked layouts and back, and measured
-// 5-10x slower than these loops on the LeNet shapes; see bench/README.md.)
+// 5-10x slower than these loops on the LeNet shapes; see bench/README.md.) The general window
+// scan is math::pool_window_max, the CUDA kernel's too.
 #include <cstring>
 #include <limits>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -52,24 +54,12 @@ void pool_fwd(const T* x, T* y, int32_t* arg, int64_t planes, int64_t H, int64_t
       pool2x2_plane(xp, yp, ap, W, P, Q);
       continue;
     }
+    const math::PoolGeom g{H, W, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
     for (int64_t oh = 0; oh < P; ++oh)
       for (int64_t ow = 0; ow < Q; ++ow) {
         T best;
         int64_t at;
-        {
-          best = -std::numeric_limits<T>::infinity();
-          at = -1;
-          for (int64_t r = 0; r < p.kernel_h; ++r) {
-            int64_t ih = oh * p.stride_h - p.pad_h + r;
-            if (ih < 0 || ih >= H) continue;
-            for (int64_t t = 0; t < p.kernel_w; ++t) {
-              int64_t iw = ow * p.stride_w - p.pad_w + t;
-              if (iw < 0 || iw >= W) continue;
-              T v = xp[ih * W + iw];
-              if (at < 0 || v > best) best = v, at = ih * W + iw;
-            }
-          }
-        }
+        math::pool_window_max(xp, g, oh, ow, best, at);
         yp[oh * Q + ow] = best;
         if (ap) ap[oh * Q + ow] = static_cast<int32_t>(at);
       }

@@ -2,8 +2,10 @@
 // Nesterov) and the update, exactly in torch.optim.SGD's order:
 //   g = grad + wd * p;  buf = first ? g : momentum * buf + (1 - dampening) * g;
 //   g = nesterov ? g + momentum * buf : buf;  p -= lr * g
+// (math::sgd_element, the CUDA kernel's per-element rule too.)
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 
@@ -18,20 +20,19 @@ void sgd_step(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
       T* p = param.data<T>();
       const T* g = grad.data<T>();
       int64_t n = param.numel();
-      const T lr = static_cast<T>(h.lr), wd = static_cast<T>(h.weight_decay);
-      const T mom = static_cast<T>(h.momentum), damp = static_cast<T>(1.0 - h.dampening);
-      if (h.momentum == 0) {
-        for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      const math::SgdCoeffs<T> c{static_cast<T>(h.lr),
+                                 static_cast<T>(h.weight_decay),
+                                 static_cast<T>(h.momentum),
+                                 static_cast<T>(1.0 - h.dampening),
+                                 h.momentum != 0,
+                                 h.first_step,
+                                 h.nesterov};
+      if (!c.momentum) {
+        for (int64_t i = 0; i < n; ++i) math::sgd_element(p[i], g[i], static_cast<T*>(nullptr), c);
         return;
       }
       T* b = bufs[k].data<T>();
-      const bool first = h.first_step, nesterov = h.nesterov;
-      for (int64_t i = 0; i < n; ++i) {
-        T d = g[i] + wd * p[i];
-        T m = first ? d : mom * b[i] + damp * d;
-        b[i] = m;
-        p[i] -= lr * (nesterov ? d + mom * m : m);
-      }
+      for (int64_t i = 0; i < n; ++i) math::sgd_element(p[i], g[i], b + i, c);
     });
   }
 }

@@ -1,0 +1,164 @@
+// The backend-neutral half of the process groups: the single-process group (the stub every build
+// has), tensor forms of the collectives, launcher detection and the process-wide world() group.
+// Invariant: world() is created once, on the first call, and lives until finalize() or exit.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "hpcnet/dist.h"
+#include "src/dist/internal.h"
+
+namespace hpcnet::dist {
+
+namespace {
+
+class DoneWork : public Work {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
+class SingleGroup : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_size() const override { return 1; }
+  std::string backend() const override { return "single"; }
+  void allreduce_sum(float*, size_t) override {}
+  void allreduce_sum(double*, size_t) override {}
+  std::unique_ptr<Work> allreduce_sum_async(float*, size_t) override {
+    return std::make_unique<DoneWork>();
+  }
+  void broadcast(void*, size_t, int root) override {
+    HPCNET_CHECK(root == 0, "broadcast from rank " + std::to_string(root) + " in a group of one");
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code, const std::string& message) override {
+    std::fflush(stdout);
+    if (!message.empty()) std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }
+};
+
+void check_float_cpu(const Tensor& t, const char* what) {
+  HPCNET_CHECK(t.defined(), std::string(what) + " of an undefined tensor");
+  HPCNET_CHECK(t.device().is_cpu(),
+               std::string(what) + ": tensors on " + t.device().str() +
+                   " need the NCCL process group, which is not implemented yet");
+  HPCNET_CHECK(t.is_contiguous(), std::string(what) + " of a non-contiguous tensor");
+}
+
+std::mutex g_world_mu;
+std::unique_ptr<ProcessGroup> g_world;
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_single_group() { return std::make_unique<SingleGroup>(); }
+
+void ProcessGroup::allreduce_sum(Tensor& t) {
+  check_float_cpu(t, "allreduce_sum");
+  HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
+               std::string("allreduce_sum of a ") + dtype_name(t.dtype()) + " tensor");
+  if (t.dtype() == DType::kFloat32)
+    allreduce_sum(t.data<float>(), static_cast<size_t>(t.numel()));
+  else
+    allreduce_sum(t.data<double>(), static_cast<size_t>(t.numel()));
+}
+
+void ProcessGroup::allreduce_avg(Tensor& t) {
+  allreduce_sum(t);
+  if (world_size() == 1) return;
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::kFloat32) {
+    const float s = 1.0f / static_cast<float>(world_size());
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] *= s;
+  } else {
+    const double s = 1.0 / world_size();
+    double* p = t.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] *= s;
+  }
+}
+
+void ProcessGroup::broadcast(Tensor& t, int root) {
+  check_float_cpu(t, "broadcast");
+  broadcast(t.raw_data(), t.nbytes(), root);
+}
+
+bool launched_by_mpi_launcher() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0';
+  };
+  if (const char* force = std::getenv("HPCNET_DIST")) {
+    if (std::strcmp(force, "single") == 0) return false;
+    if (std::strcmp(force, "mpi") == 0) return true;
+  }
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK") ||
+         (env("SLURM_NTASKS") && env("SLURM_STEP_ID"));
+}
+
+ProcessGroup& world() {
+  std::lock_guard<std::mutex> lock(g_world_mu);
+  if (!g_world) {
+    if (mpi_built() && launched_by_mpi_launcher()) {
+      g_world = make_mpi_group();
+    } else {
+      // Without MPI, N copies started by a launcher would each train alone on the same files.
+      const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+      if (!n) n = std::getenv("PMI_SIZE");
+      if (!mpi_built() && launched_by_mpi_launcher() && n && std::atoi(n) > 1)
+        throw InputError("started as one of " + std::string(n) +
+                         " processes by mpirun/srun, but this build of hpcnet has no MPI; "
+                         "rebuild with -DHPCNET_MPI=ON (libopenmpi-dev) or run one process");
+      g_world = make_single_group();
+    }
+  }
+  return *g_world;
+}
+
+bool world_initialized() {
+  std::lock_guard<std::mutex> lock(g_world_mu);
+  return g_world != nullptr;
+}
+
+void finalize() {
+  std::lock_guard<std::mutex> lock(g_world_mu);
+  g_world.reset();  // the MPI group's destructor calls MPI_Finalize when it called MPI_Init
+}
+
+std::string describe_build() {
+  if (!mpi_built()) return "single process (this build has no MPI; NCCL not implemented)";
+  std::string s = "MPI (" + detail::mpi_library_version() + "), used when started by mpirun/srun";
+  return s + "; NCCL not implemented";
+}
+
+uint64_t fingerprint(const std::vector<Tensor>& tensors) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const Tensor& t0 : tensors) {
+    Tensor t = t0.contiguous();
+    const auto* p = static_cast<const unsigned char*>(t.raw_data());
+    for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+void check_same_on_all_ranks(ProcessGroup& group, const std::vector<Tensor>& tensors,
+                             const std::string& what) {
+  if (group.world_size() == 1) return;
+  const uint64_t mine = fingerprint(tensors);
+  uint64_t root = mine;
+  group.broadcast(&root, sizeof root, 0);
+  double differ[1] = {root != mine ? 1.0 : 0.0};
+  group.allreduce_sum(differ, 1);
+  if (differ[0] != 0)
+    throw DistError(what + " differ between ranks (" + std::to_string(static_cast<int>(differ[0])) +
+                    " of " + std::to_string(group.world_size()) +
+                    " ranks disagree with rank 0); the replicas are out of step");
+}
+
+}  // namespace hpcnet::dist

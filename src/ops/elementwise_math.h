@@ -1,0 +1,206 @@
+// The per-element (and per-row) arithmetic of hpcnet's own kernels, written once as
+// __host__ __device__ inline functions: the CPU loops (src/ops/cpu/) and the CUDA kernels
+// (src/ops/cuda/) call these same functions, so the CPU tests exercise the arithmetic the GPU
+// runs. Plain C++ when compiled by a host compiler; no CUDA headers needed.
+// Invariants: no allocation, no exceptions, no I/O; T is float or double; sums over a row
+// accumulate in double, as the CPU kernels always have.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define HPCNET_HD __host__ __device__ __forceinline__
+#else
+#define HPCNET_HD inline
+#endif
+
+namespace hpcnet::math {
+
+// exp/log with the precision of the argument (expf for float, exp for double), on both sides.
+HPCNET_HD float exp_t(float x) { return ::expf(x); }
+HPCNET_HD double exp_t(double x) { return ::exp(x); }
+HPCNET_HD double log_d(double x) { return ::log(x); }
+
+// ---- relu, add, scale ----
+
+// y = max(x, 0); NaN gives 0 (`x > 0` is false for NaN), as the CPU kernels always did.
+template <class T>
+HPCNET_HD T relu(T x) {
+  return x > T(0) ? x : T(0);
+}
+// dx = dy where the forward output y > 0, else 0.
+template <class T>
+HPCNET_HD T relu_grad(T dy, T y) {
+  return y > T(0) ? dy : T(0);
+}
+template <class T>
+HPCNET_HD T add(T a, T b) {
+  return a + b;
+}
+template <class T>
+HPCNET_HD T scale(T x, T s) {
+  return x * s;
+}
+// y = x + b, then relu when asked (the unfused bias epilogue of conv2d / linear).
+template <class T>
+HPCNET_HD T bias_act(T x, T b, bool relu_on) {
+  T v = x + b;
+  return relu_on ? relu(v) : v;
+}
+
+// ---- max pooling ----
+
+// The window geometry of a 2-d max pool over one (H, W) plane.
+struct PoolGeom {
+  int64_t H, W;    // input plane
+  int64_t kh, kw;  // window
+  int64_t sh, sw;  // stride
+  int64_t ph, pw;  // padding
+};
+
+// Maximum of the window of output (oh, ow) over plane xp: writes the value to best and its
+// position ih * W + iw to at (-1, with best = -inf, when the window saw only padding). Ties keep
+// the first position in scan order; a NaN wins only as the first value seen.
+template <class T>
+HPCNET_HD void pool_window_max(const T* xp, const PoolGeom& g, int64_t oh, int64_t ow, T& best,
+                               int64_t& at) {
+  best = -static_cast<T>(INFINITY);
+  at = -1;
+  for (int64_t r = 0; r < g.kh; ++r) {
+    int64_t ih = oh * g.sh - g.ph + r;
+    if (ih < 0 || ih >= g.H) continue;
+    for (int64_t t = 0; t < g.kw; ++t) {
+      int64_t iw = ow * g.sw - g.pw + t;
+      if (iw < 0 || iw >= g.W) continue;
+      T v = xp[ih * g.W + iw];
+      if (at < 0 || v > best) best = v, at = ih * g.W + iw;
+    }
+  }
+}
+
+// The windows along one axis that cover input index i: outputs o in [lo, hi] (empty when
+// lo > hi) with o * stride - pad <= i < o * stride - pad + k, clipped to [0, out).
+HPCNET_HD void pool_windows_covering(int64_t i, int64_t k, int64_t stride, int64_t pad, int64_t out,
+                                     int64_t& lo, int64_t& hi) {
+  int64_t first = i + pad - k + 1;  // o * stride >= first
+  lo = first > 0 ? (first + stride - 1) / stride : 0;
+  hi = (i + pad) / stride;
+  if (hi > out - 1) hi = out - 1;
+}
+
+// The gradient of input (ih, iw) of one plane: the sum of the output gradients dyp (P, Q) whose
+// recorded maximum position ap (P, Q) is this input, over the covering windows in row-major
+// order (the order in which a scatter over outputs would add them).
+template <class T>
+HPCNET_HD T pool_grad_gather(const T* dyp, const int32_t* ap, const PoolGeom& g, int64_t P,
+                             int64_t Q, int64_t ih, int64_t iw) {
+  int64_t oh0, oh1, ow0, ow1;
+  pool_windows_covering(ih, g.kh, g.sh, g.ph, P, oh0, oh1);
+  pool_windows_covering(iw, g.kw, g.sw, g.pw, Q, ow0, ow1);
+  const int64_t pos = ih * g.W + iw;
+  T acc = T(0);
+  for (int64_t oh = oh0; oh <= oh1; ++oh)
+    for (int64_t ow = ow0; ow <= ow1; ++ow)
+      if (ap[oh * Q + ow] == pos) acc += dyp[oh * Q + ow];
+  return acc;
+}
+
+// ---- softmax family, one row of (N, C) ----
+
+// y = x - logsumexp(x) over one row of c values (y must not alias x).
+template <class T>
+HPCNET_HD void log_softmax_row(const T* x, T* y, int64_t c) {
+  T mx = x[0];
+  for (int64_t j = 1; j < c; ++j) mx = x[j] > mx ? x[j] : mx;
+  double s = 0;
+  for (int64_t j = 0; j < c; ++j) s += exp_t(static_cast<double>(x[j] - mx));
+  T lse = static_cast<T>(log_d(s)) + mx;
+  for (int64_t j = 0; j < c; ++j) y[j] = x[j] - lse;
+}
+
+// dx = dy - exp(y) * sum(dy) over one row.
+template <class T>
+HPCNET_HD void log_softmax_backward_row(const T* dy, const T* y, T* dx, int64_t c) {
+  double s = 0;
+  for (int64_t j = 0; j < c; ++j) s += dy[j];
+  for (int64_t j = 0; j < c; ++j) dx[j] = dy[j] - static_cast<T>(exp_t(y[j]) * s);
+}
+
+// One row of the fused cross entropy with label smoothing eps and target t (in range): writes
+// the softmax probabilities to prob and returns the row's loss
+//   -(1 - eps) logp[t] - eps / c * sum(logp).
+template <class T>
+HPCNET_HD double cross_entropy_row(const T* x, T* prob, int64_t c, int64_t t, double eps) {
+  log_softmax_row(x, prob, c);
+  double row = -(1.0 - eps) * prob[t];
+  if (eps != 0) {
+    double s = 0;
+    for (int64_t j = 0; j < c; ++j) s += prob[j];
+    row -= eps / c * s;
+  }
+  for (int64_t j = 0; j < c; ++j) prob[j] = static_cast<T>(exp_t(prob[j]));
+  return row;
+}
+
+// The weights of cross_entropy's target distribution: on at the target, off elsewhere.
+struct SmoothedTarget {
+  double on, off;
+};
+HPCNET_HD SmoothedTarget smoothed_target(double eps, int64_t c) {
+  return {1.0 - eps + eps / c, eps / c};
+}
+
+// dlogits = g * (prob - target weight), with g = dloss / N.
+template <class T>
+HPCNET_HD T cross_entropy_grad(T g, T prob, bool is_target, T on, T off) {
+  return g * (prob - (is_target ? on : off));
+}
+// The scale of cross_entropy's backward: dloss / N (mean reduction).
+template <class T>
+HPCNET_HD T cross_entropy_grad_scale(T dloss, int64_t n) {
+  return static_cast<T>(dloss / n);
+}
+// nll_loss backward: dlogp = -dloss / N at the target column, 0 elsewhere.
+template <class T>
+HPCNET_HD T nll_grad_scale(T dloss, int64_t n) {
+  return static_cast<T>(-dloss / n);
+}
+
+// Index of the first maximum of a row (NaN never wins over a number seen before it).
+template <class T>
+HPCNET_HD int64_t argmax_row(const T* p, int64_t c) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < c; ++j)
+    if (p[j] > p[best]) best = j;
+  return best;
+}
+
+// ---- SGD ----
+
+// torch.optim.SGD's coefficients for one call, in the parameters' type.
+template <class T>
+struct SgdCoeffs {
+  T lr, wd, mom, damp;  // damp = 1 - dampening
+  bool momentum;        // momentum != 0: buffers are used
+  bool first;           // buffers start as the (decayed) gradient
+  bool nesterov;
+};
+
+// One element of the update, exactly in torch's order:
+//   d = g + wd * p;  m = first ? d : mom * b + damp * d;  b = m;
+//   p -= lr * (nesterov ? d + mom * m : m)      (without momentum: p -= lr * d)
+template <class T>
+HPCNET_HD void sgd_element(T& p, T g, T* b, const SgdCoeffs<T>& c) {
+  if (!c.momentum) {
+    p -= c.lr * (g + c.wd * p);
+    return;
+  }
+  T d = g + c.wd * p;
+  T m = c.first ? d : c.mom * *b + c.damp * d;
+  *b = m;
+  p -= c.lr * (c.nesterov ? d + c.mom * m : m);
+}
+
+}  // namespace hpcnet::math

@@ -1,0 +1,630 @@
+// Tests of data-parallel training (src/dist, the DistributedSampler in the DataLoader, the
+// gradient-ready hook of the autograd engine): the single-process group; launcher detection;
+// sampler shares (disjoint, complete, padded, the same permutation on every rank); the gradient
+// reducer's buckets, overlap with backward and averaging (through an in-process fake group); and,
+// where mpirun is installed and the build has MPI, the real binary under
+// `mpirun --oversubscribe -np 2 / -np 4`: N ranks at batch B end with the same weights as one
+// process at batch N x B, resume on the same or another rank count, and a rank that dies or hangs
+// ends the job with a non-zero code naming it, quickly.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/data.h"
+#include "hpcnet/dist.h"
+#include "hpcnet/functional.h"
+#include "hpcnet/io.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/rng.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+
+namespace {
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+std::string ds_read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void ds_write(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string ds_quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// CIFAR-10 binary records: a colour per class plus +-24 of noise (learnable labels).
+std::string ds_cifar_records(int n, uint64_t seed) {
+  Rng rng(seed, 91);
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    int label = static_cast<int>(rng.randint(10));
+    out.push_back(static_cast<char>(label));
+    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 1024; ++p) {
+        int v = base[c] + static_cast<int>(rng.randint(49)) - 24;
+        out.push_back(static_cast<char>(std::clamp(v, 0, 255)));
+      }
+  }
+  return out;
+}
+
+// DIR/cifar-10-batches-bin: 5 x n_per_batch training images and a small test batch.
+void ds_make_cifar(const fs::path& dir, int n_per_batch) {
+  fs::path b = dir / "cifar-10-batches-bin";
+  fs::create_directories(b);
+  for (int k = 1; k <= 5; ++k)
+    ds_write(b / ("data_batch_" + std::to_string(k) + ".bin"), ds_cifar_records(n_per_batch, k));
+  ds_write(b / "test_batch.bin", ds_cifar_records(20, 100));
+}
+
+// n tiny 2x2 images labelled i % 10.
+std::shared_ptr<data::InMemoryDataset> ds_tiny(int n) {
+  auto d = std::make_shared<data::InMemoryDataset>(data::cifar10_class_names());
+  for (int i = 0; i < n; ++i) {
+    uint8_t px[12];
+    for (int k = 0; k < 12; ++k) px[k] = static_cast<uint8_t>(i);
+    d->add(px, 2, 2, i % 10);
+  }
+  return d;
+}
+
+std::vector<int64_t> ds_all_indices(data::DataLoader& loader, int64_t epoch) {
+  std::vector<int64_t> out;
+  loader.begin_epoch(epoch);
+  data::Batch b;
+  while (loader.next(b)) out.insert(out.end(), b.indices.begin(), b.indices.end());
+  return out;
+}
+
+data::DataLoaderOptions ds_opts(int64_t batch, bool shuffle, int rank, int world) {
+  data::DataLoaderOptions o;
+  o.batch_size = batch;
+  o.shuffle = shuffle;
+  o.seed = 7;
+  o.rank = rank;
+  o.world_size = world;
+  return o;
+}
+
+// A fake group of `world` ranks in one process: every other rank is taken to hold exactly this
+// rank's data, so an all-reduce multiplies by world (exact in float for powers of two). Records
+// each async launch and whether `watch` had a gradient yet at that moment.
+class FakeGroup : public dist::ProcessGroup {
+ public:
+  explicit FakeGroup(int world) : world_(world) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return world_; }
+  int local_size() const override { return world_; }
+  std::string backend() const override { return "fake"; }
+  void allreduce_sum(float* d, size_t n) override {
+    for (size_t i = 0; i < n; ++i) d[i] *= static_cast<float>(world_);
+  }
+  void allreduce_sum(double* d, size_t n) override {
+    for (size_t i = 0; i < n; ++i) d[i] *= world_;
+  }
+  std::unique_ptr<dist::Work> allreduce_sum_async(float* d, size_t n) override {
+    launches.push_back(n);
+    watch_had_grad.push_back(watch.defined() && watch.grad().defined());
+    allreduce_sum(d, n);
+    struct Done : dist::Work {
+      bool test() override { return true; }
+      void wait() override {}
+    };
+    return std::make_unique<Done>();
+  }
+  void broadcast(void*, size_t, int) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int code, const std::string& msg) override {
+    throw std::runtime_error("abort(" + std::to_string(code) + "): " + msg);
+  }
+  std::vector<size_t> launches;
+  std::vector<bool> watch_had_grad;
+  Tensor watch;
+
+ private:
+  int world_;
+};
+
+// Loss of a LeNet on a fixed random batch of 4.
+Tensor ds_lenet_loss(nn::Module& model) {
+  Rng rng(3, 0);
+  std::vector<float> x(4 * 3 * 32 * 32);
+  for (float& v : x) v = static_cast<float>(rng.uniform() * 2 - 1);
+  Tensor images = Tensor::from_vector(x, {4, 3, 32, 32});
+  Tensor labels = Tensor::from_labels({1, 5, 9, 0});
+  return F::cross_entropy(model.forward(images), labels);
+}
+
+}  // namespace
+
+// ---- the single-process group ----------------------------------------------------------------
+
+TEST(DistSingleGroup, IsRankZeroOfOneAndEveryCollectiveIsTheIdentity) {
+  auto g = dist::make_single_group();
+  EXPECT_EQ(g->rank(), 0);
+  EXPECT_EQ(g->world_size(), 1);
+  EXPECT_EQ(g->local_size(), 1);
+  EXPECT_EQ(g->backend(), "single");
+  std::vector<float> f = {1.5f, -2.0f, 3.25f};
+  g->allreduce_sum(f.data(), f.size());
+  EXPECT_EQ(f, (std::vector<float>{1.5f, -2.0f, 3.25f}));
+  std::vector<double> d = {0.1, 0.2};
+  g->allreduce_sum(d.data(), d.size());
+  EXPECT_EQ(d, (std::vector<double>{0.1, 0.2}));
+  auto w = g->allreduce_sum_async(f.data(), f.size());
+  EXPECT_TRUE(w->test());
+  w->wait();
+  Tensor t = Tensor::from_vector({1, 2, 3, 4}, {2, 2});
+  g->allreduce_avg(t);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1, 2, 3, 4}));
+  g->allreduce_sum(t);
+  g->broadcast(t, 0);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1, 2, 3, 4}));
+  g->barrier();
+  EXPECT_THROW(g->broadcast(t, 1), Error);
+}
+
+TEST(DistSingleGroup, WorldIsSingleWithoutALauncher) {
+  // ctest does not run under mpirun: the process-wide group is the stub.
+  if (dist::launched_by_mpi_launcher()) GTEST_SKIP() << "this test process runs under a launcher";
+  EXPECT_EQ(dist::world().backend(), "single");
+  EXPECT_EQ(dist::world().world_size(), 1);
+  EXPECT_TRUE(dist::world_initialized());
+  EXPECT_FALSE(dist::describe_build().empty());
+}
+
+TEST(DistSingleGroup, LauncherDetectionReadsTheLaunchersVariables) {
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",      "PMIX_RANK",
+                         "SLURM_NTASKS",         "SLURM_STEP_ID", "HPCNET_DIST"};
+  std::map<std::string, std::string> saved;
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) saved[n] = v;
+  for (const char* n : names) ::unsetenv(n);
+  EXPECT_FALSE(dist::launched_by_mpi_launcher());
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  EXPECT_TRUE(dist::launched_by_mpi_launcher());
+  ::setenv("HPCNET_DIST", "single", 1);  // the override wins
+  EXPECT_FALSE(dist::launched_by_mpi_launcher());
+  ::unsetenv("HPCNET_DIST");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::setenv("PMI_SIZE", "2", 1);
+  EXPECT_TRUE(dist::launched_by_mpi_launcher());
+  ::unsetenv("PMI_SIZE");
+  ::setenv("SLURM_NTASKS", "8", 1);  // an allocation, but not an srun step
+  EXPECT_FALSE(dist::launched_by_mpi_launcher());
+  ::setenv("SLURM_STEP_ID", "0", 1);
+  EXPECT_TRUE(dist::launched_by_mpi_launcher());
+  for (const char* n : names) ::unsetenv(n);
+  for (auto& [n, v] : saved) ::setenv(n.c_str(), v.c_str(), 1);
+}
+
+TEST(DistSingleGroup, TensorCollectivesRefuseNonCpuOrNonFloat) {
+  auto g = dist::make_single_group();
+  Tensor labels = Tensor::from_labels({1, 2});
+  EXPECT_THROW(g->allreduce_sum(labels), Error);
+  Tensor undefined;
+  EXPECT_THROW(g->allreduce_avg(undefined), Error);
+}
+
+// ---- DistributedSampler semantics ---------------------------------------------------------------
+
+TEST(DistSampler, SharesAreDisjointCompletePaddedAndFromOnePermutation) {
+  for (int n : {10, 12, 3}) {
+    for (int world : {2, 4, 5}) {
+      for (bool shuffle : {true, false}) {
+        auto ds = ds_tiny(n);
+        data::DataLoader whole(ds, data::Compose(), ds_opts(3, shuffle, 0, 1));
+        const std::vector<int64_t> order = whole.epoch_order(1);
+        const int64_t share = (n + world - 1) / world;
+        std::vector<int64_t> padded;
+        for (int64_t i = 0; i < share * world; ++i) padded.push_back(order[i % n]);
+        std::multiset<int64_t> seen;
+        int64_t batches = -1;
+        for (int r = 0; r < world; ++r) {
+          data::DataLoader loader(ds, data::Compose(), ds_opts(3, shuffle, r, world));
+          EXPECT_EQ(loader.samples_per_epoch(), share);
+          if (batches < 0) batches = loader.num_batches();
+          EXPECT_EQ(loader.num_batches(), batches) << "every rank runs as many steps";
+          std::vector<int64_t> mine = ds_all_indices(loader, 1);
+          ASSERT_EQ(static_cast<int64_t>(mine.size()), share);
+          for (int64_t j = 0; j < share; ++j)  // positions rank, rank + W, ...
+            EXPECT_EQ(mine[j], padded[r + j * world]) << "n=" << n << " W=" << world;
+          seen.insert(mine.begin(), mine.end());
+        }
+        // Complete: every index at least once; the extra ones are the padding, taken from the
+        // start of the permutation.
+        std::multiset<int64_t> want(padded.begin(), padded.end());
+        EXPECT_EQ(seen, want);
+        for (int i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u);
+        if (n % world == 0)
+          for (int i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << "disjoint without padding";
+      }
+    }
+  }
+}
+
+TEST(DistSampler, EveryEpochIsReshuffledTheSameWayOnEveryRank) {
+  auto ds = ds_tiny(40);
+  data::DataLoader r0(ds, data::Compose(), ds_opts(4, true, 0, 2));
+  data::DataLoader r0_again(ds, data::Compose(), ds_opts(4, true, 0, 2));
+  data::DataLoader r1(ds, data::Compose(), ds_opts(4, true, 1, 2));
+  EXPECT_EQ(ds_all_indices(r0, 0), ds_all_indices(r0_again, 0));
+  EXPECT_NE(ds_all_indices(r0, 0), ds_all_indices(r0, 1));
+  // Epoch 3's union is epoch 3's permutation of the whole dataset.
+  std::vector<int64_t> a = ds_all_indices(r0, 3), b = ds_all_indices(r1, 3);
+  std::set<int64_t> u(a.begin(), a.end());
+  u.insert(b.begin(), b.end());
+  EXPECT_EQ(u.size(), 40u);
+}
+
+TEST(DistSampler, BatchSizesMatchAcrossRanksWithAndWithoutDropLast) {
+  auto ds = ds_tiny(23);  // 3 ranks: shares of 8 (one padded), batches of 3: 3, 3, 2
+  for (bool drop_last : {false, true}) {
+    for (int r = 0; r < 3; ++r) {
+      auto o = ds_opts(3, true, r, 3);
+      o.drop_last = drop_last;
+      data::DataLoader loader(ds, data::Compose(), o);
+      loader.begin_epoch(0);
+      std::vector<int64_t> sizes;
+      data::Batch b;
+      while (loader.next(b)) sizes.push_back(b.size);
+      EXPECT_EQ(sizes, drop_last ? std::vector<int64_t>({3, 3}) : std::vector<int64_t>({3, 3, 2}));
+    }
+  }
+}
+
+TEST(DistSampler, WorkersGiveTheSameShare) {
+  auto ds = ds_tiny(50);
+  auto o = ds_opts(4, true, 1, 3);
+  data::DataLoader sync(ds, data::Compose(), o);
+  o.num_workers = 2;
+  data::DataLoader async(ds, data::Compose(), o);
+  EXPECT_EQ(ds_all_indices(sync, 2), ds_all_indices(async, 2));
+}
+
+TEST(DistSampler, RejectsARankOutsideTheWorld) {
+  auto ds = ds_tiny(4);
+  EXPECT_THROW(data::DataLoader(ds, data::Compose(), ds_opts(1, false, 2, 2)), InputError);
+  EXPECT_THROW(data::DataLoader(ds, data::Compose(), ds_opts(1, false, -1, 2)), InputError);
+  EXPECT_THROW(data::DataLoader(ds, data::Compose(), ds_opts(1, false, 0, 0)), InputError);
+}
+
+// ---- the gradient-ready hook -------------------------------------------------------------------
+
+TEST(DistEngineHook, FiresOncePerLeafAfterItsLastAccumulation) {
+  Tensor w = Tensor::from_vector({0.5f, -1.0f, 2.0f, 0.25f}, {2, 2});
+  w.set_requires_grad(true);
+  Tensor b = Tensor::from_vector({0.1f, 0.2f}, {2});
+  b.set_requires_grad(true);
+  Tensor x = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {3, 2});
+  // w is used twice: its gradient has two contributions; the hook must see their sum.
+  Tensor y = F::sum(F::add(F::linear(x, w, b), F::linear(F::relu(x), w, Tensor())));
+  std::map<TensorImpl*, int> calls;
+  std::map<TensorImpl*, std::vector<float>> seen;
+  {
+    GradReadyHookScope scope([&](TensorImpl* leaf) {
+      calls[leaf]++;
+      seen[leaf] = leaf->grad.to_vector();
+    });
+    y.backward();
+  }
+  EXPECT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[w.impl()], 1);
+  EXPECT_EQ(calls[b.impl()], 1);
+  EXPECT_EQ(seen[w.impl()], w.grad().to_vector());
+  EXPECT_EQ(seen[b.impl()], b.grad().to_vector());
+  // Without a scope nothing is called (and the result is the same).
+  std::vector<float> gw = w.grad().to_vector();
+  w.set_grad(Tensor());
+  b.set_grad(Tensor());
+  Tensor y2 = F::sum(F::add(F::linear(x, w, b), F::linear(F::relu(x), w, Tensor())));
+  y2.backward();
+  EXPECT_EQ(w.grad().to_vector(), gw);
+  EXPECT_EQ(calls[w.impl()], 1);
+}
+
+// ---- the gradient reducer ----------------------------------------------------------------------
+
+TEST(DistReducer, BucketsFollowReverseParameterOrderUpToTheCap) {
+  manual_seed(0);
+  auto model = nn::make_model("lenet");
+  auto params = model->parameters();  // conv1.w 450, conv1.b 6, conv2.w 2400, conv2.b 16,
+                                      // fc1.w 48000, fc1.b 120, fc2.w 10080, fc2.b 84,
+                                      // fc3.w 840, fc3.b 10
+  FakeGroup g(2);
+  dist::GradReducer r(g, params, {100 * 1024});
+  EXPECT_EQ(r.num_floats(), 62006u);
+  ASSERT_EQ(r.num_buckets(), 3u);
+  EXPECT_EQ(r.bucket_params(0), (std::vector<size_t>{9, 8, 7, 6, 5}));  // 11134 floats
+  EXPECT_EQ(r.bucket_params(1), (std::vector<size_t>{4}));              // fc1.weight alone
+  EXPECT_EQ(r.bucket_params(2), (std::vector<size_t>{3, 2, 1, 0}));
+  dist::GradReducer one(g, params, {0});
+  EXPECT_EQ(one.num_buckets(), 1u);
+  EXPECT_EQ(one.bucket_params(0).size(), 10u);
+}
+
+TEST(DistReducer, StartsBucketsDuringBackwardAndAveragesExactly) {
+  manual_seed(0);
+  auto model = nn::make_model("lenet");
+  auto params = model->parameters();
+  // Reference: plain backward.
+  ds_lenet_loss(*model).backward();
+  std::vector<std::vector<float>> want;
+  for (auto& p : params) want.push_back(p.grad().to_vector());
+  model->zero_grad();
+  for (size_t cap : {size_t{100 * 1024}, size_t{0}}) {
+    FakeGroup g(4);       // every "rank" has the same gradient: the average is the gradient itself
+    g.watch = params[0];  // conv1.weight: the last gradient backward produces
+    dist::GradReducer r(g, params, {cap});
+    for (int step = 0; step < 2; ++step) {  // the second step reuses the buffers
+      g.launches.clear();
+      g.watch_had_grad.clear();
+      model->zero_grad();
+      r.backward(ds_lenet_loss(*model));
+      for (size_t k = 0; k < params.size(); ++k)
+        EXPECT_EQ(params[k].grad().to_vector(), want[k]) << "parameter " << k << " cap " << cap;
+      ASSERT_EQ(g.launches.size(), r.num_buckets());
+      if (cap > 0) {
+        EXPECT_EQ(g.launches, (std::vector<size_t>{11134, 48000, 2872}));
+        // The first two buckets left before backward reached conv1: overlap.
+        EXPECT_FALSE(g.watch_had_grad[0]);
+        EXPECT_FALSE(g.watch_had_grad[1]);
+        EXPECT_TRUE(g.watch_had_grad[2]);
+      } else {
+        EXPECT_EQ(g.launches, (std::vector<size_t>{62006}));
+        EXPECT_TRUE(g.watch_had_grad[0]);
+      }
+    }
+  }
+}
+
+TEST(DistReducer, AParameterWithoutGradientContributesZeros) {
+  Tensor used = Tensor::from_vector({1, 2}, {2});
+  used.set_requires_grad(true);
+  Tensor unused = Tensor::from_vector({3, 4, 5}, {3});
+  unused.set_requires_grad(true);
+  FakeGroup g(2);
+  dist::GradReducer r(g, {used, unused}, {4});  // a bucket each
+  r.backward(F::sum(used));
+  EXPECT_EQ(used.grad().to_vector(), (std::vector<float>{1, 1}));
+  ASSERT_TRUE(unused.grad().defined());
+  EXPECT_EQ(unused.grad().to_vector(), (std::vector<float>{0, 0, 0}));
+}
+
+TEST(DistReducer, InAGroupOfOneItIsPlainBackward) {
+  manual_seed(0);
+  auto model = nn::make_model("lenet");
+  auto single = dist::make_single_group();
+  dist::GradReducer r(*single, model->parameters());
+  r.backward(ds_lenet_loss(*model));
+  auto p = model->parameters();
+  std::vector<float> g0 = p[0].grad().to_vector();
+  model->zero_grad();
+  ds_lenet_loss(*model).backward();
+  EXPECT_EQ(p[0].grad().to_vector(), g0);
+}
+
+TEST(DistReducer, ReplicaCheckPassesForIdenticalTensors) {
+  Tensor a = Tensor::from_vector({1, 2, 3}, {3});
+  Tensor b = Tensor::from_vector({1, 2, 4}, {3});
+  EXPECT_NE(dist::fingerprint({a}), dist::fingerprint({b}));
+  EXPECT_EQ(dist::fingerprint({a}), dist::fingerprint({a.clone()}));
+  auto single = dist::make_single_group();
+  EXPECT_NO_THROW(dist::check_same_on_all_ranks(*single, {a}, "a"));
+}
+
+// ---- the real binary under mpirun
+// ----------------------------------------------------------------
+
+namespace {
+
+struct RunResult {
+  int rc = -1;
+  double seconds = 0;
+  std::string out, err;
+};
+
+// Runs a shell command line with stdout and stderr captured to files in dir.
+RunResult ds_run(const std::string& cmdline, const fs::path& dir) {
+  static int counter = 0;
+  const fs::path out = dir / ("stdout" + std::to_string(counter));
+  const fs::path err = dir / ("stderr" + std::to_string(counter++));
+  std::string cmd =
+      cmdline + " </dev/null >" + ds_quote(out.string()) + " 2>" + ds_quote(err.string());
+  auto t0 = std::chrono::steady_clock::now();
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.rc =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = ds_read(out);
+  r.err = ds_read(err);
+  return r;
+}
+
+class DistMpiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!dist::mpi_built()) GTEST_SKIP() << "this build has no MPI (HPCNET_MPI=OFF)";
+    if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+      GTEST_SKIP() << "mpirun is not installed (Debian: openmpi-bin)";
+    std::string tmpl = (fs::temp_directory_path() / "hpcnet_test_dist_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    ds_make_cifar(dir_ / "data", 40);  // 200 training images
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  // `hpcnet train` on the tiny data, directly (ranks = 0) or under mpirun -np ranks.
+  RunResult train(int ranks, const std::string& args) {
+    std::string cmd;
+    if (ranks > 0)
+      cmd = "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np " +
+            std::to_string(ranks) + " ";
+    cmd += ds_quote(HPCNET_BINARY) + " train --data " + ds_quote((dir_ / "data").string()) +
+           " --workers 0 --threads 1 --no-progress --log-every 5 " + args;
+    return ds_run(cmd, dir_);
+  }
+  fs::path dir_;
+};
+
+// Largest absolute difference between the tensors of two safetensors files (same names).
+double ds_max_abs_diff(const fs::path& a, const fs::path& b) {
+  SafetensorsFile fa = load_safetensors(a.string()), fb = load_safetensors(b.string());
+  EXPECT_EQ(fa.order, fb.order);
+  double m = 0;
+  for (const auto& n : fa.order) {
+    std::vector<float> va = fa.at(n).to_vector(), vb = fb.at(n).to_vector();
+    EXPECT_EQ(va.size(), vb.size()) << n;
+    for (size_t i = 0; i < std::min(va.size(), vb.size()); ++i)
+      m = std::max(m, static_cast<double>(std::fabs(va[i] - vb[i])));
+  }
+  return m;
+}
+
+std::vector<double> ds_logged_losses(const fs::path& metrics) {
+  std::vector<double> out;
+  std::istringstream in(ds_read(metrics));
+  for (std::string l; std::getline(in, l);) {
+    auto j = nlohmann::json::parse(l);
+    if (j.at("event") == "log") out.push_back(j.at("loss").get<double>());
+  }
+  return out;
+}
+
+size_t ds_count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// N ranks at batch B take the same steps as one process at batch N x B: each global batch is the
+// same set of images (DistributedSampler shares of one permutation), the mean gradient is the same
+// up to float summation order. 30 steps cross the epoch boundary (25 steps per epoch).
+// Tolerance: 1e-5 absolute on every weight (observed: about 1e-8).
+TEST_F(DistMpiTest, NRanksAtBatchBMatchOneProcessAtBatchNB) {
+  const std::string common = " --epochs 2 --steps 30 --lr 0.01 --momentum 0.9";
+  RunResult one =
+      train(0, "--out " + ds_quote((dir_ / "r1").string()) + " --batch-size 8" + common);
+  ASSERT_EQ(one.rc, 0) << one.err;
+  for (int ranks : {2, 4}) {
+    const fs::path out = dir_ / ("r" + std::to_string(ranks) + "x");
+    RunResult r = train(ranks, "--out " + ds_quote(out.string()) + " --batch-size " +
+                                   std::to_string(8 / ranks) + common);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(ds_count(r.out, "Finished Training"), 1u) << "only rank 0 prints:\n" << r.out;
+    EXPECT_LT(ds_max_abs_diff(dir_ / "r1" / "model.safetensors", out / "model.safetensors"), 1e-5)
+        << ranks << " ranks";
+    // The printed loss is the mean over every rank's batches: the single process's loss.
+    std::vector<double> l1 = ds_logged_losses(dir_ / "r1" / "metrics.jsonl");
+    std::vector<double> ln = ds_logged_losses(out / "metrics.jsonl");
+    ASSERT_EQ(l1.size(), ln.size());
+    for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], ln[i], 1e-5) << "log line " << i;
+    // The start record says how the run was split.
+    std::string first = ds_read(out / "metrics.jsonl");
+    auto start = nlohmann::json::parse(first.substr(0, first.find('\n')));
+    EXPECT_EQ(start.at("world_size"), ranks);
+    EXPECT_EQ(start.at("global_batch_size"), 8);
+    EXPECT_EQ(start.at("allreduce_floats_per_step"), 62006);
+  }
+}
+
+// One all-reduce after backward (--bucket-kb 0) and bucketed all-reduces during backward give
+// bit-identical weights: the same sums, only started at different times.
+TEST_F(DistMpiTest, BucketedAndSingleAllReduceAgreeExactly) {
+  const std::string common = " --epochs 1 --steps 10 --batch-size 4";
+  RunResult a = train(2, "--out " + ds_quote((dir_ / "a").string()) + common);
+  RunResult b = train(2, "--out " + ds_quote((dir_ / "b").string()) + " --bucket-kb 0" + common);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(ds_max_abs_diff(dir_ / "a" / "model.safetensors", dir_ / "b" / "model.safetensors"),
+            0.0);
+}
+
+// Checkpoints do not depend on the rank count: a 2-rank run resumed on 2 ranks is bit-identical to
+// an uninterrupted one; resumed on 4 ranks or on 1 process, it finishes.
+TEST_F(DistMpiTest, ResumeOnTheSameOrAnotherNumberOfRanks) {
+  const std::string common = " --batch-size 4";
+  const fs::path full = dir_ / "full", part = dir_ / "part";
+  RunResult r = train(2, "--out " + ds_quote(full.string()) + " --epochs 2" + common);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = train(2, "--out " + ds_quote(part.string()) + " --epochs 1" + common);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  fs::copy(part, dir_ / "part4", fs::copy_options::recursive);
+  r = train(2, "--resume " + ds_quote(part.string()) + " --epochs 2");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(ds_read(full / "model.safetensors"), ds_read(part / "model.safetensors"));
+  r = train(4, "--resume " + ds_quote((dir_ / "part4").string()) + " --epochs 2");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("resuming a run of 2 ranks on 4"), std::string::npos) << r.err;
+  r = train(0, "--resume " + ds_quote((dir_ / "part4").string()) + " --epochs 3");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto ck = load_safetensors((dir_ / "part4" / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "3");
+  EXPECT_EQ(ck.metadata.at("hpcnet.world_size"), "1");
+}
+
+// A rank killed mid-epoch (SIGKILL, as kill -9) ends the whole job: mpirun sees the rank die
+// without MPI_Finalize, names it and stops the others; the exit code is non-zero, within 60 s.
+TEST_F(DistMpiTest, KillingOneOfFourRanksEndsTheJobNamingIt) {
+  RunResult r = train(4, "--out " + ds_quote((dir_ / "k").string()) +
+                             " --epochs 2 --batch-size 2 --fail-at-step 2:7:kill");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_LT(r.seconds, 60);
+  EXPECT_NE(r.err.find("rank 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Finished Training"), std::string::npos);
+  // Resuming is possible from the last checkpoint; here none was written yet (mid-epoch 1).
+  EXPECT_FALSE(fs::exists(dir_ / "k" / "checkpoint.safetensors"));
+}
+
+// A rank that hangs (alive, never reaching the next collective) is found by the others'
+// watchdog: past --dist-timeout they ask every rank which collective it waits in, name the one
+// that does not answer, and abort the job.
+TEST_F(DistMpiTest, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
+  RunResult r = train(4, "--out " + ds_quote((dir_ / "h").string()) +
+                             " --epochs 2 --batch-size 2 --dist-timeout 2 --fail-at-step 1:5:hang");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_NE(r.err.find("rank 1 did not answer"), std::string::npos) << r.err;
+}
+
+// An input error on every rank exits 2 (the CLI's code for bad input), never a hang.
+TEST_F(DistMpiTest, BadInputOnEveryRankExitsTwo) {
+  RunResult r =
+      ds_run("mpirun --allow-run-as-root --oversubscribe -np 2 " + ds_quote(HPCNET_BINARY) +
+                 " train --data " + ds_quote((dir_ / "missing").string()) + " --out " +
+                 ds_quote((dir_ / "x").string()),
+             dir_);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("hpcnet: error:"), std::string::npos) << r.err;
+}
