@@ -15,6 +15,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/train.h"
+#include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
 
 namespace fs = std::filesystem;
@@ -150,7 +151,12 @@ int cmd_info() {
   std::printf("backends:\n");
   std::printf("  cpu   oneDNN %d.%d.%d, %d threads (OpenMP)\n", v->major, v->minor, v->patch,
               ops::get_num_threads());
-  std::printf("  cuda  not built (configure with -DHPCNET_CUDA=ON)\n");
+  if (!cuda_built())
+    std::printf("  cuda  not built (configure with -DHPCNET_CUDA=ON)\n");
+  else if (!cuda_available())
+    std::printf("  cuda  built; no usable GPU here (%s)\n", cuda_unavailable_reason().c_str());
+  else
+    std::printf("  cuda  %s\n", cuda_describe().c_str());
   std::printf("distributed: %s\n", dist::describe_build().c_str());
   std::printf("models: ");
   auto names = nn::model_names();
@@ -174,7 +180,7 @@ struct EvalArgs {
 };
 
 int cmd_eval(const EvalArgs& a) {
-  train::resolve_device(a.device);
+  const Device dev = train::resolve_device(a.device);
   HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
   HPCNET_REQUIRE(a.workers >= 0 && a.workers <= 64, "--workers must be in [0, 64]");
   ops::set_num_threads(a.threads);
@@ -182,6 +188,7 @@ int cmd_eval(const EvalArgs& a) {
                  "--split must be test or val (got '" + a.split + "')");
   HPCNET_REQUIRE(a.batch_size >= 1, "--batch-size must be at least 1");
   train::LoadedModel m = train::load_model(a.weights, a.model);
+  for (auto& [n, p] : m.module->named_parameters()) p.to_(dev);
   std::shared_ptr<const data::Dataset> ds;
   if (a.split == "test") {
     ds = data::open_dataset(a.dataset, a.data, "test");
@@ -247,11 +254,12 @@ std::vector<uint8_t> resize_bilinear(const data::Image& im, int64_t oh, int64_t 
 int cmd_predict(const std::string& weights, const std::string& model_name,
                 const std::vector<std::string>& images, int top, bool json, int threads,
                 const std::string& device) {
-  train::resolve_device(device);
+  const Device dev = train::resolve_device(device);
   HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(threads);
   HPCNET_REQUIRE(top >= 1, "--top must be at least 1");
   train::LoadedModel m = train::load_model(weights, model_name);
+  for (auto& [n, p] : m.module->named_parameters()) p.to_(dev);
   data::Compose tf = train::eval_transform();
   NoGradGuard no_grad;
   int k = std::min<int>(top, static_cast<int>(m.classes.size()));
@@ -262,7 +270,7 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
     data::Example ex{px.data(), 32, 32, 0};
     Tensor x = Tensor::empty({1, 3, 32, 32});
     tf.apply(ex, 0, x.data<float>());
-    Tensor logp = F::log_softmax(m.module->forward(x));
+    Tensor logp = F::log_softmax(m.module->forward(x.to(dev))).to(cpu_device());
     std::vector<float> lp = logp.to_vector();
     std::vector<int> idx(lp.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);

@@ -19,6 +19,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
+#include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
 #include "src/train/progress.h"
 
@@ -166,12 +167,19 @@ struct CheckpointState {
   int64_t steps = 0;
 };
 
+// The tensors as CPU copies (files are written from host memory).
+nn::NamedTensors host_copies(const nn::NamedTensors& ts) {
+  nn::NamedTensors out;
+  for (auto& [n, t] : ts) out.emplace_back(n, t.device().is_cpu() ? t : t.to(cpu_device()));
+  return out;
+}
+
 void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
                      const optim::SGD& opt, const CheckpointState& st,
                      const std::vector<std::string>& classes, int world_size) {
   nn::NamedTensors tensors;
-  for (auto& [n, t] : model.state_dict()) tensors.emplace_back("model." + n, t);
-  for (auto& [n, t] : opt.state_dict()) tensors.emplace_back("optim." + n, t);
+  for (auto& [n, t] : model.state_dict()) tensors.emplace_back("model." + n, t.to(cpu_device()));
+  for (auto& [n, t] : opt.state_dict()) tensors.emplace_back("optim." + n, t.to(cpu_device()));
   auto meta = model_metadata(c.model, classes, c.val_split);
   meta["hpcnet.format"] = kCheckpointFormat;
   meta["hpcnet.epochs_done"] = std::to_string(st.epochs_done);
@@ -260,11 +268,29 @@ EvalResult evaluate_sharded(dist::ProcessGroup& pg, nn::Module& model, data::Dat
 }  // namespace
 
 Device resolve_device(const std::string& name) {
-  if (name == "cpu" || name == "auto") return cpu_device();  // this build has only the CPU backend
-  if (name == "cuda" || name.rfind("cuda:", 0) == 0)
+  if (name == "cpu") return cpu_device();
+  const bool want_cuda = name == "cuda" || name.rfind("cuda:", 0) == 0;
+  if (name == "auto") return cuda_available() ? cuda_device(0) : cpu_device();
+  if (!want_cuda) throw InputError("unknown device '" + name + "' (use auto, cpu or cuda)");
+  if (!cuda_built())
     throw InputError("--device " + name +
-                     ": this build has no CUDA backend; use --device cpu (or auto)");
-  throw InputError("unknown device '" + name + "' (use auto, cpu or cuda)");
+                     ": this build has no CUDA backend (reconfigure with -DHPCNET_CUDA=ON); use "
+                     "--device cpu");
+  if (!cuda_available())
+    throw InputError("--device " + name + ": no usable GPU (" + cuda_unavailable_reason() +
+                     "); use --device cpu");
+  int index = 0;
+  if (name.size() > 5) {
+    try {
+      index = std::stoi(name.substr(5));
+    } catch (const std::exception&) {
+      throw InputError("--device " + name + ": expected cuda:N");
+    }
+  }
+  HPCNET_REQUIRE(index >= 0 && index < cuda_device_count(),
+                 "--device " + name + ": this machine has " + std::to_string(cuda_device_count()) +
+                     " GPU(s)");
+  return cuda_device(index);
 }
 
 data::Compose eval_transform() {
@@ -273,7 +299,8 @@ data::Compose eval_transform() {
 
 void save_model(const std::string& path, const nn::Module& model, const std::string& model_name,
                 const std::vector<std::string>& classes, int64_t val_split) {
-  save_safetensors(path, model.state_dict(), model_metadata(model_name, classes, val_split));
+  save_safetensors(path, host_copies(model.state_dict()),
+                   model_metadata(model_name, classes, val_split));
 }
 
 LoadedModel load_model(const std::string& path, const std::string& model_name) {
@@ -327,12 +354,13 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
   r.class_correct.assign(nc, 0);
   r.class_total.assign(nc, 0);
   bool was_training = model.is_training();
+  const Device device = model.parameters().empty() ? cpu_device() : model.parameters()[0].device();
   model.eval();
   NoGradGuard no_grad;
   loader.begin_epoch(0);
   data::Batch b;
   while (loader.next(b)) {
-    Tensor pred = F::argmax(model(b.images));
+    Tensor pred = F::argmax(model(b.images.to(device))).to(cpu_device());
     const int64_t* p = pred.data<int64_t>();
     const int64_t* l = b.labels.data<int64_t>();
     for (int64_t i = 0; i < b.size; ++i) {
@@ -352,8 +380,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   TrainConfig cfg = cfg_in;
   validate(cfg);
   const FailPoint fail_at = parse_fail_at(cfg.fail_at);
-  Device device = resolve_device(cfg.device);
-  (void)device;
+  const Device device = resolve_device(cfg.device);
   // Data parallelism: this process's place in the group (rank 0 of 1 without a launcher).
   dist::ProcessGroup& pg = dist::world();
   const int rank = pg.rank(), world = pg.world_size();
@@ -396,6 +423,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   Data d = load_data(cfg, pg);
   manual_seed(cfg.seed);
   std::shared_ptr<nn::Module> model = nn::make_model(cfg.model, static_cast<int64_t>(d.classes.size()));
+  HPCNET_REQUIRE(device.is_cpu() || world == 1,
+                 "multi-process training on GPUs needs the NCCL process group, which is not built "
+                 "yet; use --device cpu with mpirun, or one process per GPU run");
+  for (auto& [n, p] : model->named_parameters()) p.to_(device);
   const optim::LrSchedule schedule = make_schedule(cfg);
   optim::SGD opt(model->named_parameters(),
                  {cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
@@ -510,6 +541,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
       opt.set_lr(schedule.lr_at(st.steps, loader.num_batches(), cfg.epochs));
       opt.zero_grad();
+      if (!device.is_cpu()) {
+        batch.images = batch.images.to(device);
+        batch.labels = batch.labels.to(device);
+      }
       Tensor outputs = model->forward(batch.images);
       Tensor loss = F::cross_entropy(outputs, batch.labels, cfg.label_smoothing);
       if (reducer)
