@@ -50,10 +50,13 @@ float* scratch(int slot, size_t n) {
 void pad_input(const float* src, int64_t nc, int64_t h, int64_t w, int64_t pad, int64_t wp,
                float* dst) {
   int64_t hp = h + 2 * pad;
-  std::memset(dst, 0, sizeof(float) * nc * hp * wp);
-  for (int64_t i = 0; i < nc; ++i)
+#pragma omp parallel for schedule(static) if (nc * hp * wp > (1 << 17))
+  for (int64_t i = 0; i < nc; ++i) {
+    float* plane = dst + i * hp * wp;
+    std::memset(plane, 0, sizeof(float) * hp * wp);
     for (int64_t r = 0; r < h; ++r)
-      std::memcpy(dst + (i * hp + r + pad) * wp + pad, src + (i * h + r) * w, sizeof(float) * w);
+      std::memcpy(plane + (r + pad) * wp + pad, src + (i * h + r) * w, sizeof(float) * w);
+  }
 }
 
 struct Dims {
@@ -372,6 +375,7 @@ void conv2d_direct_backward_weights(const Tensor& x, const Tensor& dy, Tensor& d
     // dy transposed to (N, P, Q, K).
     float* dyt = scratch(2, static_cast<size_t>(N * K * d.p * d.q));
     int64_t pq = d.p * d.q;
+#pragma omp parallel for schedule(static) if (N * K * pq > (1 << 17))
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k)
         for (int64_t i = 0; i < pq; ++i) dyt[(n * pq + i) * K + k] = pdy[(n * K + k) * pq + i];
@@ -387,6 +391,7 @@ void conv2d_direct_backward_weights(const Tensor& x, const Tensor& dy, Tensor& d
   } else {
   // dy rows padded with zeros to qv columns.
   float* dyp = scratch(2, static_cast<size_t>(N * K * d.p * d.qv));
+#pragma omp parallel for schedule(static) if (N * K * d.p * d.qv > (1 << 17))
   for (int64_t i = 0; i < N * K * d.p; ++i) {
     std::memcpy(dyp + i * d.qv, pdy + i * d.q, sizeof(float) * d.q);
     std::memset(dyp + i * d.qv + d.q, 0, sizeof(float) * (d.qv - d.q));
