@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev                          # oneDNN: CPU convolution, pooling, inner product
+  ocl-icd-opencl-dev opencl-headers    # Debian's oneDNN CMake config requires OpenCL
   libjpeg62-turbo-dev libpng-dev       # image decoding
   libarchive-dev                       # .tar / .tar.gz datasets
   libcurl4-openssl-dev libssl-dev      # --download over HTTPS, MD5 check
