@@ -124,6 +124,37 @@ std::map<std::string, std::vector<Case>> all_cases() {
       [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 2}, r)}; });
   add("mean", "mean", [](auto& v) { return F::mean(v[0]); },
       [](Rng& r) { return std::vector<Tensor>{randn64({4, 5}, r)}; });
+  add("batch_norm", "batch_norm training",
+      [](auto& v) { return F::batch_norm(v[0], v[1], v[2], Tensor(), Tensor(), true); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({3, 2, 3, 2}, r, 2.0), randn64({2}, r), randn64({2}, r)}; });
+  add("batch_norm", "batch_norm eval",
+      [](auto& v) {
+        Tensor rm = Tensor::from_vector_f64({0.3, -0.2}, {2});
+        Tensor rv = Tensor::from_vector_f64({1.5, 0.7}, {2});
+        return F::batch_norm(v[0], v[1], v[2], rm, rv, false);
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r)}; });
+  add("batch_norm", "batch_norm + residual + relu (fused) without affine",
+      [](auto& v) { return F::batch_norm_act(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, v[1], true); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 2, 3}, r), randn64({2, 3, 2, 3}, r)}; });
+  add("batch_norm", "batch_norm + residual + relu with affine",
+      [](auto& v) { return F::batch_norm_act(v[0], v[1], v[2], Tensor(), Tensor(), true, 0.1, 1e-5, v[3], true); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r), randn64({2, 2, 3, 3}, r)}; });
+  add("global_avg_pool2d", "global_avg_pool2d",
+      [](auto& v) { return F::global_avg_pool2d(v[0]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 3, 4}, r)}; });
+  add("subsample_pad", "subsample_pad stride 2 pad 2 odd size",
+      [](auto& v) { return F::subsample_pad(v[0], 2, 2); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 5, 4}, r)}; });
+  add("subsample_pad", "subsample_pad stride 1 pad 1",
+      [](auto& v) { return F::subsample_pad(v[0], 1, 1); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 3, 3}, r)}; });
+  add("dropout", "dropout p 0.3 (fixed mask)",
+      [](auto& v) {
+        manual_seed(11);  // the same mask on every evaluation
+        return F::dropout(v[0], 0.3, true);
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({4, 6}, r)}; });
   return c;
 }
 

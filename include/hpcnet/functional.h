@@ -34,6 +34,24 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing = 0.0);
 Tensor sum(const Tensor& x);   // -> 0-d
 Tensor mean(const Tensor& x);  // -> 0-d
+// torch.nn.functional.batch_norm over (N, C, H, W): normalises each channel with the batch's
+// statistics (training; running_mean/var, when defined, are updated in place with PyTorch's
+// momentum convention and the unbiased variance) or with the running statistics (eval).
+// weight and bias may be undefined (1 and 0).
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(x) + residual) in one kernel (residual may be undefined, relu optional).
+Tensor batch_norm_act(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const Tensor& running_mean, const Tensor& running_var, bool training,
+                      double momentum, double eps, const Tensor& residual, bool relu);
+// (N, C, H, W) -> (N, C): adaptive_avg_pool2d(x, 1) flattened.
+Tensor global_avg_pool2d(const Tensor& x);
+// The ResNet option-A shortcut: F.pad(x[:, :, ::stride, ::stride], (0, 0, 0, 0, pad, pad)).
+Tensor subsample_pad(const Tensor& x, int64_t stride, int64_t pad);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) in training; the
+// identity in eval. The mask comes from default_rng().
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // Not differentiable: (N, C) -> (N,) int64.
 Tensor argmax(const Tensor& x);
 

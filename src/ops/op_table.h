@@ -16,7 +16,11 @@
   X(nll_loss)              \
   X(cross_entropy)         \
   X(sum)                   \
-  X(mean)
+  X(mean)                  \
+  X(batch_norm)            \
+  X(global_avg_pool2d)     \
+  X(subsample_pad)         \
+  X(dropout)
 
 // Non-differentiable ops (no gradient check): argmax.
 

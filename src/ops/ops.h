@@ -27,6 +27,19 @@ struct Pool2dParams {
   int64_t pad_h = 0, pad_w = 0;
 };
 
+// Fused AdamW (torch.optim.AdamW, amsgrad=False), per element at step t (from 1):
+//   p -= lr * weight_decay * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+struct AdamWParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+  int64_t step = 1;
+};
+// Batch normalisation (see batch_norm_forward in kernels.inc).
+struct BatchNormParams {
+  double eps = 1e-5, momentum = 0.1;
+  bool training = true;
+  bool relu = false;  // forward applies relu after the affine map and the residual
+};
 // Fused SGD over all parameters (torch.optim.SGD's rule); bufs[i] undefined on the first step.
 struct SgdParams {
   double lr = 0.001, momentum = 0, dampening = 0, weight_decay = 0;
@@ -35,6 +48,13 @@ struct SgdParams {
 };
 
 #include "src/ops/kernels.inc"
+
+// Compute precision of float32 convolutions on the CPU: kFloat32, or kBFloat16 (inputs and
+// weights rounded to bfloat16, products accumulated and results written in float32, the CPU
+// analogue of torch.autocast(dtype=torch.bfloat16) for convolutions). Tensors stay float32.
+enum class Precision { kFloat32, kBFloat16 };
+void set_conv_precision(Precision p);
+Precision conv_precision();
 
 // Threads for CPU kernels (oneDNN and ours); 0 = all cores.
 void set_num_threads(int n);

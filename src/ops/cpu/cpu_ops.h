@@ -9,5 +9,7 @@ namespace hpcnet::cpu {
 using ops::Conv2dParams;
 using ops::Pool2dParams;
 using ops::SgdParams;
+using ops::BatchNormParams;
+using ops::AdamWParams;
 #include "src/ops/kernels.inc"
 }  // namespace hpcnet::cpu

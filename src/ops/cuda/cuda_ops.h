@@ -11,6 +11,8 @@ namespace hpcnet::cuda {
 using ops::Conv2dParams;
 using ops::Pool2dParams;
 using ops::SgdParams;
+using ops::BatchNormParams;
+using ops::AdamWParams;
 #include "src/ops/kernels.inc"
 
 // Lets cuDNN and cuBLASLt use TF32 tensor cores for float32 (off by default, for parity with the

@@ -1,0 +1,130 @@
+// CUDA kernels for global average pooling, the ResNet option-A shortcut (subsample_pad) and
+// dropout's mask-and-scale, with the CPU kernels' semantics (src/ops/cpu/resample.cpp).
+#include "src/ops/cuda/cuda_common.h"
+
+namespace hpcnet::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+#define HPCNET_GRID_LOOP(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
+       i += int64_t{gridDim.x} * blockDim.x)
+
+// One thread per (n, c) plane: planes are small (H W <= 64 in the ResNets' heads).
+template <class T>
+__global__ void gap_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes,
+                           int64_t hw) {
+  HPCNET_GRID_LOOP(i, planes) {
+    T acc = 0;
+    for (int64_t j = 0; j < hw; ++j) acc += x[i * hw + j];
+    y[i] = acc / static_cast<T>(hw);
+  }
+}
+
+template <class T>
+__global__ void gap_backward_kernel(const T* __restrict__ dy, T* __restrict__ dx, int64_t total,
+                                    int64_t hw) {
+  HPCNET_GRID_LOOP(i, total) dx[i] = dy[i / hw] / static_cast<T>(hw);
+}
+
+// One thread per element of y (N, K, P, Q); forward gathers from x, backward (one thread per
+// element of dx) gathers from dy.
+template <class T>
+__global__ void subsample_pad_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total,
+                                     int64_t c, int64_t h, int64_t w, int64_t k, int64_t p,
+                                     int64_t q, int64_t s, int64_t pad) {
+  HPCNET_GRID_LOOP(i, total) {
+    int64_t j = i % q, t = i / q;
+    int64_t r = t % p;
+    t /= p;
+    int64_t ch = t % k - pad, b = t / k;
+    y[i] = (ch >= 0 && ch < c) ? x[((b * c + ch) * h + r * s) * w + j * s] : T(0);
+  }
+}
+
+template <class T>
+__global__ void subsample_pad_backward_kernel(const T* __restrict__ dy, T* __restrict__ dx,
+                                              int64_t total, int64_t c, int64_t h, int64_t w,
+                                              int64_t k, int64_t p, int64_t q, int64_t s,
+                                              int64_t pad) {
+  HPCNET_GRID_LOOP(i, total) {
+    int64_t col = i % w, t = i / w;
+    int64_t row = t % h;
+    t /= h;
+    int64_t ch = t % c, b = t / c;
+    bool hit = row % s == 0 && col % s == 0;
+    dx[i] = hit ? dy[((b * k + pad + ch) * p + row / s) * q + col / s] : T(0);
+  }
+}
+
+template <class T>
+__global__ void mask_scale_kernel(const T* __restrict__ x, const uint8_t* __restrict__ m, T s,
+                                  T* __restrict__ out, int64_t n) {
+  HPCNET_GRID_LOOP(i, n) out[i] = m[i] ? x[i] * s : T(0);
+}
+
+}  // namespace
+
+void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
+  cudaStream_t s = prepare(x);
+  const int64_t planes = x.size(0) * x.size(1), hw = x.size(2) * x.size(3);
+  if (planes == 0) return;
+  dispatch_float(x.dtype(), "global_avg_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    gap_kernel<T><<<grid_for(planes), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), planes, hw);
+    HPCNET_CUDA_LAUNCH(gap_kernel);
+  });
+}
+
+void global_avg_pool2d_backward(const Tensor& dy, Tensor& dx) {
+  cudaStream_t s = prepare(dy);
+  const int64_t total = dx.numel(), hw = dx.size(2) * dx.size(3);
+  if (total == 0) return;
+  dispatch_float(dy.dtype(), "global_avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    gap_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(dy.data<T>(), dx.data<T>(),
+                                                                total, hw);
+    HPCNET_CUDA_LAUNCH(gap_backward_kernel);
+  });
+}
+
+void subsample_pad_forward(const Tensor& x, Tensor& y, int64_t stride, int64_t pad) {
+  cudaStream_t s = prepare(x);
+  const int64_t total = y.numel();
+  if (total == 0) return;
+  dispatch_float(x.dtype(), "subsample_pad", [&](auto tag) {
+    using T = decltype(tag);
+    subsample_pad_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        x.data<T>(), y.data<T>(), total, x.size(1), x.size(2), x.size(3), y.size(1), y.size(2),
+        y.size(3), stride, pad);
+    HPCNET_CUDA_LAUNCH(subsample_pad_kernel);
+  });
+}
+
+void subsample_pad_backward(const Tensor& dy, Tensor& dx, int64_t stride, int64_t pad) {
+  cudaStream_t s = prepare(dy);
+  const int64_t total = dx.numel();
+  if (total == 0) return;
+  dispatch_float(dy.dtype(), "subsample_pad_backward", [&](auto tag) {
+    using T = decltype(tag);
+    subsample_pad_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        dy.data<T>(), dx.data<T>(), total, dx.size(1), dx.size(2), dx.size(3), dy.size(1),
+        dy.size(2), dy.size(3), stride, pad);
+    HPCNET_CUDA_LAUNCH(subsample_pad_backward_kernel);
+  });
+}
+
+void mask_scale(const Tensor& x, const Tensor& mask, double f, Tensor& out) {
+  cudaStream_t s = prepare(x);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    mask_scale_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), mask.data<uint8_t>(),
+                                                          static_cast<T>(f), out.data<T>(), n);
+    HPCNET_CUDA_LAUNCH(mask_scale_kernel);
+  });
+}
+
+}  // namespace hpcnet::cuda

@@ -1,0 +1,134 @@
+// global_avg_pool2d, subsample_pad (the ResNet option-A shortcut) and dropout: dispatching
+// kernels and the F:: functions, with their backward formulas:
+//   global_avg_pool2d: dx = dy / (H W) broadcast;  subsample_pad: dx = dy at the sampled positions
+//   of the kept channels, 0 elsewhere;  dropout: dx = dy * mask / (1 - p).
+#include "hpcnet/functional.h"
+#include "hpcnet/rng.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/op_table.h"
+
+namespace hpcnet {
+namespace ops {
+
+HPCNET_DEFINE_OP(global_avg_pool2d)
+HPCNET_DEFINE_OP(subsample_pad)
+HPCNET_DEFINE_OP(dropout)
+
+void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
+  detail::check_same_device("global_avg_pool2d", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), global_avg_pool2d_forward, x, y);
+}
+void global_avg_pool2d_backward(const Tensor& dy, Tensor& dx) {
+  detail::check_same_device("global_avg_pool2d_backward", dy.device(), {&dy, &dx});
+  HPCNET_DISPATCH(dy.device(), global_avg_pool2d_backward, dy, dx);
+}
+void subsample_pad_forward(const Tensor& x, Tensor& y, int64_t stride, int64_t pad) {
+  detail::check_same_device("subsample_pad", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), subsample_pad_forward, x, y, stride, pad);
+}
+void subsample_pad_backward(const Tensor& dy, Tensor& dx, int64_t stride, int64_t pad) {
+  detail::check_same_device("subsample_pad_backward", dy.device(), {&dy, &dx});
+  HPCNET_DISPATCH(dy.device(), subsample_pad_backward, dy, dx, stride, pad);
+}
+void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
+  detail::check_same_device("dropout", x.device(), {&x, &mask, &out});
+  detail::check_dtype("dropout", mask, DType::kUInt8, "mask");
+  HPCNET_DISPATCH(x.device(), mask_scale, x, mask, s, out);
+}
+
+}  // namespace ops
+
+namespace {
+struct GlobalAvgPoolNode : Node {
+  Shape x_shape;
+  const char* name() const override { return "GlobalAvgPool2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
+    ops::global_avg_pool2d_backward(g.contiguous(), dx);
+    return {dx};
+  }
+};
+
+struct SubsamplePadNode : Node {
+  Shape x_shape;
+  int64_t stride = 1, pad = 0;
+  const char* name() const override { return "SubsamplePadBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
+    ops::subsample_pad_backward(g.contiguous(), dx, stride, pad);
+    return {dx};
+  }
+};
+
+struct DropoutNode : Node {
+  Tensor mask;
+  double scale = 1;
+  const char* name() const override { return "DropoutBackward"; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    Tensor g = g_in.contiguous();
+    Tensor dx = Tensor::empty(g.shape(), g.dtype(), g.device());
+    ops::mask_scale(g, mask, scale, dx);
+    return {dx};
+  }
+  void release() override { mask = Tensor(); }
+};
+}  // namespace
+
+Tensor F::global_avg_pool2d(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.dim() == 4, "global_avg_pool2d: input must be (N, C, H, W), got " +
+                                    shape_str(x_in.shape()));
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device());
+  ops::global_avg_pool2d_forward(x, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<GlobalAvgPoolNode>();
+    node->x_shape = x.shape();
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
+  HPCNET_CHECK(x_in.dim() == 4, "subsample_pad: input must be (N, C, H, W), got " +
+                                    shape_str(x_in.shape()));
+  HPCNET_CHECK(stride >= 1 && pad >= 0, "subsample_pad: need stride >= 1 and pad >= 0");
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty({x.size(0), x.size(1) + 2 * pad, (x.size(2) + stride - 1) / stride,
+                            (x.size(3) + stride - 1) / stride},
+                           x.dtype(), x.device());
+  ops::subsample_pad_forward(x, y, stride, pad);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<SubsamplePadNode>();
+    node->x_shape = x.shape();
+    node->stride = stride;
+    node->pad = pad;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::dropout(const Tensor& x_in, double p, bool training) {
+  HPCNET_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got " +
+                                     std::to_string(p));
+  if (!training || p == 0) return x_in;
+  Tensor x = x_in.contiguous();
+  // The mask is drawn on the host from the default generator (reproducible under manual_seed on
+  // every device), then moved to x's device.
+  Tensor mask = Tensor::empty(x.shape(), DType::kUInt8);
+  uint8_t* pm = mask.data<uint8_t>();
+  Rng& rng = default_rng();
+  for (int64_t i = 0; i < mask.numel(); ++i) pm[i] = rng.uniform() >= p ? 1 : 0;
+  if (!x.device().is_cpu()) mask = mask.to(x.device());
+  const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  ops::mask_scale(x, mask, scale, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<DropoutNode>();
+    node->mask = mask;
+    node->scale = scale;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+}  // namespace hpcnet
