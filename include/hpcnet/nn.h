@@ -33,6 +33,9 @@ class Module {
   // shape mismatches are an InputError naming the key; nothing is modified unless every key fits.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
+  // Moves every parameter and buffer to d in place (handles held elsewhere follow).
+  void to_(Device d);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -102,6 +105,35 @@ class Flatten : public Module {
   int64_t start_dim_;
 };
 
+// torch.nn.BatchNorm2d(num_features, eps, momentum): weight (ones), bias (zeros), buffers
+// running_mean (zeros), running_var (ones), num_batches_tracked (int64 0-d). Training mode
+// normalises with the batch's statistics and updates the running ones; eval mode uses them.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
+  Tensor forward(const Tensor& x) override;
+  // relu(bn(x) + residual) in one kernel (residual may be undefined).
+  Tensor forward_act(const Tensor& x, const Tensor& residual, bool relu);
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double eps, momentum;
+};
+
+// torch.nn.Dropout(p): identity in eval mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return F::dropout(x, p_, is_training()); }
+
+ private:
+  double p_;
+};
+
+// (N, C, H, W) -> (N, C): torch.nn.AdaptiveAvgPool2d(1) followed by flatten.
+class GlobalAvgPool2d : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return F::global_avg_pool2d(x); }
+};
+
 // Children named "0", "1", ... as in torch.nn.Sequential.
 class Sequential : public Module {
  public:
@@ -110,7 +142,10 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
-// Models by name ("lenet"); unknown names are an InputError listing the known ones.
+// Models by name: "lenet" (the tutorial Net), "resnet20", "resnet32", "resnet56" (the CIFAR
+// ResNets of He et al. 2016, option-A shortcuts) and "resnet18" (CIFAR variant: 3x3 stem, no
+// max-pool, 1x1 projection shortcuts); names of parameters as the usual PyTorch definitions
+// (bench/pytorch_resnet.py). Unknown names are an InputError listing the known ones.
 std::shared_ptr<Module> make_model(const std::string& name, int64_t num_classes = 10);
 std::vector<std::string> model_names();
 

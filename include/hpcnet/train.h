@@ -37,6 +37,12 @@ struct TrainConfig {
   double label_smoothing = 0.0;          // cross-entropy label smoothing
   double weight_decay = 0.0;
   bool nesterov = false;
+  std::string optimizer = "sgd";         // sgd | adamw (lr, weight_decay, beta1/2, adam_eps)
+  double beta1 = 0.9, beta2 = 0.999;     // adamw
+  double adam_eps = 1e-8;                // adamw
+  double clip_grad_norm = 0.0;           // > 0: clip the gradients' 2-norm to this each step
+  double ema_decay = 0.0;                // > 0: keep an EMA of weights; eval and model file use it
+  int64_t cutout = 0;                    // > 0: Cutout(size) after the other augmentation
   int workers = 2;
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
@@ -46,6 +52,9 @@ struct TrainConfig {
   std::string download_url;  // empty: the official CIFAR-10 URL
   int threads = 0;           // 0 = all cores
   std::string device = "auto";
+  // fp32, or bf16: convolutions compute in bfloat16 (inputs and weights rounded, float32
+  // accumulation and outputs; master weights, optimizer state and other ops stay float32).
+  std::string precision = "fp32";
   int64_t max_steps = 0;     // stop after this many steps in total (0 = no limit)
   int progress = -1;         // -1 auto (a terminal), 0 off, 1 on
   bool quiet = false;        // no per-step lines (benchmarks)
@@ -97,6 +106,9 @@ struct LoadedModel {
 // InputError) and loads its weights.
 LoadedModel load_model(const std::string& path, const std::string& model_name = "");
 
+// Applies --precision ("fp32" or "bf16") to the kernels; InputError for other values.
+void apply_precision(const std::string& precision);
+
 // Resolves --device: "cpu", "cuda", "auto". Returns the device to use or throws InputError.
 Device resolve_device(const std::string& name);
 
@@ -112,6 +124,7 @@ struct BenchConfig {
   int64_t steps = 2000;
   int64_t warmup = 50;
   int threads = 0;
+  std::string precision = "fp32";  // fp32 | bf16 (see TrainConfig::precision)
   bool profile = true;  // per-kernel table (adds a clock read around each kernel)
 };
 struct BenchResult {

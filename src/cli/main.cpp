@@ -83,8 +83,11 @@ void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
   } catch (const std::exception&) {
     throw InputError(path + ": corrupt checkpoint: config is not JSON");
   }
-  auto take = [&](const char* opt, const char* key, auto& field) {
+  // Keys added after the first checkpoint format (optimizer and later) may be absent: those runs
+  // used the defaults, which the field holds unless a flag set it.
+  auto take = [&](const char* opt, const char* key, auto& field, bool since_v2 = false) {
     using T = std::decay_t<decltype(field)>;
+    if (since_v2 && !j.contains(key)) return;
     if (!j.contains(key)) throw InputError(path + ": corrupt checkpoint: config lacks " + key);
     T saved{};
     try {
@@ -119,6 +122,14 @@ void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
   take("--lr-min", "lr_min", c.lr_min);
   take("--warmup-epochs", "warmup_epochs", c.warmup_epochs);
   take("--label-smoothing", "label_smoothing", c.label_smoothing);
+  take("--optimizer", "optimizer", c.optimizer, true);
+  take("--beta1", "beta1", c.beta1, true);
+  take("--beta2", "beta2", c.beta2, true);
+  take("--adam-eps", "adam_eps", c.adam_eps, true);
+  take("--clip-grad-norm", "clip_grad_norm", c.clip_grad_norm, true);
+  take("--ema-decay", "ema_decay", c.ema_decay, true);
+  take("--cutout", "cutout", c.cutout, true);
+  take("--precision", "precision", c.precision, true);
   try {
     if (!t.count("--data")) c.data = j.value("data", c.data);
     if (!t.count("--epochs")) c.epochs = j.value("epochs", c.epochs);
@@ -188,7 +199,7 @@ int cmd_eval(const EvalArgs& a) {
                  "--split must be test or val (got '" + a.split + "')");
   HPCNET_REQUIRE(a.batch_size >= 1, "--batch-size must be at least 1");
   train::LoadedModel m = train::load_model(a.weights, a.model);
-  for (auto& [n, p] : m.module->named_parameters()) p.to_(dev);
+  m.module->to_(dev);
   std::shared_ptr<const data::Dataset> ds;
   if (a.split == "test") {
     ds = data::open_dataset(a.dataset, a.data, "test");
@@ -259,7 +270,7 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   ops::set_num_threads(threads);
   HPCNET_REQUIRE(top >= 1, "--top must be at least 1");
   train::LoadedModel m = train::load_model(weights, model_name);
-  for (auto& [n, p] : m.module->named_parameters()) p.to_(dev);
+  m.module->to_(dev);
   data::Compose tf = train::eval_transform();
   NoGradGuard no_grad;
   int k = std::min<int>(top, static_cast<int>(m.classes.size()));
@@ -310,8 +321,8 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("%s, batch %lld, %d threads, %lld steps\n", c.model.c_str(),
-              static_cast<long long>(c.batch_size), ops::get_num_threads(),
+  std::printf("%s, batch %lld, %d threads, %s, %lld steps\n", c.model.c_str(),
+              static_cast<long long>(c.batch_size), ops::get_num_threads(), c.precision.c_str(),
               static_cast<long long>(c.steps));
   std::printf("  %.3f ms/step, %.0f images/s, %.2f MFLOP/step, %.1f GFLOP/s of %.0f peak (%.1f%%)\n",
               1000 * r.seconds_per_step, r.images_per_sec, r.flops_per_step / 1e6, r.gflops,
@@ -346,7 +357,7 @@ int main(int argc, char** argv) {
   std::string config_file;  // read by expand_config() before parsing; listed here for --help
   t->add_option("--config", config_file,
                 "a JSON run recipe (configs/*.json); flags on the command line override it");
-  t->add_option("--model", tc.model, "model name (lenet)")->capture_default_str();
+  t->add_option("--model", tc.model, "lenet, resnet20, resnet32, resnet56 or resnet18")->capture_default_str();
   t->add_option("--dataset", tc.dataset, "cifar10 or imagefolder")->capture_default_str();
   t->add_option("--data", tc.data,
                 "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an "
@@ -355,10 +366,10 @@ int main(int argc, char** argv) {
   t->add_option("--resume", tc.resume, "continue the run in this directory from its last checkpoint");
   t->add_option("--epochs", tc.epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
   t->add_option("--batch-size", tc.batch_size, "mini-batch size")->capture_default_str();
-  t->add_option("--lr", tc.lr, "SGD learning rate")->capture_default_str();
+  t->add_option("--lr", tc.lr, "learning rate (the peak, with a schedule)")->capture_default_str();
   t->add_option("--momentum", tc.momentum, "SGD momentum")->capture_default_str();
   t->add_option("--dampening", tc.dampening, "SGD dampening")->capture_default_str();
-  t->add_option("--weight-decay", tc.weight_decay, "L2 weight decay")->capture_default_str();
+  t->add_option("--weight-decay", tc.weight_decay, "weight decay (L2 for sgd, decoupled for adamw)")->capture_default_str();
   t->add_flag("--nesterov", tc.nesterov, "Nesterov momentum");
   t->add_option("--lr-schedule", tc.lr_schedule,
                 "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min) or onecycle "
@@ -370,6 +381,22 @@ int main(int argc, char** argv) {
   t->add_option("--warmup-epochs", tc.warmup_epochs, "linear warm-up from lr/10 over this many epochs")
       ->capture_default_str();
   t->add_option("--label-smoothing", tc.label_smoothing, "cross-entropy label smoothing")
+      ->capture_default_str();
+  t->add_option("--optimizer", tc.optimizer, "sgd or adamw")->capture_default_str();
+  t->add_option("--beta1", tc.beta1, "adamw: first-moment decay")->capture_default_str();
+  t->add_option("--beta2", tc.beta2, "adamw: second-moment decay")->capture_default_str();
+  t->add_option("--adam-eps", tc.adam_eps, "adamw: denominator epsilon")->capture_default_str();
+  t->add_option("--clip-grad-norm", tc.clip_grad_norm,
+                "clip the gradients' total 2-norm to this before each step (0 = off)")
+      ->capture_default_str();
+  t->add_option("--ema-decay", tc.ema_decay,
+                "keep an exponential moving average of the weights (e.g. 0.999); evaluation and "
+                "model.safetensors use it (0 = off)")
+      ->capture_default_str();
+  t->add_option("--cutout", tc.cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)")
+      ->capture_default_str();
+  t->add_option("--precision", tc.precision,
+                "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights")
       ->capture_default_str();
   t->add_option("--workers", tc.workers, "data-loading threads (0 = in the training thread)")->capture_default_str();
   t->add_option("--seed", tc.seed, "seed for initialisation, data order and augmentation")->capture_default_str();
@@ -428,6 +455,7 @@ int main(int argc, char** argv) {
   b->add_option("--steps", bc.steps, "timed steps")->capture_default_str();
   b->add_option("--warmup", bc.warmup, "untimed steps first")->capture_default_str();
   b->add_option("--threads", bc.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  b->add_option("--precision", bc.precision, "fp32 or bf16 (bfloat16 convolutions)")->capture_default_str();
   b->add_flag("--no-profile", bnoprof, "time whole steps only (no per-kernel clock reads)");
   b->add_flag("--json", bjson, "print one JSON object");
 

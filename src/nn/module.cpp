@@ -73,6 +73,11 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
   }
 }
 
+void Module::to_(Device d) {
+  for (auto& [n, p] : named_parameters()) p.to_(d);
+  for (auto& [n, b] : named_buffers()) b.to_(d);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [n, c] : children_) c->train(on);
@@ -129,6 +134,42 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) {
 
 Tensor Linear::forward(const Tensor& x) { return F::linear(x, weight, bias); }
 Tensor Linear::forward_relu(const Tensor& x) { return F::linear_relu(x, weight, bias); }
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps_, double momentum_)
+    : eps(eps_), momentum(momentum_) {
+  HPCNET_REQUIRE(num_features > 0, "BatchNorm2d: num_features must be positive");
+  HPCNET_REQUIRE(eps_ > 0 && momentum_ >= 0 && momentum_ <= 1,
+                 "BatchNorm2d: need eps > 0 and 0 <= momentum <= 1");
+  weight = register_parameter("weight", Tensor::full({num_features}, 1.0));
+  bias = register_parameter("bias", Tensor::zeros({num_features}));
+  running_mean = register_buffer("running_mean", Tensor::zeros({num_features}));
+  running_var = register_buffer("running_var", Tensor::full({num_features}, 1.0));
+  num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::kInt64));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) { return forward_act(x, Tensor(), false); }
+
+Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, bool relu) {
+  HPCNET_REQUIRE(x.dim() == 4 && x.size(1) == weight.size(0),
+                 "BatchNorm2d(" + std::to_string(weight.size(0)) + ") got input " +
+                     shape_str(x.shape()));
+  if (is_training()) {
+    // torch counts the batches; with a fixed momentum the count is informational only.
+    if (num_batches_tracked.device().is_cpu()) {
+      ++num_batches_tracked.data<int64_t>()[0];
+    } else {
+      Tensor host = num_batches_tracked.to(Device{});
+      ++host.data<int64_t>()[0];
+      num_batches_tracked.copy_(host);
+    }
+  }
+  return F::batch_norm_act(x, weight, bias, running_mean, running_var, is_training(), momentum,
+                           eps, residual, relu);
+}
+
+Dropout::Dropout(double p) : p_(p) {
+  HPCNET_REQUIRE(p >= 0 && p <= 1, "Dropout: p must be in [0, 1]");
+}
 
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(children().size()), std::move(m));

@@ -1,4 +1,5 @@
 // Argument checks shared by the dispatching kernel API, and the threads setting.
+#include <atomic>
 #include "src/ops/dispatch.h"
 
 #include <omp.h>
@@ -43,5 +44,11 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() { return omp_get_max_threads(); }
+
+namespace {
+std::atomic<Precision> g_conv_precision{Precision::kFloat32};
+}
+void set_conv_precision(Precision p) { g_conv_precision.store(p); }
+Precision conv_precision() { return g_conv_precision.load(); }
 
 }  // namespace hpcnet::ops

@@ -36,6 +36,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
   HPCNET_REQUIRE(cfg.batch_size >= 1 && cfg.steps >= 1 && cfg.warmup >= 0,
                  "bench: --batch-size and --steps must be positive");
   ops::set_num_threads(cfg.threads);
+  apply_precision(cfg.precision);
   manual_seed(0);
   auto model = nn::make_model(cfg.model);
   optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});

@@ -65,6 +65,17 @@ void validate(const TrainConfig& c) {
   HPCNET_REQUIRE(c.bucket_kb >= 0, "--bucket-kb must be >= 0 (0 = one all-reduce per step)");
   HPCNET_REQUIRE(c.label_smoothing >= 0 && c.label_smoothing <= 1,
                  "--label-smoothing must be in [0, 1]");
+  HPCNET_REQUIRE(c.optimizer == "sgd" || c.optimizer == "adamw",
+                 "--optimizer must be sgd or adamw (got '" + c.optimizer + "')");
+  HPCNET_REQUIRE(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1,
+                 "--beta1 and --beta2 must be in [0, 1)");
+  HPCNET_REQUIRE(c.adam_eps >= 0, "--adam-eps must be >= 0");
+  HPCNET_REQUIRE(c.clip_grad_norm >= 0, "--clip-grad-norm must be >= 0 (0 = off)");
+  HPCNET_REQUIRE(c.ema_decay == 0 || (c.ema_decay > 0 && c.ema_decay < 1),
+                 "--ema-decay must be in (0, 1), e.g. 0.999 (0 = off)");
+  HPCNET_REQUIRE(c.cutout >= 0 && c.cutout <= 32, "--cutout must be in [0, 32] pixels (0 = off)");
+  HPCNET_REQUIRE(c.precision == "fp32" || c.precision == "bf16",
+                 "--precision must be fp32 or bf16 (got '" + c.precision + "')");
   nn::make_model(c.model);  // throws for unknown models
   make_schedule(c);         // throws for a bad schedule
 }
@@ -78,7 +89,10 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"val_split", c.val_split}, {"augment", c.augment},     {"workers", c.workers},
           {"threads", c.threads},     {"lr_schedule", c.lr_schedule},
           {"milestones", c.milestones}, {"lr_gamma", c.lr_gamma},  {"lr_min", c.lr_min},
-          {"warmup_epochs", c.warmup_epochs}, {"label_smoothing", c.label_smoothing}};
+          {"warmup_epochs", c.warmup_epochs}, {"label_smoothing", c.label_smoothing},
+          {"optimizer", c.optimizer}, {"beta1", c.beta1}, {"beta2", c.beta2},
+          {"adam_eps", c.adam_eps}, {"clip_grad_norm", c.clip_grad_norm},
+          {"ema_decay", c.ema_decay}, {"cutout", c.cutout}, {"precision", c.precision}};
 }
 
 std::string rng_state_str(const Rng::State& s) {
@@ -149,6 +163,7 @@ data::Compose train_transform(const TrainConfig& c) {
   }
   t.push_back(data::ToTensor{});
   t.push_back(data::Normalize{{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}});
+  if (c.cutout > 0) t.push_back(data::Cutout{c.cutout});
   return data::Compose(t);
 }
 
@@ -175,11 +190,14 @@ nn::NamedTensors host_copies(const nn::NamedTensors& ts) {
 }
 
 void save_checkpoint(const std::string& path, const TrainConfig& c, const nn::Module& model,
-                     const optim::SGD& opt, const CheckpointState& st,
-                     const std::vector<std::string>& classes, int world_size) {
+                     const optim::Optimizer& opt, const optim::EMA* ema,
+                     const CheckpointState& st, const std::vector<std::string>& classes,
+                     int world_size) {
   nn::NamedTensors tensors;
   for (auto& [n, t] : model.state_dict()) tensors.emplace_back("model." + n, t.to(cpu_device()));
   for (auto& [n, t] : opt.state_dict()) tensors.emplace_back("optim." + n, t.to(cpu_device()));
+  if (ema)
+    for (auto& [n, t] : ema->state_dict()) tensors.emplace_back(n, t.to(cpu_device()));
   auto meta = model_metadata(c.model, classes, c.val_split);
   meta["hpcnet.format"] = kCheckpointFormat;
   meta["hpcnet.epochs_done"] = std::to_string(st.epochs_done);
@@ -266,6 +284,13 @@ EvalResult evaluate_sharded(dist::ProcessGroup& pg, nn::Module& model, data::Dat
 }
 
 }  // namespace
+
+void apply_precision(const std::string& precision) {
+  HPCNET_REQUIRE(precision == "fp32" || precision == "bf16",
+                 "--precision must be fp32 or bf16 (got '" + precision + "')");
+  ops::set_conv_precision(precision == "bf16" ? ops::Precision::kBFloat16
+                                              : ops::Precision::kFloat32);
+}
 
 Device resolve_device(const std::string& name) {
   if (name == "cpu") return cpu_device();
@@ -426,21 +451,35 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   HPCNET_REQUIRE(device.is_cpu() || world == 1,
                  "multi-process training on GPUs needs the NCCL process group, which is not built "
                  "yet; use --device cpu with mpirun, or one process per GPU run");
-  for (auto& [n, p] : model->named_parameters()) p.to_(device);
+  model->to_(device);
   const optim::LrSchedule schedule = make_schedule(cfg);
-  optim::SGD opt(model->named_parameters(),
-                 {cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
+  apply_precision(cfg.precision);
+  std::unique_ptr<optim::Optimizer> opt_ptr;
+  if (cfg.optimizer == "adamw")
+    opt_ptr = std::make_unique<optim::AdamW>(
+        model->named_parameters(),
+        optim::AdamWOptions{cfg.lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay});
+  else
+    opt_ptr = std::make_unique<optim::SGD>(
+        model->named_parameters(),
+        optim::SGDOptions{cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
+  optim::Optimizer& opt = *opt_ptr;
+  std::unique_ptr<optim::EMA> ema;
+  if (cfg.ema_decay > 0) ema = std::make_unique<optim::EMA>(*model, cfg.ema_decay);
   if (ckpt) {
-    std::map<std::string, Tensor> mstate, ostate;
+    std::map<std::string, Tensor> mstate, ostate, estate;
     for (auto& [n, t] : ckpt->tensors) {
       if (n.rfind("model.", 0) == 0)
         mstate.emplace(n.substr(6), t);
       else if (n.rfind("optim.", 0) == 0)
         ostate.emplace(n.substr(6), t);
+      else if (n.rfind("ema.", 0) == 0)
+        estate.emplace(n, t);
     }
     try {
       model->load_state_dict(mstate);
       opt.load_state_dict(ostate, st.steps);
+      if (ema) ema->load_state_dict(estate);
     } catch (const InputError& e) {
       throw InputError(cfg.resume + "/checkpoint.safetensors: " + e.what());
     }
@@ -461,6 +500,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     pg.set_timeout(cfg.dist_timeout > 0 ? std::max(cfg.dist_timeout, 600.0) : 0);
     for (auto& [n, t] : model->state_dict()) pg.broadcast(t, 0);
     for (auto& [n, t] : opt.state_dict()) pg.broadcast(t, 0);
+    if (ema)
+      for (auto& [n, t] : ema->state_dict()) pg.broadcast(t, 0);
     pg.set_timeout(cfg.dist_timeout);
     reducer = std::make_unique<dist::GradReducer>(
         pg, model->parameters(), dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
@@ -551,7 +592,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         reducer->backward(loss);  // gradients averaged over ranks
       else
         loss.backward();
+      if (cfg.clip_grad_norm > 0) optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
       opt.step();
+      if (ema) ema->update(*model);
       double l = loss.item();
       HPCNET_CHECK(std::isfinite(l), "loss became " + std::to_string(l) + " at epoch " +
                                          std::to_string(epoch + 1) + " step " + std::to_string(i + 1) +
@@ -573,7 +616,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         res.last_report_loss = avg;
         double el = std::chrono::duration<double>(clock::now() - t_start).count();
         metrics.write({{"event", "log"}, {"epoch", epoch + 1}, {"step", i + 1},
-                       {"loss", avg}, {"lr", opt.options().lr}, {"elapsed_s", el}});
+                       {"loss", avg}, {"lr", opt.lr()}, {"elapsed_s", el}});
         running_loss = 0;
       }
       bar.update(i + 1);
@@ -600,18 +643,23 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
     dist::check_same_on_all_ranks(pg, model->parameters(),
                                   "model parameters after epoch " + std::to_string(epoch + 1));
+    if (lead) save_checkpoint(ckpt_path, cfg, *model, opt, ema.get(), st, d.classes, world);
+    // With an EMA, evaluation and the model file use the averaged weights.
+    if (ema) ema->swap(*model);
     if (val_loader) {
       EvalResult ev = evaluate_sharded(pg, *model, *val_loader);
       res.val_accuracy = ev.accuracy();
       rec["val_accuracy"] = ev.accuracy();
     }
     metrics.write(rec);
-    if (lead) {
-      save_checkpoint(ckpt_path, cfg, *model, opt, st, d.classes, world);
-      save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
-    }
+    if (lead) save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+    if (ema) ema->swap(*model);
   }
-  if (partial && lead) save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+  if (partial && lead) {
+    if (ema) ema->swap(*model);
+    save_model(model_path, *model, cfg.model, d.classes, cfg.val_split);
+    if (ema) ema->swap(*model);
+  }
   metrics.write({{"event", "end"},
                  {"steps", res.steps},
                  {"images", res.images},

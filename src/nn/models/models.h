@@ -14,4 +14,33 @@ class LeNet : public Module {
   std::shared_ptr<Linear> fc1, fc2, fc3;
 };
 
+// A ResNet basic block: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), 3x3 convolutions
+// without bias. The shortcut is the identity, or where the shape changes either option A
+// (subsample and zero-pad channels, no parameters: the CIFAR ResNets) or option B (1x1 conv +
+// BatchNorm as children "shortcut.0" / "shortcut.1": resnet18).
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, bool projection_shortcut);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<BatchNorm2d> bn1, bn2;
+  std::shared_ptr<Sequential> shortcut;  // option B only
+  int64_t stride, pad_channels = 0;      // option A when pad_channels > 0 or stride > 1
+};
+
+// CIFAR ResNets: conv1 3x3 (3 -> widths[0]), bn1, relu, stages layer1.. of blocks, global
+// average pool, linear. resnet20/32/56: widths 16/32/64, 3/5/9 blocks per stage, option A,
+// Kaiming-normal conv and linear weights (He et al. 2016). resnet18: widths 64..512, 2 blocks per
+// stage, option B, PyTorch's default initialisation.
+class CifarResNet : public Module {
+ public:
+  CifarResNet(const std::vector<int64_t>& widths, int64_t blocks_per_stage, bool projection,
+              bool kaiming_init, int64_t num_classes);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<BatchNorm2d> bn1;
+  std::vector<std::shared_ptr<Sequential>> layers;
+  std::shared_ptr<Linear> linear;
+};
+
 }  // namespace hpcnet::nn

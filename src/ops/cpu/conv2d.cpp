@@ -25,22 +25,39 @@ double conv_macs(const ConvShape& s) {
   return static_cast<double>(s.n) * s.k * s.p * s.q * s.c * s.r * s.s;
 }
 
-DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu) {
+DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu,
+                 bool bf16) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h,
-                  p.pad_w, bias, relu);
+                  p.pad_w, bias, relu, bf16);
 }
 
+// Descriptors of a convolution: the tensors' own (plain NCHW / OIHW f32) and the ones the
+// primitive is created with (format "any", so oneDNN picks its blocked layouts; bf16 inputs when
+// the conv precision is bf16). DnnlOp stages between the two with reorders.
 struct ConvMds {
-  memory::desc x, w, b, y;
+  memory::desc x, w, b, y;              // plain f32
+  memory::desc x_any, w_any, y_any;     // for the primitive: inputs in `in`, outputs in f32
+  memory::desc x_any_out, w_any_out;    // x / w as outputs of a backward (f32)
+  memory::desc y_any_in;                // y as an input of a backward (dy, in `in`)
   memory::dims strides, pad_l, pad_r;
 };
 
-ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p) {
+ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const dt in = bf16 ? dt::bf16 : dt::f32;
   ConvMds m;
-  m.x = plain_md({s.n, s.c, s.h, s.w});
-  m.w = plain_md({s.k, s.c, s.r, s.s});
+  memory::dims xd{s.n, s.c, s.h, s.w}, wd{s.k, s.c, s.r, s.s}, yd{s.n, s.k, s.p, s.q};
+  m.x = plain_md(xd);
+  m.w = plain_md(wd);
   m.b = plain_md({s.k});
-  m.y = plain_md({s.n, s.k, s.p, s.q});
+  m.y = plain_md(yd);
+  m.x_any = memory::desc(xd, in, tag::any);
+  m.w_any = memory::desc(wd, in, tag::any);
+  m.y_any = memory::desc(yd, dt::f32, tag::any);
+  m.x_any_out = memory::desc(xd, dt::f32, tag::any);
+  m.w_any_out = memory::desc(wd, dt::f32, tag::any);
+  m.y_any_in = memory::desc(yd, in, tag::any);
   m.strides = {p.stride_h, p.stride_w};
   m.pad_l = {p.pad_h, p.pad_w};
   // Right padding so that oneDNN's output size matches floor((H + 2p - R) / stride) + 1.
@@ -48,14 +65,15 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p) {
   return m;
 }
 
+// The forward primitive descriptor (also the hint for the backward ones).
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias, bool relu) {
   using namespace dnnl;
   auto d = bias ? convolution_forward::desc(prop_kind::forward_training,
-                                            algorithm::convolution_direct, m.x, m.w, m.b, m.y,
-                                            m.strides, m.pad_l, m.pad_r)
+                                            algorithm::convolution_direct, m.x_any, m.w_any, m.b,
+                                            m.y_any, m.strides, m.pad_l, m.pad_r)
                 : convolution_forward::desc(prop_kind::forward_training,
-                                            algorithm::convolution_direct, m.x, m.w, m.y,
-                                            m.strides, m.pad_l, m.pad_r);
+                                            algorithm::convolution_direct, m.x_any, m.w_any,
+                                            m.y_any, m.strides, m.pad_l, m.pad_r);
   primitive_attr attr;
   if (relu) {
     post_ops po;
@@ -64,6 +82,8 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
   }
   return convolution_forward::primitive_desc(d, attr, dnnl_engine());
 }
+
+bool conv_bf16() { return ops::conv_precision() == ops::Precision::kBFloat16; }
 
 bool use_direct(const Shape& x, const Shape& w, const Conv2dParams& p) {
   switch (conv_algo()) {
@@ -132,13 +152,15 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     return;
   }
   if (use_direct(x.shape(), w.shape(), p)) return conv2d_direct_forward(x, w, b, y, p, relu);
-  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu), [&](DnnlOp& op) {
-    ConvMds m = conv_mds(s, p);
-    op.prim = dnnl::convolution_forward(conv_fwd_pd(m, has_b, relu));
-    op.add_arg(DNNL_ARG_SRC, m.x);
-    op.add_arg(DNNL_ARG_WEIGHTS, m.w);
+  const bool bf16 = conv_bf16();
+  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu, bf16), [&](DnnlOp& op) {
+    ConvMds m = conv_mds(s, p, bf16);
+    auto pd = conv_fwd_pd(m, has_b, relu);
+    op.prim = dnnl::convolution_forward(pd);
+    op.add_staged_arg(DNNL_ARG_SRC, m.x, pd.src_desc(), true);
+    op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
     if (has_b) op.add_arg(DNNL_ARG_BIAS, m.b);
-    op.add_arg(DNNL_ARG_DST, m.y);
+    op.add_staged_arg(DNNL_ARG_DST, m.y, pd.dst_desc(), false);
   });
   e.bind(DNNL_ARG_SRC, x);
   e.bind(DNNL_ARG_WEIGHTS, w);
@@ -159,16 +181,17 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     return;
   }
   if (use_direct(dx.shape(), w.shape(), p)) return conv2d_direct_backward_data(dy, w, dx, p);
-  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false), [&](DnnlOp& op) {
+  const bool bf16 = conv_bf16();
+  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false, bf16), [&](DnnlOp& op) {
     using namespace dnnl;
-    ConvMds m = conv_mds(s, p);
-    convolution_backward_data::desc d(algorithm::convolution_direct, m.x, m.w, m.y, m.strides,
-                                      m.pad_l, m.pad_r);
-    op.prim = convolution_backward_data(
-        convolution_backward_data::primitive_desc(d, dnnl_engine(), conv_fwd_pd(m, false, false)));
-    op.add_arg(DNNL_ARG_DIFF_DST, m.y);
-    op.add_arg(DNNL_ARG_WEIGHTS, m.w);
-    op.add_arg(DNNL_ARG_DIFF_SRC, m.x);
+    ConvMds m = conv_mds(s, p, bf16);
+    convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
+                                      m.y_any_in, m.strides, m.pad_l, m.pad_r);
+    convolution_backward_data::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, false, false));
+    op.prim = convolution_backward_data(pd);
+    op.add_staged_arg(DNNL_ARG_DIFF_DST, m.y, pd.diff_dst_desc(), true);
+    op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
+    op.add_staged_arg(DNNL_ARG_DIFF_SRC, m.x, pd.diff_src_desc(), false);
   });
   e.bind(DNNL_ARG_DIFF_DST, dy);
   e.bind(DNNL_ARG_WEIGHTS, w);
@@ -197,18 +220,22 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     return;
   }
   if (use_direct(x.shape(), dw.shape(), p)) return conv2d_direct_backward_weights(x, dy, dw, db, p);
-  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false), [&](DnnlOp& op) {
+  const bool bf16 = conv_bf16();
+  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false, bf16), [&](DnnlOp& op) {
     using namespace dnnl;
-    ConvMds m = conv_mds(s, p);
-    auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x, m.w,
-                                                        m.b, m.y, m.strides, m.pad_l, m.pad_r)
-                   : convolution_backward_weights::desc(algorithm::convolution_direct, m.x, m.w,
-                                                        m.y, m.strides, m.pad_l, m.pad_r);
-    op.prim = convolution_backward_weights(convolution_backward_weights::primitive_desc(
-        d, dnnl_engine(), conv_fwd_pd(m, has_b, false)));
-    op.add_arg(DNNL_ARG_SRC, m.x);
-    op.add_arg(DNNL_ARG_DIFF_DST, m.y);
-    op.add_arg(DNNL_ARG_DIFF_WEIGHTS, m.w);
+    ConvMds m = conv_mds(s, p, bf16);
+    auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
+                                                        m.w_any_out, m.b, m.y_any_in, m.strides,
+                                                        m.pad_l, m.pad_r)
+                   : convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
+                                                        m.w_any_out, m.y_any_in, m.strides,
+                                                        m.pad_l, m.pad_r);
+    convolution_backward_weights::primitive_desc pd(d, dnnl_engine(),
+                                                    conv_fwd_pd(m, has_b, false));
+    op.prim = convolution_backward_weights(pd);
+    op.add_staged_arg(DNNL_ARG_SRC, m.x, pd.src_desc(), true);
+    op.add_staged_arg(DNNL_ARG_DIFF_DST, m.y, pd.diff_dst_desc(), true);
+    op.add_staged_arg(DNNL_ARG_DIFF_WEIGHTS, m.w, pd.diff_weights_desc(), false);
     if (has_b) op.add_arg(DNNL_ARG_DIFF_BIAS, m.b);
   });
   e.bind(DNNL_ARG_SRC, x);

@@ -48,12 +48,35 @@ SmallWorkSerial::~SmallWorkSerial() {
   if (saved_ > 0) omp_set_num_threads(saved_);
 }
 
+void DnnlOp::add_staged_arg(int arg, const dnnl::memory::desc& user,
+                            const dnnl::memory::desc& inner, bool input) {
+  if (user == inner) return add_arg(arg, user);
+  Stage st;
+  st.user = dnnl::memory(user, dnnl_engine(), nullptr);
+  st.inner = dnnl::memory(inner, dnnl_engine());  // owned buffer
+  st.reorder = input ? dnnl::reorder(st.user, st.inner) : dnnl::reorder(st.inner, st.user);
+  args.emplace(arg, st.user);
+  c_args.push_back({arg, st.inner.get()});
+  (input ? stage_in_ : stage_out_).push_back(std::move(st));
+}
+
+namespace {
+void run_reorder(const dnnl::primitive& r, const dnnl::memory& from, const dnnl::memory& to) {
+  dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
+  dnnl_status_t st = dnnl_primitive_execute(r.get(), dnnl_stream().get(), 2, a);
+  if (st != dnnl_success)
+    throw Error("oneDNN reorder failed with status " + std::to_string(static_cast<int>(st)));
+}
+}  // namespace
+
 void DnnlOp::run() {
+  for (auto& s : stage_in_) run_reorder(s.reorder, s.user, s.inner);
   dnnl_status_t st = dnnl_primitive_execute(prim.get(), dnnl_stream().get(),
                                             static_cast<int>(c_args.size()), c_args.data());
   if (st != dnnl_success)
     throw Error("oneDNN primitive execution failed with status " +
                 std::to_string(static_cast<int>(st)));
+  for (auto& s : stage_out_) run_reorder(s.reorder, s.inner, s.user);
 }
 
 void throw_dnnl_error(const dnnl::error& e, const char* call, const char* file, int line) {

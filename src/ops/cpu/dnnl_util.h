@@ -92,9 +92,22 @@ struct DnnlOp {
     auto it = args.emplace(arg, dnnl::memory(md, dnnl_engine(), nullptr)).first;
     c_args.push_back({arg, it->second.get()});
   }
+  // Adds an argument whose tensor has descriptor `user` (plain f32) while the primitive works on
+  // `inner` (a blocked layout and/or bf16): the op keeps a buffer of `inner` and a reorder that
+  // converts the tensor into it before run() (input) or out of it after run() (output). The same
+  // as add_arg when the two descriptors are equal.
+  void add_staged_arg(int arg, const dnnl::memory::desc& user, const dnnl::memory::desc& inner,
+                      bool input);
   void bind(int arg, const Tensor& t) { args.at(arg).set_data_handle(t.raw_data()); }
   void bind_ptr(int arg, void* p) { args.at(arg).set_data_handle(p); }
   void run();
+
+ private:
+  struct Stage {
+    dnnl::memory user, inner;
+    dnnl::primitive reorder;
+  };
+  std::vector<Stage> stage_in_, stage_out_;
 };
 
 DnnlOp* dnnl_cache_find(const DnnlKey& key);
