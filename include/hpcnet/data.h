@@ -188,7 +188,14 @@ struct RandomCrop {
 struct RandomHorizontalFlip {
   double p = 0.5;
 };
-using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip>;
+// Cutout (DeVries and Taylor 2017): zeroes a size x size square of the output (all channels)
+// centred at y = rng.randint(H), then x = rng.randint(W), clipped at the borders; the zeros are
+// in the output's units (after Normalize), as the reference implementation. Comes after ToTensor
+// and after every RandomCrop.
+struct Cutout {
+  int64_t size = 16;
+};
+using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout>;
 
 // A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
 // draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;

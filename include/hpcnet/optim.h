@@ -22,28 +22,95 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
-class SGD {
+// What the training loop needs of an optimizer: a step over the parameters' gradients, the
+// learning rate (set by the schedule every step), and state for checkpoints.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  virtual void zero_grad(bool set_to_none = true) = 0;  // torch 2.x default
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  int64_t steps() const { return steps_; }
+  // Named state tensors (names say what they are, ending in the parameter's name) and the step
+  // count; load checks names and shapes (InputError).
+  virtual nn::NamedTensors state_dict() const = 0;
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state, int64_t steps) = 0;
+
+ protected:
+  int64_t steps_ = 0;
+};
+
+class SGD : public Optimizer {
  public:
   // Invalid options (negative lr, momentum or weight decay; nesterov without momentum or with
   // dampening) are an InputError, as torch raises ValueError.
   SGD(nn::NamedTensors params, SGDOptions options);
-  void step();
-  void zero_grad(bool set_to_none = true);  // torch 2.x default
+  void step() override;
+  void zero_grad(bool set_to_none = true) override;
   const SGDOptions& options() const { return opt_; }
-  void set_lr(double lr) { opt_.lr = lr; }
-  int64_t steps() const { return steps_; }
+  double lr() const override { return opt_.lr; }
+  void set_lr(double lr) override { opt_.lr = lr; }
 
-  // Momentum buffers as "momentum_buffer.<param name>" (present after the first step), plus the
-  // step count; load checks names and shapes.
-  nn::NamedTensors state_dict() const;
-  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t steps);
+  // Momentum buffers as "momentum_buffer.<param name>" (present after the first step).
+  nn::NamedTensors state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t steps) override;
 
  private:
   nn::NamedTensors params_;
   std::vector<Tensor> param_list_, grads_, bufs_;
   std::vector<bool> fresh_;  // buffer created this step
   SGDOptions opt_;
-  int64_t steps_ = 0;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;  // decoupled: p -= lr * weight_decay * p
+};
+
+// torch.optim.AdamW (amsgrad=False, maximize=False): see ops::AdamWParams for the rule. State:
+// "exp_avg.<param>" and "exp_avg_sq.<param>" (zeros until the first step), and the step count.
+class AdamW : public Optimizer {
+ public:
+  // Invalid options are an InputError, as torch raises ValueError.
+  AdamW(nn::NamedTensors params, AdamWOptions options);
+  void step() override;
+  void zero_grad(bool set_to_none = true) override;
+  double lr() const override { return opt_.lr; }
+  void set_lr(double lr) override { opt_.lr = lr; }
+  nn::NamedTensors state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state, int64_t steps) override;
+
+ private:
+  nn::NamedTensors params_;
+  std::vector<Tensor> param_list_, grads_, m_, v_;
+  AdamWOptions opt_;
+};
+
+// torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm: the total norm of all
+// gradients (as if concatenated) is returned, and when it exceeds max_norm every gradient is
+// scaled by max_norm / (total + 1e-6). Parameters without a gradient are skipped.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// An exponential moving average of a model's parameters and floating-point buffers (timm's
+// ModelEmaV2): after each optimizer step, ema = decay * ema + (1 - decay) * value; integer buffers
+// (num_batches_tracked) are copied. apply_to() swaps the averages into the model (for evaluation
+// or saving) and swapping again restores the trained weights.
+class EMA {
+ public:
+  EMA(const nn::Module& model, double decay);
+  void update(const nn::Module& model);
+  void swap(nn::Module& model);
+  double decay() const { return decay_; }
+  // "ema.<name>" for every entry of the model's state_dict.
+  nn::NamedTensors state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+ private:
+  nn::NamedTensors avg_;
+  double decay_;
 };
 
 }  // namespace hpcnet::optim

@@ -50,7 +50,7 @@ struct Axis {
 Compose::Compose() : Compose(std::vector<Transform>{ToTensor{}}) {}
 
 Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(transforms)) {
-  int to_tensor = 0, normalize = 0;
+  int to_tensor = 0, normalize = 0, cutout = 0;
   Normalize norm;
   for (const Transform& t : transforms_) {
     std::visit(Overloaded{
@@ -69,7 +69,13 @@ Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(tran
                      norm = n;
                      normalize++;
                    },
+                   [&](const Cutout& c) {
+                     HPCNET_REQUIRE(to_tensor == 1, "transforms: Cutout must come after ToTensor");
+                     HPCNET_REQUIRE(c.size > 0, "transforms: Cutout needs size > 0");
+                     cutout++;
+                   },
                    [&](const RandomCrop& c) {
+                     HPCNET_REQUIRE(cutout == 0, "transforms: RandomCrop must come before Cutout");
                      HPCNET_REQUIRE(normalize == 0,
                                     "transforms: RandomCrop must come before "
                                     "Normalize");
@@ -116,7 +122,21 @@ void Compose::apply(const Example& ex, uint64_t sample_seed, float* out) const {
   Rng rng(sample_seed, 0);
   Axis ay{ex.height, 0, 1, 0, ex.height};
   Axis ax{ex.width, 0, 1, 0, ex.width};
+  struct Hole {
+    int64_t y0, y1, x0, x1;
+  };
+  std::array<Hole, 4> holes{};
+  size_t n_holes = 0;
   for (const Transform& t : transforms_) {
+    if (const auto* k = std::get_if<Cutout>(&t)) {  // sizes are final here (crops come first)
+      const int64_t cy = static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ay.size)));
+      const int64_t cx = static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ax.size)));
+      HPCNET_REQUIRE(n_holes < holes.size(), "transforms: at most 4 Cutout");
+      holes[n_holes++] = {std::max<int64_t>(cy - k->size / 2, 0),
+                          std::min<int64_t>(cy - k->size / 2 + k->size, ay.size),
+                          std::max<int64_t>(cx - k->size / 2, 0),
+                          std::min<int64_t>(cx - k->size / 2 + k->size, ax.size)};
+    }
     if (const auto* c = std::get_if<RandomCrop>(&t)) {
       const int64_t ph = ay.size + 2 * c->padding, pw = ax.size + 2 * c->padding;
       HPCNET_REQUIRE(c->size <= ph && c->size <= pw,
@@ -166,6 +186,9 @@ void Compose::apply(const Example& ex, uint64_t sample_seed, float* out) const {
       }
       for (int64_t x = x1; x < W; ++x) row_out[x] = pad;
     }
+    for (size_t h = 0; h < n_holes; ++h)
+      for (int64_t y = holes[h].y0; y < holes[h].y1; ++y)
+        for (int64_t x = holes[h].x0; x < holes[h].x1; ++x) plane[y * W + x] = 0.f;
   }
 }
 
@@ -186,6 +209,7 @@ std::string Compose::str() const {
                      s += "RandomCrop(" + std::to_string(c.size) +
                           ", padding=" + std::to_string(c.padding) + ")";
                    },
+                   [&](const Cutout& c) { s += "Cutout(" + std::to_string(c.size) + ")"; },
                    [&](const RandomHorizontalFlip& f) {
                      char buf[32];
                      std::snprintf(buf, sizeof(buf), "%g", f.p);
