@@ -132,3 +132,185 @@ TEST(Golden, LenetTenSgdStepsMatchPyTorch) {
       expect_near_all(p, g.at(run.name + "." + name), 2e-6, 0, run.name + "." + name);
   }
 }
+
+// ---- ResNets (tests/golden/resnet_golden.safetensors, written by make_golden_resnet.py) ----
+// float64 ops: 1e-10 as above. resnet20 in float32: every tensor within 5e-5 of its largest
+// magnitude (the fixture's float32 entries agree with a float64 rerun to 2.5e-6 of that; another
+// summation order, e.g. oneDNN's blocked convolutions, moves results by a few times that).
+
+namespace {
+const SafetensorsFile& resnet_golden() {
+  static SafetensorsFile f = load_safetensors(kGoldenDir + "resnet_golden.safetensors");
+  return f;
+}
+
+void expect_close_to_scale(const Tensor& got, const Tensor& want, double rel,
+                           const std::string& what) {
+  double scale = 0;
+  for (double v : want.to_vector_f64()) scale = std::max(scale, std::abs(v));
+  expect_near_all(got, want, rel * std::max(scale, 1e-30), 0, what);
+}
+
+void check_resnet_op(const std::string& prefix, const std::vector<std::string>& names,
+                     const std::function<Tensor(const std::vector<Tensor>&)>& op) {
+  const auto& g = resnet_golden();
+  std::vector<Tensor> in;
+  for (auto& n : names) {
+    Tensor t = g.at(prefix + "." + n).clone();
+    t.set_requires_grad(true);
+    in.push_back(t);
+  }
+  Tensor y = op(in);
+  expect_near_all(y, g.at(prefix + ".y"), 1e-10, 1e-10, prefix + ".y");
+  y.backward(g.at(prefix + ".dy"));
+  for (size_t i = 0; i < in.size(); ++i)
+    expect_near_all(in[i].grad(), g.at(prefix + ".d" + names[i]), 1e-10, 1e-10,
+                    prefix + ".d" + names[i]);
+}
+
+std::shared_ptr<nn::Module> resnet20_from_init() {
+  const auto& g = resnet_golden();
+  auto model = nn::make_model("resnet20");
+  std::map<std::string, Tensor> state;
+  for (auto& [name, t] : model->state_dict()) state[name] = g.at("init." + name);
+  model->load_state_dict(state);
+  return model;
+}
+}  // namespace
+
+TEST(GoldenResNet, OpsMatchPyTorchInFloat64) {
+  const auto& g = resnet_golden();
+  for (bool training : {true, false}) {
+    std::string pre = training ? "bn_train" : "bn_eval";
+    Tensor rm = g.at(pre + ".running_mean_in").clone(), rv = g.at(pre + ".running_var_in").clone();
+    check_resnet_op(pre, {"x", "weight", "bias"}, [&](auto& v) {
+      return F::batch_norm(v[0], v[1], v[2], rm, rv, training, 0.1, 1e-5);
+    });
+    expect_near_all(rm, g.at(pre + ".running_mean_out"), 1e-10, 1e-10, pre + ".running_mean");
+    expect_near_all(rv, g.at(pre + ".running_var_out"), 1e-10, 1e-10, pre + ".running_var");
+  }
+  check_resnet_op("gap", {"x"}, [](auto& v) { return F::global_avg_pool2d(v[0]); });
+  check_resnet_op("shortcut_a", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
+  check_resnet_op("shortcut_a_odd", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
+}
+
+TEST(GoldenResNet, Resnet20ForwardBackwardAndRunningStatsMatchPyTorch) {
+  const auto& g = resnet_golden();
+  auto model = resnet20_from_init();
+  model->train();
+  Tensor logits = model->forward(g.at("inputs"));
+  expect_close_to_scale(logits, g.at("logits"), 5e-5, "logits");
+  Tensor loss = F::cross_entropy(logits, g.at("labels"));
+  EXPECT_NEAR(loss.item(), g.at("loss").item(), 5e-5 * std::abs(g.at("loss").item()));
+  loss.backward();
+  int checked = 0;
+  for (auto& [name, p] : model->named_parameters()) {
+    if (g.contains("grad." + name)) {
+      expect_close_to_scale(p.grad(), g.at("grad." + name), 5e-5, "grad." + name);
+      ++checked;
+    } else {  // stored as its norm only (fixture size)
+      double n2 = 0;
+      for (double v : p.grad().to_vector_f64()) n2 += v * v;
+      double want = g.at("grad_norm." + name).item();
+      EXPECT_NEAR(std::sqrt(n2), want, 5e-5 * want) << "grad_norm." << name;
+    }
+  }
+  EXPECT_GE(checked, 50);
+  for (auto& [name, b] : model->named_buffers())
+    expect_close_to_scale(b, g.at("after." + name), 5e-5, "after." + name);
+  model->eval();
+  NoGradGuard ng;
+  expect_close_to_scale(model->forward(g.at("inputs")), g.at("eval_logits"), 5e-5, "eval_logits");
+}
+
+TEST(GoldenResNet, Resnet20ThreeNesterovSgdStepsMatchPyTorch) {
+  const auto& g = resnet_golden();
+  auto model = resnet20_from_init();
+  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);
+  Tensor labels = g.at("step_labels");
+  optim::SGD opt(model->named_parameters(), {0.1, 0.9, 0, 5e-4, true});
+  std::vector<double> want_losses = g.at("sgd3_losses").to_vector_f64();
+  const int64_t b = inputs.size(1), per = inputs.numel() / inputs.size(0);
+  for (int64_t s = 0; s < inputs.size(0); ++s) {
+    Tensor x = Tensor::empty({b, 3, 32, 32});
+    std::memcpy(x.data<float>(), inputs.data<float>() + s * per, x.nbytes());
+    std::vector<int64_t> l(labels.data<int64_t>() + s * b, labels.data<int64_t>() + (s + 1) * b);
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model->forward(x), Tensor::from_labels(l));
+    EXPECT_NEAR(loss.item(), want_losses[s], 1e-4 * std::abs(want_losses[s])) << "step " << s;
+    loss.backward();
+    opt.step();
+  }
+  auto state = model->state_dict();
+  int checked = 0;
+  for (auto& [name, t] : state)
+    if (g.contains("sgd3." + name)) {
+      expect_close_to_scale(t, g.at("sgd3." + name), 1e-4, "sgd3." + name);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 10);
+}
+
+TEST(GoldenResNet, Resnet20ThreeAdamWStepsMatchPyTorch) {
+  const auto& g = resnet_golden();
+  auto model = resnet20_from_init();
+  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);
+  Tensor labels = g.at("step_labels");
+  optim::AdamW opt(model->named_parameters(), {1e-3, 0.9, 0.999, 1e-8, 5e-2});
+  std::vector<double> want_losses = g.at("adamw3_losses").to_vector_f64();
+  const int64_t b = inputs.size(1), per = inputs.numel() / inputs.size(0);
+  for (int64_t s = 0; s < inputs.size(0); ++s) {
+    Tensor x = Tensor::empty({b, 3, 32, 32});
+    std::memcpy(x.data<float>(), inputs.data<float>() + s * per, x.nbytes());
+    std::vector<int64_t> l(labels.data<int64_t>() + s * b, labels.data<int64_t>() + (s + 1) * b);
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model->forward(x), Tensor::from_labels(l));
+    EXPECT_NEAR(loss.item(), want_losses[s], 1e-4 * std::abs(want_losses[s])) << "step " << s;
+    loss.backward();
+    opt.step();
+  }
+  int checked = 0;
+  for (auto& [name, p] : model->named_parameters())
+    if (g.contains("adamw3." + name)) {
+      expect_close_to_scale(p, g.at("adamw3." + name), 1e-4, "adamw3." + name);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 7);
+}
+
+TEST(GoldenResNet, GradientClippingMatchesPyTorch) {
+  const auto& g = resnet_golden();
+  auto model = resnet20_from_init();
+  Tensor loss = F::cross_entropy(model->forward(g.at("inputs")), g.at("labels"));
+  loss.backward();
+  double total = optim::clip_grad_norm(model->parameters(), 0.5);
+  EXPECT_NEAR(total, g.at("clip.total_norm").item(), 5e-5 * g.at("clip.total_norm").item());
+  int checked = 0;
+  for (auto& [name, p] : model->named_parameters())
+    if (g.contains("clip.grad." + name)) {
+      expect_close_to_scale(p.grad(), g.at("clip.grad." + name), 5e-5, "clip.grad." + name);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 7);
+}
+
+TEST(GoldenResNet, ModelsHavePyTorchsNamesAndSizes) {
+  const auto& g = resnet_golden();
+  auto r20 = nn::make_model("resnet20");
+  for (auto& [name, t] : r20->state_dict()) {
+    ASSERT_TRUE(g.contains("init." + name)) << name;
+    EXPECT_EQ(t.shape(), g.at("init." + name).shape()) << name;
+  }
+  // Parameter counts printed by `bench/pytorch_resnet.py --check` (torch 1.13).
+  EXPECT_EQ(r20->num_parameters(), 269722);
+  EXPECT_EQ(nn::make_model("resnet32")->num_parameters(), 464154);
+  EXPECT_EQ(nn::make_model("resnet56")->num_parameters(), 853018);
+  auto r18 = nn::make_model("resnet18");
+  EXPECT_EQ(r18->num_parameters(), 11173962);
+  EXPECT_EQ(r18->named_parameters().size(), 62u);
+  EXPECT_EQ(r18->named_buffers().size(), 60u);
+  bool has_projection = false;
+  for (auto& [name, t] : r18->named_parameters())
+    has_projection |= name == "layer2.0.shortcut.0.weight" || name == "layer2.0.shortcut.1.weight";
+  EXPECT_TRUE(has_projection);
+}
