@@ -40,6 +40,14 @@ inline Device cpu_device() { return Device{}; }
 inline Device cuda_device(int index = 0) { return Device{DeviceType::kCUDA, index}; }
 
 using Shape = std::vector<int64_t>;
+
+// How a tensor's elements lie in memory. kStrided: shape and strides (row-major when contiguous).
+// kBlocked16: a 4-D (N, C, H, W) float tensor with C % 16 == 0 stored as oneDNN's nChw16c
+// (channel blocks of 16 innermost: offset ((n * C/16 + c/16) * H * W + h * W + w) * 16 + c % 16),
+// the layout oneDNN's convolutions run on. CPU kernels that know it keep activations blocked
+// between layers (convolution, batch norm, relu, add); a blocked tensor is never "contiguous",
+// so every other op converts it first (contiguous(), clone(), to_vector() give row-major).
+enum class Layout { kStrided, kBlocked16 };
 std::string shape_str(const Shape& s);  // "(4, 3, 32, 32)"
 int64_t shape_numel(const Shape& s);
 
@@ -70,6 +78,8 @@ class Tensor {
 
   // Factories. Contents of empty() are unspecified.
   static Tensor empty(const Shape& shape, DType dtype = DType::kFloat32, Device device = {});
+  // An uninitialised tensor in `layout` (kBlocked16 needs 4 dims with C % 16 == 0, on the CPU).
+  static Tensor empty_layout(const Shape& shape, DType dtype, Device device, Layout layout);
   static Tensor zeros(const Shape& shape, DType dtype = DType::kFloat32, Device device = {});
   static Tensor full(const Shape& shape, double value, DType dtype = DType::kFloat32,
                      Device device = {});
@@ -86,6 +96,12 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
+  Layout layout() const;
+  // Row-major contiguous or blocked: the storage holds exactly numel() elements in a layout that
+  // layout-aware kernels read directly.
+  bool is_dense() const;
+  // This tensor when it already has `layout`, else a converted copy (CPU, dense inputs).
+  Tensor to_layout(Layout layout) const;
 
   // Typed pointer to the first element (offset applied). Checks the dtype. For a CUDA tensor this
   // is a device pointer.
@@ -140,7 +156,8 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
   Shape shape;
-  Shape strides;
+  Shape strides;  // for kBlocked16: the row-major strides of shape (unused by the layout)
+  Layout layout = Layout::kStrided;
   DType dtype = DType::kFloat32;
   bool requires_grad = false;
   Tensor grad;

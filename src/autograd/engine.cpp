@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "hpcnet/autograd.h"
-#include "src/ops/ops.h"
+#include "src/ops/dispatch.h"
 
 namespace hpcnet {
 namespace {
@@ -55,7 +55,7 @@ namespace {
 // Whether g's buffer belongs to g alone (no other tensor or view refers to it), so the engine may
 // keep it as a gradient instead of copying.
 bool exclusively_owned(const Tensor& g) {
-  return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous() &&
+  return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_dense() &&
          g.impl()->offset == 0 && !g.requires_grad();
 }
 
@@ -63,7 +63,14 @@ bool exclusively_owned(const Tensor& g) {
 // from a kernel), else a copy: g may alias other gradients.
 void accumulate(Tensor& grad, Tensor&& g) {
   if (!grad.defined()) {
-    grad = exclusively_owned(g) ? std::move(g) : g.contiguous().clone();
+    if (exclusively_owned(g)) {
+      grad = std::move(g);
+    } else if (g.layout() == Layout::kBlocked16) {  // keep the layout its producer chose
+      grad = Tensor::empty_layout(g.shape(), g.dtype(), g.device(), g.layout());
+      grad.copy_(g);
+    } else {
+      grad = g.contiguous().clone();
+    }
   } else {
     ops::add_inplace(grad, g);
   }
@@ -152,9 +159,11 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
         if (!p.defined()) {
           p = grads[i];
         } else {
-          // Sum into a fresh buffer unless p is already one we own.
-          Tensor sum = p.clone();
-          ops::add_inplace(sum, grads[i]);
+          // Sum into a fresh buffer (p or grads[i] may alias saved tensors), in p's layout.
+          Tensor a = p.is_dense() ? p : p.contiguous();
+          Tensor b = ops::as_layout(grads[i], a);
+          Tensor sum = Tensor::empty_layout(a.shape(), a.dtype(), a.device(), a.layout());
+          ops::add(a, b, sum);
           p = sum;
         }
       } else {

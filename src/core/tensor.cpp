@@ -91,6 +91,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::empty_layout(const Shape& shape, DType dtype, Device device, Layout layout) {
+  Tensor t = empty(shape, dtype, device);
+  if (layout == Layout::kBlocked16) {
+    HPCNET_CHECK(shape.size() == 4 && shape[1] % 16 == 0 && device.is_cpu(),
+                 "blocked layout needs a CPU (N, C, H, W) tensor with C % 16 == 0, got " +
+                     shape_str(shape));
+    t.impl_->layout = layout;
+  }
+  return t;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   if (device.is_cpu())
@@ -155,7 +166,62 @@ Device Tensor::device() const {
   HPCNET_CHECK(defined(), "device() of an undefined tensor");
   return impl_->storage->device();
 }
-bool Tensor::is_contiguous() const { return strides() == contiguous_strides(shape()); }
+bool Tensor::is_contiguous() const {
+  return impl_->layout == Layout::kStrided && strides() == contiguous_strides(shape());
+}
+Layout Tensor::layout() const {
+  HPCNET_CHECK(defined(), "layout() of an undefined tensor");
+  return impl_->layout;
+}
+bool Tensor::is_dense() const { return impl_->layout == Layout::kBlocked16 || is_contiguous(); }
+
+namespace {
+// Row-major (N, C, H, W) <-> nChw16c, element type T (bitwise copies).
+template <class T>
+void convert_blocked(const T* src, T* dst, const Shape& s, bool to_blocked) {
+  const int64_t n = s[0], cb = s[1] / 16, hw = s[2] * s[3];
+#pragma omp parallel for collapse(2) schedule(static) if (n * cb * hw > (1 << 14))
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t b = 0; b < cb; ++b) {
+      const int64_t plain = (i * cb + b) * 16 * hw;  // channel c = 16 b + l at plain + l * hw
+      const int64_t blk = (i * cb + b) * hw * 16;    // same block, pixel-major
+      for (int64_t p = 0; p < hw; ++p)
+        for (int64_t l = 0; l < 16; ++l) {
+          if (to_blocked)
+            dst[blk + p * 16 + l] = src[plain + l * hw + p];
+          else
+            dst[plain + l * hw + p] = src[blk + p * 16 + l];
+        }
+    }
+}
+
+void convert_layout(const Tensor& src, Tensor& dst) {
+  HPCNET_CHECK(src.device().is_cpu() && dst.device().is_cpu() && src.dtype() == dst.dtype(),
+               "layout conversion needs CPU tensors of one dtype");
+  const bool to_blocked = dst.layout() == Layout::kBlocked16;
+  switch (dtype_size(src.dtype())) {
+    case 4:
+      convert_blocked(static_cast<const uint32_t*>(src.raw_data()),
+                      static_cast<uint32_t*>(dst.raw_data()), src.shape(), to_blocked);
+      break;
+    case 8:
+      convert_blocked(static_cast<const uint64_t*>(src.raw_data()),
+                      static_cast<uint64_t*>(dst.raw_data()), src.shape(), to_blocked);
+      break;
+    default:
+      HPCNET_CHECK(false, std::string("blocked layout of ") + dtype_name(src.dtype()));
+  }
+}
+}  // namespace
+
+Tensor Tensor::to_layout(Layout l) const {
+  if (layout() == l) return *this;
+  Tensor src = l == Layout::kBlocked16 ? contiguous() : *this;
+  Tensor out = empty_layout(shape(), dtype(), device(), l);
+  if (src.layout() == l) return src;
+  convert_layout(src, out);
+  return out;
+}
 
 void* Tensor::raw_data() const {
   HPCNET_CHECK(defined(), "raw_data() of an undefined tensor");
@@ -309,7 +375,10 @@ void upload_mirror(const Tensor& mirror, const Tensor& t) {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
-  out.copy_(*this);
+  if (layout() == Layout::kBlocked16)
+    convert_layout(*this, out);
+  else
+    out.copy_(*this);
   return out;
 }
 
@@ -321,6 +390,7 @@ Tensor Tensor::detach() const {
   impl->offset = impl_->offset;
   impl->shape = impl_->shape;
   impl->strides = impl_->strides;
+  impl->layout = impl_->layout;
   impl->dtype = impl_->dtype;
   return Tensor(std::move(impl));
 }
@@ -346,6 +416,7 @@ Tensor& Tensor::to_(Device d) {
   impl_->storage = moved.impl_->storage;
   impl_->offset = 0;
   impl_->strides = contiguous_strides(impl_->shape);
+  impl_->layout = Layout::kStrided;
   if (impl_->grad.defined()) impl_->grad.to_(d);
   return *this;
 }
@@ -405,6 +476,19 @@ void Tensor::fill_(double value) {
 void Tensor::copy_(const Tensor& src) {
   HPCNET_CHECK(src.shape() == shape(), "copy_: shape " + shape_str(src.shape()) + " into " +
                                            shape_str(shape()));
+  if (src.layout() == Layout::kBlocked16 || layout() == Layout::kBlocked16) {
+    if (src.layout() == layout() && src.dtype() == dtype()) {
+      std::memmove(raw_data(), src.raw_data(), nbytes());
+      return;
+    }
+    // Through a row-major tensor of this dtype (conversion, strides and devices as below).
+    Tensor plain = src.layout() == Layout::kBlocked16 ? src.to_layout(Layout::kStrided) : src;
+    if (layout() != Layout::kBlocked16) return copy_(plain);
+    Tensor staged = empty(shape(), dtype(), device());
+    staged.copy_(plain);
+    convert_layout(staged, *this);
+    return;
+  }
   if (!device().is_cpu() || !src.device().is_cpu()) {
     bool same_storage = src.impl_->storage == impl_->storage;
     if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous() && !same_storage) {

@@ -17,9 +17,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& residual, Tensor& running_mean, Tensor& running_var,
                         Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                         const BatchNormParams& p) {
-  detail::check_same_device("batch_norm", x.device(),
-                            {&x, &weight, &bias, &residual, &running_mean, &running_var, &y,
-                             &save_mean, &save_invstd});
+  detail::check_same_device_dense("batch_norm", x.device(),
+                                  {&x, &weight, &bias, &residual, &running_mean, &running_var,
+                                   &y, &save_mean, &save_invstd});
   HPCNET_DISPATCH_FLOPS(4.0 * x.numel(), x.device(), batch_norm_forward, x, weight, bias,
                         residual, running_mean, running_var, y, save_mean, save_invstd, p);
 }
@@ -27,8 +27,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                          const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                          Tensor& dweight, Tensor& dbias, const BatchNormParams& p) {
-  detail::check_same_device("batch_norm_backward", x.device(),
-                            {&g, &x, &weight, &save_mean, &save_invstd, &dx, &dweight, &dbias});
+  detail::check_same_device_dense("batch_norm_backward", x.device(),
+                                  {&g, &x, &weight, &save_mean, &save_invstd, &dx, &dweight,
+                                   &dbias});
   HPCNET_DISPATCH_FLOPS(6.0 * x.numel(), x.device(), batch_norm_backward, g, x, weight,
                         save_mean, save_invstd, dx, dweight, dbias, p);
 }
@@ -42,14 +43,14 @@ struct BatchNormNode : Node {
   bool has_weight = false, has_bias = false, has_residual = false;
   const char* name() const override { return "BatchNormBackward"; }
   std::vector<Tensor> backward(const Tensor& grad_out) override {
-    Tensor g = grad_out.contiguous();
+    Tensor g = ops::as_layout(grad_out, x);
     if (p.relu) {
-      Tensor masked = Tensor::empty(g.shape(), g.dtype(), g.device());
+      Tensor masked = Tensor::empty_layout(g.shape(), g.dtype(), g.device(), g.layout());
       ops::relu_backward(g, y, masked);
       g = masked;
     }
     Tensor dx, dw, db;
-    if (edges[0].active()) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if (edges[0].active()) dx = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
     if (has_weight && edges[1].active()) dw = Tensor::empty(weight.shape(), x.dtype(), x.device());
     if (has_bias && edges[2].active()) db = Tensor::empty({x.size(1)}, x.dtype(), x.device());
     if (dx.defined() || dw.defined() || db.defined())
@@ -88,9 +89,9 @@ Tensor F::batch_norm_act(const Tensor& x_in, const Tensor& weight, const Tensor&
     HPCNET_CHECK(residual_in.shape() == x_in.shape(),
                  "batch_norm: residual " + shape_str(residual_in.shape()) +
                      " must have the input's shape " + shape_str(x_in.shape()));
-  Tensor x = x_in.contiguous();
-  Tensor residual = residual_in.defined() ? residual_in.contiguous() : Tensor();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();  // keeps a blocked layout
+  Tensor residual = ops::as_layout(residual_in, x);
+  Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
   Tensor save_mean = Tensor::empty({c}, x.dtype(), x.device());
   Tensor save_invstd = Tensor::empty({c}, x.dtype(), x.device());
   ops::BatchNormParams p{eps, momentum, training, relu};

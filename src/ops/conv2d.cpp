@@ -27,7 +27,8 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
     detail::check_shape(op, b, {w.size(0)}, "bias");
     detail::check_dtype(op, b, x.dtype(), "bias");
   }
-  detail::check_same_device(op, x.device(), {&x, &w, &b});
+  detail::check_same_device_dense(op, x.device(), {&x});  // x may be blocked
+  detail::check_same_device(op, x.device(), {&w, &b});
 }
 }  // namespace
 
@@ -42,13 +43,17 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  detail::check_same_device("conv2d_backward_data", dy.device(), {&dy, &w, &dx});
+  detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dy});
+  detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dx});
+  detail::check_same_device("conv2d_backward_data", dy.device(), {&w});
   HPCNET_DISPATCH_FLOPS(conv_flops(w, dy), dy.device(), conv2d_backward_data, dy, w, dx, p);
 }
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
                              const Conv2dParams& p) {
-  detail::check_same_device("conv2d_backward_weights", x.device(), {&x, &dy, &dw, &db});
+  detail::check_same_device_dense("conv2d_backward_weights", x.device(), {&x});
+  detail::check_same_device_dense("conv2d_backward_weights", x.device(), {&dy});
+  detail::check_same_device("conv2d_backward_weights", x.device(), {&dw, &db});
   HPCNET_DISPATCH_FLOPS(conv_flops(dw, dy), x.device(), conv2d_backward_weights, x, dy, dw, db, p);
 }
 
@@ -62,15 +67,17 @@ struct Conv2dNode : Node {
   ops::Conv2dParams p;
   const char* name() const override { return relu ? "Conv2dReluBackward" : "Conv2dBackward"; }
   std::vector<Tensor> backward(const Tensor& grad_out) override {
-    Tensor dy = grad_out.contiguous();
+    // The kernels take either layout for each tensor; dx comes back in x's layout.
+    Tensor dy = relu ? ops::as_layout(grad_out, y)
+                     : (grad_out.is_dense() ? grad_out : grad_out.contiguous());
     if (relu) {
-      Tensor masked = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+      Tensor masked = Tensor::empty_layout(dy.shape(), dy.dtype(), dy.device(), dy.layout());
       ops::relu_backward(dy, y, masked);
       dy = masked;
     }
     Tensor dx, dw, db;
     if (edges[0].active()) {
-      dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      dx = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
       ops::conv2d_backward_data(dy, w, dx, p);
     }
     if (edges[1].active() || (has_bias && edges[2].active())) {
@@ -86,14 +93,19 @@ struct Conv2dNode : Node {
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
                    int64_t padding, bool relu) {
   HPCNET_CHECK(stride >= 1 && padding >= 0, "conv2d: stride must be >= 1 and padding >= 0");
-  Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
+  Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
+  Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
   ops::Conv2dParams p{stride, stride, padding, padding};
   HPCNET_CHECK(x.dim() == 4 && w.dim() == 4, "conv2d: input and weight must be 4-d");
   int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding);
   int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding);
   HPCNET_CHECK(oh > 0 && ow > 0, "conv2d: kernel " + shape_str(w.shape()) +
                                      " is larger than the padded input " + shape_str(x.shape()));
-  Tensor y = Tensor::empty({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device());
+  // CPU convolutions that run on oneDNN's blocked kernels leave their output blocked, so the
+  // next convolution (through batch norm and relu) reads it without a reorder.
+  const bool blocked = x.device().is_cpu() && cpu::conv2d_wants_blocked(x, w.shape(), p);
+  Tensor y = Tensor::empty_layout({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device(),
+                                  blocked ? Layout::kBlocked16 : Layout::kStrided);
   ops::conv2d_forward(x, w, b, y, p, relu);
   if (any_requires_grad({&x_in, &w_in, &b_in})) {
     auto node = std::make_shared<Conv2dNode>();

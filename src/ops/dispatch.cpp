@@ -24,6 +24,32 @@ void check_same_device(const char* op, Device d, std::initializer_list<const Ten
   }
 }
 
+void check_same_device_dense(const char* op, Device d, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t || !t->defined()) continue;
+    if (!(t->device() == d))
+      throw Error(std::string(op) + ": tensors on different devices (" + t->device().str() +
+                  " and " + d.str() + ")");
+    if (!t->is_dense())
+      throw Error(std::string(op) + ": kernels take dense tensors; got strides " +
+                  shape_str(t->strides()));
+    if (first && t->dim() == first->dim() && t->layout() != first->layout())
+      throw Error(std::string(op) + ": tensors of one shape in different layouts");
+    if (!first) first = t;
+  }
+}
+
+}  // namespace detail
+
+Tensor as_layout(const Tensor& t, const Tensor& like) {
+  if (!t.defined()) return t;
+  if (t.layout() == like.layout() && t.is_dense()) return t;
+  return t.contiguous().to_layout(like.layout());
+}
+
+namespace detail {
+
 void check_dtype(const char* op, const Tensor& t, DType want, const char* arg) {
   if (t.dtype() != want)
     throw Error(std::string(op) + ": " + arg + " has dtype " + dtype_name(t.dtype()) +

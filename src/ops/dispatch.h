@@ -17,7 +17,18 @@ namespace hpcnet::ops::detail {
 [[noreturn]] void no_backend(const char* op, Device d);
 // Checks that every defined tensor is on `d` and contiguous; names the op and the argument.
 void check_same_device(const char* op, Device d, std::initializer_list<const Tensor*> ts);
+// As check_same_device, but accepts blocked tensors too (for layout-aware kernels); tensors of
+// the same rank must share one layout.
+void check_same_device_dense(const char* op, Device d, std::initializer_list<const Tensor*> ts);
 void check_dtype(const char* op, const Tensor& t, DType want, const char* arg);
+}  // namespace hpcnet::ops::detail
+
+namespace hpcnet::ops {
+// t in the layout of `like` (t itself when it already is; a converted copy otherwise).
+Tensor as_layout(const Tensor& t, const Tensor& like);
+}  // namespace hpcnet::ops
+
+namespace hpcnet::ops::detail {
 void check_shape(const char* op, const Tensor& t, const Shape& want, const char* arg);
 }  // namespace hpcnet::ops::detail
 

@@ -16,23 +16,24 @@ HPCNET_DEFINE_OP(sum)
 HPCNET_DEFINE_OP(mean)
 
 void relu_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("relu", x.device(), {&x, &y});
+  detail::check_same_device_dense("relu", x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), relu_forward, x, y);
 }
 void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
-  detail::check_same_device("relu_backward", dy.device(), {&dy, &y, &dx});
+  detail::check_same_device_dense("relu_backward", dy.device(), {&dy, &y, &dx});
   HPCNET_DISPATCH(dy.device(), relu_backward, dy, y, dx);
 }
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   detail::check_shape("add", b, a.shape(), "other");
   detail::check_dtype("add", b, a.dtype(), "other");
-  detail::check_same_device("add", a.device(), {&a, &b, &out});
+  detail::check_same_device_dense("add", a.device(), {&a, &b, &out});
   HPCNET_DISPATCH(a.device(), add, a, b, out);
 }
-void add_inplace(Tensor& a, const Tensor& b) {
-  detail::check_shape("add_", b, a.shape(), "other");
-  detail::check_dtype("add_", b, a.dtype(), "other");
-  detail::check_same_device("add_", a.device(), {&a, &b});
+void add_inplace(Tensor& a, const Tensor& b_in) {
+  detail::check_shape("add_", b_in, a.shape(), "other");
+  detail::check_dtype("add_", b_in, a.dtype(), "other");
+  Tensor b = as_layout(b_in, a);  // gradients of one tensor may arrive in either layout
+  detail::check_same_device_dense("add_", a.device(), {&a, &b});
   HPCNET_DISPATCH(a.device(), add_inplace, a, b);
 }
 void scale(const Tensor& x, double s, Tensor& out) {
@@ -60,8 +61,8 @@ struct ReluNode : Node {
   Tensor y;
   const char* name() const override { return "ReluBackward"; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
-    ops::relu_backward(g.contiguous(), y, dx);
+    Tensor dx = Tensor::empty_layout(y.shape(), y.dtype(), y.device(), y.layout());
+    ops::relu_backward(ops::as_layout(g, y), y, dx);
     return {dx};
   }
   void release() override { y = Tensor(); }
@@ -115,8 +116,8 @@ Tensor reduce_impl(const Tensor& x_in, bool is_mean) {
 }  // namespace
 
 Tensor F::relu(const Tensor& x_in) {
-  Tensor x = x_in.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();  // keeps a blocked layout
+  Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
   ops::relu_forward(x, y);
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<ReluNode>();
@@ -127,8 +128,11 @@ Tensor F::relu(const Tensor& x_in) {
 }
 
 Tensor F::add(const Tensor& a_in, const Tensor& b_in) {
-  Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  HPCNET_CHECK(a_in.shape() == b_in.shape(), "add: shapes " + shape_str(a_in.shape()) + " and " +
+                                                 shape_str(b_in.shape()) + " differ");
+  Tensor a = a_in.is_dense() ? a_in : a_in.contiguous();
+  Tensor b = ops::as_layout(b_in, a);
+  Tensor y = Tensor::empty_layout(a.shape(), a.dtype(), a.device(), a.layout());
   ops::add(a, b, y);
   if (any_requires_grad({&a_in, &b_in})) record(std::make_shared<AddNode>(), {&a_in, &b_in}, y);
   return y;

@@ -4,7 +4,9 @@
 // backward is two passes over g and x (the two channel sums, then dx). Sums are taken relative
 // to a per-channel shift (the channel's first element) in float within a plane and in double
 // across planes, so a large mean does not cancel the variance away.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
@@ -41,6 +43,156 @@ void channel_moments(const T* x, const BnDims& d, int64_t c, T shift, double& s1
   }
 }
 
+// ---- nChw16c (Layout::kBlocked16): 16 channels per vector, threads over (n, channel block) ----
+
+// Per-channel sums of a(x) and b(x) over N, H, W in the blocked layout: f(off, c, a, b) adds one
+// element's contributions; partial sums per thread in float per plane, double across planes.
+template <class T, class F>
+void blocked_channel_sums(const BnDims& d, std::vector<double>& s1, std::vector<double>& s2,
+                          F&& f) {
+  const int64_t cb = d.c / 16;
+  s1.assign(d.c, 0.0);
+  s2.assign(d.c, 0.0);
+#pragma omp parallel if (d.n * d.c * d.hw > (1 << 15))
+  {
+    std::vector<double> l1(d.c, 0.0), l2(d.c, 0.0);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t n = 0; n < d.n; ++n)
+      for (int64_t b = 0; b < cb; ++b) {
+        // float sums over runs of 32 pixels, then double: a plane of 1024 pixels summed in one
+        // float per channel loses digits when g * (x - mean) cancels.
+        const int64_t base = (n * cb + b) * d.hw * 16;
+        for (int64_t p0 = 0; p0 < d.hw; p0 += 32) {
+          T a[16] = {}, q[16] = {};
+          const int64_t p1 = std::min<int64_t>(p0 + 32, d.hw);
+          for (int64_t p = p0; p < p1; ++p) {
+#pragma omp simd
+            for (int64_t l = 0; l < 16; ++l) f(base + p * 16 + l, b * 16 + l, a[l], q[l]);
+          }
+          for (int64_t l = 0; l < 16; ++l) {
+            l1[b * 16 + l] += a[l];
+            l2[b * 16 + l] += q[l];
+          }
+        }
+      }
+#pragma omp critical
+    for (int64_t c = 0; c < d.c; ++c) {
+      s1[c] += l1[c];
+      s2[c] += l2[c];
+    }
+  }
+}
+
+// out[off] = f(off, c) over the blocked tensor.
+template <class F>
+void blocked_map(const BnDims& d, F&& f) {
+  const int64_t cb = d.c / 16;
+#pragma omp parallel for collapse(2) schedule(static) if (d.n * d.c * d.hw > (1 << 15))
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t b = 0; b < cb; ++b) {
+      const int64_t base = (n * cb + b) * d.hw * 16;
+      for (int64_t p = 0; p < d.hw; ++p) {
+#pragma omp simd
+        for (int64_t l = 0; l < 16; ++l) f(base + p * 16 + l, b * 16 + l);
+      }
+    }
+}
+
+template <class T>
+void bn_forward_blocked(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const Tensor& residual, Tensor& running_mean, Tensor& running_var,
+                        Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                        const BatchNormParams& p) {
+  BnDims d = bn_dims(x);
+  const T* px = x.data<T>();
+  const T* pw = opt_data<T>(weight);
+  const T* pb = opt_data<T>(bias);
+  const T* pr = opt_data<T>(residual);
+  T* rm = running_mean.defined() ? running_mean.data<T>() : nullptr;
+  T* rv = running_var.defined() ? running_var.data<T>() : nullptr;
+  T* py = y.data<T>();
+  T* sm = save_mean.data<T>();
+  T* si = save_invstd.data<T>();
+  const double m = static_cast<double>(d.n * d.hw);
+  std::vector<T> shift(d.c), a(d.c), b(d.c);
+  for (int64_t c = 0; c < d.c; ++c) shift[c] = px[(c / 16) * d.hw * 16 + c % 16];  // n = 0, p = 0
+  std::vector<double> s1, s2;
+  if (p.training) {
+    const T* sh = shift.data();
+    blocked_channel_sums<T>(d, s1, s2, [&](int64_t off, int64_t c, T& u, T& v) {
+      T t = px[off] - sh[c];
+      u += t;
+      v += t * t;
+    });
+  }
+  for (int64_t c = 0; c < d.c; ++c) {
+    double mean, invstd;
+    if (p.training) {
+      double dm = s1[c] / m;
+      double var = std::max(s2[c] / m - dm * dm, 0.0);
+      mean = dm + shift[c];
+      invstd = 1.0 / std::sqrt(var + p.eps);
+      if (rm) rm[c] = static_cast<T>((1 - p.momentum) * rm[c] + p.momentum * mean);
+      if (rv) {
+        double unbiased = m > 1 ? var * m / (m - 1) : var;
+        rv[c] = static_cast<T>((1 - p.momentum) * rv[c] + p.momentum * unbiased);
+      }
+    } else {
+      mean = rm[c];
+      invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + p.eps);
+    }
+    sm[c] = static_cast<T>(mean);
+    si[c] = static_cast<T>(invstd);
+    double wa = pw ? static_cast<double>(pw[c]) : 1.0;
+    a[c] = static_cast<T>(invstd * wa);
+    b[c] = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mean * invstd * wa);
+  }
+  const T* pa = a.data();
+  const T* pbb = b.data();
+  const bool relu = p.relu;
+  blocked_map(d, [&](int64_t off, int64_t c) {
+    T v = px[off] * pa[c] + pbb[c];
+    if (pr) v += pr[off];
+    py[off] = relu ? (v > 0 ? v : T(0)) : v;
+  });
+}
+
+template <class T>
+void bn_backward_blocked(const Tensor& g, const Tensor& x, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                         Tensor& dweight, Tensor& dbias, const BatchNormParams& p) {
+  BnDims d = bn_dims(x);
+  const T* pg = g.data<T>();
+  const T* px = x.data<T>();
+  const T* pw = opt_data<T>(weight);
+  const T* sm = save_mean.data<T>();
+  const T* si = save_invstd.data<T>();
+  T* pdx = dx.defined() ? dx.data<T>() : nullptr;
+  T* pdw = dweight.defined() ? dweight.data<T>() : nullptr;
+  T* pdb = dbias.defined() ? dbias.data<T>() : nullptr;
+  const double m = static_cast<double>(d.n * d.hw);
+  std::vector<double> sum_g, sum_gx;
+  blocked_channel_sums<T>(d, sum_g, sum_gx, [&](int64_t off, int64_t c, T& u, T& v) {
+    u += pg[off];
+    v += pg[off] * (px[off] - sm[c]);
+  });
+  std::vector<T> k(d.c), c0(d.c), c1(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double invstd = si[c];
+    if (pdw) pdw[c] = static_cast<T>(sum_gx[c] * invstd);
+    if (pdb) pdb[c] = static_cast<T>(sum_g[c]);
+    double w = pw ? static_cast<double>(pw[c]) : 1.0;
+    k[c] = static_cast<T>(w * invstd);
+    c0[c] = p.training ? static_cast<T>(-w * invstd * sum_g[c] / m) : T(0);
+    c1[c] = p.training ? static_cast<T>(-w * invstd * invstd * invstd * sum_gx[c] / m) : T(0);
+  }
+  if (!pdx) return;
+  const T *pk = k.data(), *p0 = c0.data(), *p1 = c1.data();
+  blocked_map(d, [&](int64_t off, int64_t c) {
+    pdx[off] = pk[c] * pg[off] + p0[c] + p1[c] * (px[off] - sm[c]);
+  });
+}
+
 }  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -49,6 +201,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const BatchNormParams& p) {
   dispatch_float(x.dtype(), "batch_norm", [&](auto tag) {
     using T = decltype(tag);
+    if (x.layout() == Layout::kBlocked16)
+      return bn_forward_blocked<T>(x, weight, bias, residual, running_mean, running_var, y,
+                                   save_mean, save_invstd, p);
     BnDims d = bn_dims(x);
     const T* px = x.data<T>();
     const T* pw = opt_data<T>(weight);
@@ -115,6 +270,8 @@ void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                          Tensor& dweight, Tensor& dbias, const BatchNormParams& p) {
   dispatch_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
+    if (x.layout() == Layout::kBlocked16)
+      return bn_backward_blocked<T>(g, x, weight, save_mean, save_invstd, dx, dweight, dbias, p);
     BnDims d = bn_dims(x);
     const T* pg = g.data<T>();
     const T* px = x.data<T>();

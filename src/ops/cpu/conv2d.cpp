@@ -1,7 +1,10 @@
 // CPU 2-D convolution: float32 through oneDNN (forward with fused bias and optional ReLU, backward
 // data, backward weights with bias), float64 through reference loops. Tensors are plain NCHW /
 // OIHW; oneDNN primitives are cached per shape.
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "src/ops/cpu/conv2d_direct.h"
 #include "src/ops/cpu/cpu_ops.h"
@@ -25,10 +28,11 @@ double conv_macs(const ConvShape& s) {
   return static_cast<double>(s.n) * s.k * s.p * s.q * s.c * s.r * s.s;
 }
 
+// `variant`: bf16 + 2 * (first tensor blocked) + 4 * (second tensor blocked).
 DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu,
-                 bool bf16) {
+                 int variant) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h,
-                  p.pad_w, bias, relu, bf16);
+                  p.pad_w, bias, relu, variant);
 }
 
 // Descriptors of a convolution: the tensors' own (plain NCHW / OIHW f32) and the ones the
@@ -83,9 +87,36 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
   return convolution_forward::primitive_desc(d, attr, dnnl_engine());
 }
 
-bool conv_bf16() { return ops::conv_precision() == ops::Precision::kBFloat16; }
+// Whether this convolution computes in bfloat16. With --precision bf16, convolutions whose input
+// channels fill oneDNN's 16-wide blocks and whose stride is 1 do; the RGB stem (C = 3) and the
+// strided down-sampling convolutions stay float32, because oneDNN 2.6's bf16 kernels for them
+// are slower than its float32 ones (backward weights of the stride-2 3x3s: about 1 s per call
+// on this 2-core AVX512-BF16 machine, against 0.1 s in float32; measured with ONEDNN_VERBOSE).
+bool conv_bf16(int64_t c, const Conv2dParams& p) {
+  return ops::conv_precision() == ops::Precision::kBFloat16 && c % 16 == 0 &&
+         p.stride_h == 1 && p.stride_w == 1;
+}
+
+std::atomic<bool>& blocked_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("HPCNET_BLOCKED");
+    return !(e && std::string(e) == "0");
+  }()};
+  return on;
+}
+bool blocked_enabled() { return blocked_flag().load(); }
+
+// The user-side descriptor of a tensor: plain NCHW or nChw16c.
+memory::desc user_md(const Tensor& t) {
+  if (t.layout() == Layout::kBlocked16)
+    return memory::desc({t.size(0), t.size(1), t.size(2), t.size(3)}, memory::data_type::f32,
+                        memory::format_tag::nChw16c);
+  return plain_md({t.size(0), t.size(1), t.size(2), t.size(3)});
+}
+
 
 bool use_direct(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  if (conv_bf16(w[1], p)) return false;  // bfloat16 runs on oneDNN's kernels only
   switch (conv_algo()) {
     case ConvAlgo::kOneDnn: return false;
     case ConvAlgo::kDirect: HPCNET_CHECK(conv2d_direct_applies(x, w, p), "direct conv does not apply");
@@ -142,6 +173,13 @@ void conv_for_each_mac(const ConvShape& s, const Conv2dParams& p, F&& f) {
 
 }  // namespace
 
+void set_blocked_layouts(bool on) { blocked_flag().store(on); }
+
+bool conv2d_wants_blocked(const Tensor& x, const Shape& w, const Conv2dParams& p) {
+  if (x.dtype() != DType::kFloat32 || w[0] % 16 != 0 || !blocked_enabled()) return false;
+  return x.layout() == Layout::kBlocked16 || !use_direct(x.shape(), w, p);
+}
+
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p, bool relu) {
   ConvShape s = conv_shape(x, w.shape(), y.shape());
@@ -151,16 +189,18 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                  y.data<double>(), relu);
     return;
   }
-  if (use_direct(x.shape(), w.shape(), p)) return conv2d_direct_forward(x, w, b, y, p, relu);
-  const bool bf16 = conv_bf16();
-  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu, bf16), [&](DnnlOp& op) {
+  const int lx = static_cast<int>(x.layout()), ly = static_cast<int>(y.layout());
+  if (!lx && !ly && use_direct(x.shape(), w.shape(), p))
+    return conv2d_direct_forward(x, w, b, y, p, relu);
+  const bool bf16 = conv_bf16(s.c, p);
+  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu, bf16 + 2 * lx + 4 * ly), [&](DnnlOp& op) {
     ConvMds m = conv_mds(s, p, bf16);
     auto pd = conv_fwd_pd(m, has_b, relu);
     op.prim = dnnl::convolution_forward(pd);
-    op.add_staged_arg(DNNL_ARG_SRC, m.x, pd.src_desc(), true);
+    op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
     if (has_b) op.add_arg(DNNL_ARG_BIAS, m.b);
-    op.add_staged_arg(DNNL_ARG_DST, m.y, pd.dst_desc(), false);
+    op.add_staged_arg(DNNL_ARG_DST, user_md(y), pd.dst_desc(), false);
   });
   e.bind(DNNL_ARG_SRC, x);
   e.bind(DNNL_ARG_WEIGHTS, w);
@@ -180,18 +220,20 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdx[xi] += pdy[yi] * pw[wi]; });
     return;
   }
-  if (use_direct(dx.shape(), w.shape(), p)) return conv2d_direct_backward_data(dy, w, dx, p);
-  const bool bf16 = conv_bf16();
-  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false, bf16), [&](DnnlOp& op) {
+  const int ly = static_cast<int>(dy.layout()), lx = static_cast<int>(dx.layout());
+  if (!lx && !ly && use_direct(dx.shape(), w.shape(), p))
+    return conv2d_direct_backward_data(dy, w, dx, p);
+  const bool bf16 = conv_bf16(s.c, p);
+  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false, bf16 + 2 * lx + 4 * ly), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
                                       m.y_any_in, m.strides, m.pad_l, m.pad_r);
     convolution_backward_data::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, false, false));
     op.prim = convolution_backward_data(pd);
-    op.add_staged_arg(DNNL_ARG_DIFF_DST, m.y, pd.diff_dst_desc(), true);
+    op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
-    op.add_staged_arg(DNNL_ARG_DIFF_SRC, m.x, pd.diff_src_desc(), false);
+    op.add_staged_arg(DNNL_ARG_DIFF_SRC, user_md(dx), pd.diff_src_desc(), false);
   });
   e.bind(DNNL_ARG_DIFF_DST, dy);
   e.bind(DNNL_ARG_WEIGHTS, w);
@@ -219,9 +261,11 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     }
     return;
   }
-  if (use_direct(x.shape(), dw.shape(), p)) return conv2d_direct_backward_weights(x, dy, dw, db, p);
-  const bool bf16 = conv_bf16();
-  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false, bf16), [&](DnnlOp& op) {
+  const int lx = static_cast<int>(x.layout()), ly = static_cast<int>(dy.layout());
+  if (!lx && !ly && use_direct(x.shape(), dw.shape(), p))
+    return conv2d_direct_backward_weights(x, dy, dw, db, p);
+  const bool bf16 = conv_bf16(s.c, p);
+  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false, bf16 + 2 * lx + 4 * ly), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
@@ -233,8 +277,8 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     convolution_backward_weights::primitive_desc pd(d, dnnl_engine(),
                                                     conv_fwd_pd(m, has_b, false));
     op.prim = convolution_backward_weights(pd);
-    op.add_staged_arg(DNNL_ARG_SRC, m.x, pd.src_desc(), true);
-    op.add_staged_arg(DNNL_ARG_DIFF_DST, m.y, pd.diff_dst_desc(), true);
+    op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
+    op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);
     op.add_staged_arg(DNNL_ARG_DIFF_WEIGHTS, m.w, pd.diff_weights_desc(), false);
     if (has_b) op.add_arg(DNNL_ARG_DIFF_BIAS, m.b);
   });

@@ -319,7 +319,7 @@ bool conv2d_direct_applies(const Shape& x, const Shape& w, const Conv2dParams& p
   int64_t c = w[1], k = w[0], r = w[2], s = w[3];
   if (r != s || r < 1 || r > 7 || p.pad_h >= r) return false;
   // oneDNN's blocked kernels win once channels fill its 16-wide blocks.
-  return c <= 16 && k <= 32;
+  return c <= 16 && k <= 32 && !(c % 16 == 0 && k % 16 == 0);
 }
 
 void conv2d_direct_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,

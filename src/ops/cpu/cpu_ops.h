@@ -12,4 +12,10 @@ using ops::SgdParams;
 using ops::BatchNormParams;
 using ops::AdamWParams;
 #include "src/ops/kernels.inc"
+
+// Whether a float32 convolution of x by weights w would run on oneDNN's blocked kernels and
+// should write its output in Layout::kBlocked16 (off when HPCNET_BLOCKED=0 in the environment).
+bool conv2d_wants_blocked(const Tensor& x, const Shape& w, const Conv2dParams& p);
+// Turns blocked activations on or off for convolutions started afterwards (tests, A/B timing).
+void set_blocked_layouts(bool on);
 }  // namespace hpcnet::cpu

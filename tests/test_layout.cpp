@@ -1,0 +1,192 @@
+// Layout::kBlocked16 (nChw16c) against row-major: conversions round-trip, and every layout-aware
+// op (conv2d forward/backward, batch_norm with residual and relu, relu, add) gives the same numbers
+// from a blocked input as from the same values row-major.
+#include <gtest/gtest.h>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/rng.h"
+
+using namespace hpcnet;
+
+namespace {
+Tensor randn(const Shape& s, uint64_t seed) {
+  Rng r(seed);
+  Tensor t = Tensor::empty(s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(r.normal());
+  return t;
+}
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  auto va = a.to_vector(), vb = b.to_vector();
+  for (size_t i = 0; i < va.size(); ++i) ASSERT_NEAR(va[i], vb[i], tol) << what << " at " << i;
+}
+}  // namespace
+
+TEST(Layout, BlockedRoundTripsAndIsNotContiguous) {
+  Tensor x = randn({2, 32, 3, 5}, 1);
+  Tensor b = x.to_layout(Layout::kBlocked16);
+  EXPECT_EQ(b.layout(), Layout::kBlocked16);
+  EXPECT_FALSE(b.is_contiguous());
+  EXPECT_TRUE(b.is_dense());
+  // Element (n=1, c=17, h=2, w=4) sits at ((1 * 2 + 1) * 15 + 2 * 5 + 4) * 16 + 1.
+  EXPECT_EQ(b.data<float>()[((1 * 2 + 1) * 15 + 14) * 16 + 1], x.data<float>()[((1 * 32 + 17) * 3 + 2) * 5 + 4]);
+  EXPECT_EQ(b.to_vector(), x.to_vector());
+  EXPECT_EQ(b.contiguous().to_vector(), x.to_vector());
+  EXPECT_EQ(b.clone().layout(), Layout::kStrided);
+  Tensor c = Tensor::empty_layout(x.shape(), DType::kFloat32, cpu_device(), Layout::kBlocked16);
+  c.copy_(x);
+  EXPECT_EQ(c.to_vector(), x.to_vector());
+  EXPECT_THROW(Tensor::empty_layout({2, 3, 4, 4}, DType::kFloat32, cpu_device(), Layout::kBlocked16),
+               Error);
+}
+
+TEST(Layout, LayoutAwareOpsMatchRowMajor) {
+  for (bool training : {true, false}) {
+    Tensor x = randn({3, 16, 6, 5}, 2), w = randn({32, 16, 3, 3}, 3), w2 = randn({32, 32, 3, 3}, 4);
+    Tensor gamma = randn({32}, 5), beta = randn({32}, 6), res = randn({3, 32, 6, 5}, 7);
+    Tensor rm = Tensor::zeros({32}), rv = Tensor::full({32}, 1.0);
+    auto run = [&](bool blocked) {
+      Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
+      Tensor wi = w.clone().set_requires_grad(true), w2i = w2.clone().set_requires_grad(true);
+      Tensor gi = gamma.clone().set_requires_grad(true), bi = beta.clone().set_requires_grad(true);
+      Tensor ri = blocked ? res.to_layout(Layout::kBlocked16) : res;
+      Tensor m = rm.clone(), v = rv.clone();
+      Tensor h = F::conv2d(xi, wi, Tensor(), 1, 1);
+      h = F::batch_norm_act(h, gi, bi, m, v, training, 0.1, 1e-5, ri, true);
+      h = F::relu(F::add(h, F::conv2d(h, w2i, Tensor(), 1, 1)));
+      Tensor loss = F::sum(F::global_avg_pool2d(h));
+      loss.backward();
+      return std::vector<Tensor>{h, xi.grad(), wi.grad(), w2i.grad(), gi.grad(), bi.grad(), m, v};
+    };
+    auto a = run(false), b = run(true);
+    const char* names[] = {"y", "dx", "dw", "dw2", "dgamma", "dbeta", "running_mean", "running_var"};
+    for (size_t i = 0; i < a.size(); ++i) expect_close(b[i], a[i], 2e-3, names[i]);
+  }
+}
+
+TEST(Layout, BlockedBatchNormMatchesRowMajorTightly) {
+  for (Shape shape : {Shape{4, 32, 16, 16}, Shape{4, 16, 32, 32}, Shape{128, 16, 32, 32}})
+  for (bool training : {true, false}) {
+    const int64_t C = shape[1];
+    Tensor x = randn(shape, 12), gamma = randn({C}, 13), beta = randn({C}, 14);
+    Tensor res = randn(shape, 15), dy = randn(shape, 16);
+    auto run = [&](bool blocked) {
+      Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
+      Tensor gi = gamma.clone().set_requires_grad(true), bi = beta.clone().set_requires_grad(true);
+      Tensor ri = (blocked ? res.to_layout(Layout::kBlocked16) : res.clone()).set_requires_grad(true);
+      Tensor m = Tensor::zeros({C}), v = Tensor::full({C}, 1.0);
+      Tensor y = F::batch_norm_act(xi, gi, bi, m, v, training, 0.1, 1e-5, ri, true);
+      y.backward(blocked ? dy.to_layout(Layout::kBlocked16) : dy);
+      return std::vector<Tensor>{y, xi.grad(), gi.grad(), bi.grad(), ri.grad(), m, v};
+    };
+    auto a = run(false), b = run(true);
+    const char* names[] = {"y", "dx", "dgamma", "dbeta", "dres", "running_mean", "running_var"};
+    for (size_t i = 0; i < a.size(); ++i) {
+      double scale = 0;
+      for (float f : a[i].to_vector()) scale = std::max(scale, std::abs(static_cast<double>(f)));
+      expect_close(b[i], a[i], 2e-5 * scale + 1e-7,
+                   std::string(names[i]) + (training ? " train " : " eval ") + shape_str(shape));
+    }
+  }
+}
+
+TEST(Layout, BlockedConvolutionsMatchRowMajorTightly) {
+  struct Case { Shape x, w; int64_t stride, pad; };
+  for (const Case& c : {Case{{4, 16, 32, 32}, {32, 16, 3, 3}, 2, 1}, Case{{4, 16, 32, 32}, {16, 16, 3, 3}, 1, 1},
+                        Case{{3, 32, 9, 9}, {64, 32, 3, 3}, 2, 1}}) {
+    Tensor x = randn(c.x, 21), w = randn(c.w, 22);
+    Shape ys{c.x[0], c.w[0], (c.x[2] + 2 * c.pad - 3) / c.stride + 1, (c.x[3] + 2 * c.pad - 3) / c.stride + 1};
+    Tensor dy = randn(ys, 23);
+    auto run = [&](bool blocked) {
+      Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
+      Tensor wi = w.clone().set_requires_grad(true);
+      Tensor y = F::conv2d(xi, wi, Tensor(), c.stride, c.pad);
+      y.backward(blocked ? dy.to_layout(Layout::kBlocked16) : dy);
+      return std::vector<Tensor>{y, xi.grad(), wi.grad()};
+    };
+    auto a = run(false), b = run(true);
+    const char* names[] = {"y", "dx", "dw"};
+    for (size_t i = 0; i < a.size(); ++i) {
+      double scale = 0;
+      for (float f : a[i].to_vector()) scale = std::max(scale, std::abs(static_cast<double>(f)));
+      expect_close(b[i], a[i], 2e-5 * scale, std::string(names[i]) + " " + shape_str(c.x) + " s" + std::to_string(c.stride));
+    }
+  }
+}
+
+TEST(Layout, DownsamplingBlockGradientsMatchRowMajorTightly) {
+  Tensor x = randn({4, 16, 32, 32}, 31), w = randn({32, 16, 3, 3}, 32), dy = randn({4, 32, 16, 16}, 33);
+  Tensor gamma = randn({32}, 34), beta = randn({32}, 35);
+  auto run = [&](bool blocked) {
+    Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
+    Tensor wi = w.clone().set_requires_grad(true);
+    Tensor h = F::batch_norm_act(xi, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, Tensor(), true);
+    Tensor y1 = F::conv2d(h, wi, Tensor(), 2, 1);
+    Tensor y2 = F::subsample_pad(h, 2, 8);
+    Tensor z = F::batch_norm_act(y1, gamma, beta, Tensor(), Tensor(), true, 0.1, 1e-5, y2, true);
+    z.backward(dy);
+    return std::vector<Tensor>{z, xi.grad(), wi.grad()};
+  };
+  auto a = run(false), b = run(true);
+  const char* names[] = {"z", "dx", "dw"};
+  for (size_t i = 0; i < a.size(); ++i) {
+    double scale = 0;
+    for (float f : a[i].to_vector()) scale = std::max(scale, std::abs(static_cast<double>(f)));
+    expect_close(b[i], a[i], 2e-5 * scale, names[i]);
+  }
+}
+
+// The first block of a CIFAR ResNet: a row-major input (the stem's output) feeds a convolution
+// that answers in blocked layout and, as the residual, the block's last batch norm; gradients
+// meet in both layouts. float32 (blocked inside) against the same chain in float64 (row-major).
+TEST(Layout, MixedLayoutBlockMatchesFloat64) {
+  Tensor x = randn({4, 16, 32, 32}, 41), w1 = randn({16, 16, 3, 3}, 42), w2 = randn({16, 16, 3, 3}, 43);
+  Tensor dy = randn({4, 16, 32, 32}, 44);
+  auto run = [&](DType t) {
+    Tensor xi = x.to(t).set_requires_grad(true);
+    Tensor a = w1.to(t).set_requires_grad(true), b = w2.to(t).set_requires_grad(true);
+    Tensor stem = F::batch_norm_act(xi, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, Tensor(), true);
+    Tensor h = F::batch_norm_act(F::conv2d(stem, a, Tensor(), 1, 1), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, Tensor(), true);
+    Tensor z = F::batch_norm_act(F::conv2d(h, b, Tensor(), 1, 1), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, stem, true);
+    z.backward(dy.to(t));
+    return std::vector<Tensor>{z, xi.grad(), a.grad(), b.grad()};
+  };
+  auto f32 = run(DType::kFloat32), f64 = run(DType::kFloat64);
+  const char* names[] = {"z", "dx", "dw1", "dw2"};
+  for (size_t i = 0; i < f32.size(); ++i) {
+    double scale = 0;
+    for (double f : f64[i].to_vector_f64()) scale = std::max(scale, std::abs(f));
+    expect_close(f32[i], f64[i], 2e-5 * scale, names[i]);
+  }
+}
+
+// Three identity-shortcut blocks after a row-major stem (ResNet stage 1): every block input after
+// the first is blocked and feeds both a convolution and the block's residual.
+TEST(Layout, ChainedResidualBlocksMatchFloat64) {
+  Tensor x = randn({4, 16, 32, 32}, 51), dy = randn({4, 16, 32, 32}, 52);
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 6; ++i) ws.push_back(randn({16, 16, 3, 3}, 60 + i));
+  auto run = [&](DType t) {
+    Tensor xi = x.to(t).set_requires_grad(true);
+    std::vector<Tensor> w;
+    for (auto& v : ws) w.push_back(v.to(t).set_requires_grad(true));
+    auto bn = [&](const Tensor& h, const Tensor& res) {
+      return F::batch_norm_act(h, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, res, true);
+    };
+    Tensor h = bn(xi, Tensor());
+    for (int b = 0; b < 3; ++b) {
+      Tensor o = bn(F::conv2d(h, w[2 * b], Tensor(), 1, 1), Tensor());
+      h = bn(F::conv2d(o, w[2 * b + 1], Tensor(), 1, 1), h);
+    }
+    h.backward(dy.to(t));
+    std::vector<Tensor> out{h, xi.grad()};
+    for (auto& v : w) out.push_back(v.grad());
+    return out;
+  };
+  auto f32 = run(DType::kFloat32), f64 = run(DType::kFloat64);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    double scale = 0;
+    for (double f : f64[i].to_vector_f64()) scale = std::max(scale, std::abs(f));
+    expect_close(f32[i], f64[i], 2e-5 * scale, "output " + std::to_string(i));
+  }
+}
