@@ -74,7 +74,8 @@ const DType kFloatTypes[] = {DType::kFloat32, DType::kFloat64};
 // The ops of the op table (and the non-differentiable ones) that have a parity test below.
 const std::set<std::string> kParityTested = {
     "conv2d",   "max_pool2d",    "linear", "relu", "add",    "reshape", "log_softmax",
-    "nll_loss", "cross_entropy", "sum",    "mean", "argmax", "sgd_step"};
+    "nll_loss", "cross_entropy", "sum",    "mean", "argmax", "sgd_step",
+    "batch_norm", "global_avg_pool2d", "subsample_pad", "dropout", "adamw_step"};
 
 }  // namespace
 
@@ -327,6 +328,85 @@ TEST(CudaParity, ElementwiseAndReductions) {
       ops::fill_like_backward(gpu(sm), 1.0 / static_cast<double>(n), gf);
       expect_close(gf, f, 0, "fill_like_backward " + tag);
     }
+}
+
+TEST(CudaParity, BatchNormTrainAndEvalWithResidualAndRelu) {
+  REQUIRE_CUDA();
+  Rng rng(21);
+  for (DType t : kFloatTypes)
+    for (bool training : {true, false}) {
+      std::string tag = std::string(dtype_name(t)) + (training ? " train" : " eval");
+      Shape s{4, 6, 5, 7};
+      Tensor x = randn(s, rng, t), res = randn(s, rng, t), g = randn(s, rng, t);
+      Tensor w = randn({6}, rng, t), b = randn({6}, rng, t);
+      Tensor rm = randn({6}, rng, t), rv = Tensor::full({6}, 1.5, t);
+      Tensor grm = gpu(rm), grv = gpu(rv);
+      ops::BatchNormParams p{1e-5, 0.1, training, true};
+      Tensor y = nan_cpu(s, t), sm = nan_cpu({6}, t), si = nan_cpu({6}, t);
+      Tensor gy = nan_gpu(s, t), gsm = nan_gpu({6}, t), gsi = nan_gpu({6}, t);
+      ops::batch_norm_forward(x, w, b, res, rm, rv, y, sm, si, p);
+      ops::batch_norm_forward(gpu(x), gpu(w), gpu(b), gpu(res), grm, grv, gy, gsm, gsi, p);
+      expect_close(gy, y, tol_for(t), "batch_norm y " + tag);
+      expect_close(grm, rm, tol_for(t), "running_mean " + tag);
+      expect_close(grv, rv, tol_for(t), "running_var " + tag);
+      expect_close(gsi, si, tol_for(t), "save_invstd " + tag);
+      Tensor dx = nan_cpu(s, t), dw = nan_cpu({6}, t), db = nan_cpu({6}, t);
+      Tensor gdx = nan_gpu(s, t), gdw = nan_gpu({6}, t), gdb = nan_gpu({6}, t);
+      ops::batch_norm_backward(g, x, w, sm, si, dx, dw, db, p);
+      ops::batch_norm_backward(gpu(g), gpu(x), gpu(w), gsm, gsi, gdx, gdw, gdb, p);
+      expect_close(gdx, dx, tol_for(t), "batch_norm dx " + tag);
+      expect_close(gdw, dw, tol_for(t), "batch_norm dweight " + tag);
+      expect_close(gdb, db, tol_for(t), "batch_norm dbias " + tag);
+    }
+}
+
+TEST(CudaParity, PoolingShortcutDropoutAndOptimizerExtras) {
+  REQUIRE_CUDA();
+  Rng rng(22);
+  for (DType t : kFloatTypes) {
+    std::string tag = dtype_name(t);
+    Tensor x = randn({3, 4, 5, 7}, rng, t);
+    Tensor y = nan_cpu({3, 4}, t), gy = nan_gpu({3, 4}, t);
+    ops::global_avg_pool2d_forward(x, y);
+    ops::global_avg_pool2d_forward(gpu(x), gy);
+    expect_close(gy, y, tol_for(t), "global_avg_pool2d " + tag);
+    Tensor dx = nan_cpu(x.shape(), t), gdx = nan_gpu(x.shape(), t);
+    ops::global_avg_pool2d_backward(y, dx);
+    ops::global_avg_pool2d_backward(gpu(y), gdx);
+    expect_close(gdx, dx, tol_for(t), "global_avg_pool2d_backward " + tag);
+    Tensor sp = nan_cpu({3, 8, 3, 4}, t), gsp = nan_gpu({3, 8, 3, 4}, t);
+    ops::subsample_pad_forward(x, sp, 2, 2);
+    ops::subsample_pad_forward(gpu(x), gsp, 2, 2);
+    expect_close(gsp, sp, 0, "subsample_pad " + tag);
+    Tensor sdx = nan_cpu(x.shape(), t), gsdx = nan_gpu(x.shape(), t);
+    ops::subsample_pad_backward(sp, sdx, 2, 2);
+    ops::subsample_pad_backward(gpu(sp), gsdx, 2, 2);
+    expect_close(gsdx, sdx, 0, "subsample_pad_backward " + tag);
+    Tensor mask = Tensor::empty(x.shape(), DType::kUInt8);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.data<uint8_t>()[i] = rng.uniform() < 0.7;
+    Tensor m = nan_cpu(x.shape(), t), gm = nan_gpu(x.shape(), t);
+    ops::mask_scale(x, mask, 1 / 0.7, m);
+    ops::mask_scale(gpu(x), gpu(mask), 1 / 0.7, gm);
+    expect_close(gm, m, tol_for(t), "dropout mask_scale " + tag);
+    // AdamW (two steps), sum of squares and lerp.
+    std::vector<Tensor> ps{randn({5, 3}, rng, t)}, gs{randn({5, 3}, rng, t)};
+    std::vector<Tensor> ms{Tensor::zeros({5, 3}, t)}, vs{Tensor::zeros({5, 3}, t)};
+    std::vector<Tensor> gps{gpu(ps[0])}, ggs{gpu(gs[0])}, gms{gpu(ms[0])}, gvs{gpu(vs[0])};
+    for (int64_t step = 1; step <= 2; ++step) {
+      ops::AdamWParams h{1e-2, 0.9, 0.999, 1e-8, 0.05, step};
+      ops::adamw_step(ps, gs, ms, vs, h);
+      ops::adamw_step(gps, ggs, gms, gvs, h);
+    }
+    expect_close(gps[0], ps[0], tol_for(t), "adamw " + tag);
+    Tensor ss = Tensor::empty({}, DType::kFloat64), gss = Tensor::empty({}, DType::kFloat64, kGpu);
+    ops::sum_squares(x, ss);
+    ops::sum_squares(gpu(x), gss);
+    expect_close(gss, ss, 1e-10, "sum_squares " + tag);
+    Tensor a = x.clone(), ga = gpu(x), b = randn(x.shape(), rng, t);
+    ops::lerp_inplace(a, b, 0.25);
+    ops::lerp_inplace(ga, gpu(b), 0.25);
+    expect_close(ga, a, tol_for(t), "lerp " + tag);
+  }
 }
 
 TEST(CudaParity, SoftmaxFamilyAndArgmax) {
