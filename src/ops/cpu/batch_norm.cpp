@@ -6,6 +6,8 @@
 // across planes, so a large mean does not cancel the variance away.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "src/ops/cpu/cpu_ops.h"
@@ -23,6 +25,35 @@ BnDims bn_dims(const Tensor& x) { return {x.size(0), x.size(1), x.size(2) * x.si
 template <class T>
 const T* opt_data(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
+}
+
+// One channel's normalisation from its shifted sums s1 = sum(x - shift), s2 = sum((x - shift)^2)
+// over m values (training; running stats updated as torch does) or from the running stats (eval):
+// records save_mean / save_invstd and returns the affine map y = x * a + b.
+template <class T>
+std::pair<T, T> channel_affine(int64_t c, double s1, double s2, double shift, double m,
+                               const T* pw, const T* pb, T* rm, T* rv, T* sm, T* si,
+                               const BatchNormParams& p) {
+  double mean, invstd;
+  if (p.training) {
+    double dm = s1 / m;
+    double var = std::max(s2 / m - dm * dm, 0.0);
+    mean = dm + shift;
+    invstd = 1.0 / std::sqrt(var + p.eps);
+    if (rm) rm[c] = static_cast<T>((1 - p.momentum) * rm[c] + p.momentum * mean);
+    if (rv) {
+      double unbiased = m > 1 ? var * m / (m - 1) : var;
+      rv[c] = static_cast<T>((1 - p.momentum) * rv[c] + p.momentum * unbiased);
+    }
+  } else {
+    mean = rm[c];
+    invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + p.eps);
+  }
+  sm[c] = static_cast<T>(mean);
+  si[c] = static_cast<T>(invstd);
+  double wa = pw ? static_cast<double>(pw[c]) : 1.0;
+  return {static_cast<T>(invstd * wa),
+          static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mean * invstd * wa)};
 }
 
 // Sum of (x - shift) and of its square over one channel.
@@ -125,28 +156,10 @@ void bn_forward_blocked(const Tensor& x, const Tensor& weight, const Tensor& bia
       v += t * t;
     });
   }
-  for (int64_t c = 0; c < d.c; ++c) {
-    double mean, invstd;
-    if (p.training) {
-      double dm = s1[c] / m;
-      double var = std::max(s2[c] / m - dm * dm, 0.0);
-      mean = dm + shift[c];
-      invstd = 1.0 / std::sqrt(var + p.eps);
-      if (rm) rm[c] = static_cast<T>((1 - p.momentum) * rm[c] + p.momentum * mean);
-      if (rv) {
-        double unbiased = m > 1 ? var * m / (m - 1) : var;
-        rv[c] = static_cast<T>((1 - p.momentum) * rv[c] + p.momentum * unbiased);
-      }
-    } else {
-      mean = rm[c];
-      invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + p.eps);
-    }
-    sm[c] = static_cast<T>(mean);
-    si[c] = static_cast<T>(invstd);
-    double wa = pw ? static_cast<double>(pw[c]) : 1.0;
-    a[c] = static_cast<T>(invstd * wa);
-    b[c] = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mean * invstd * wa);
-  }
+  for (int64_t c = 0; c < d.c; ++c)
+    std::tie(a[c], b[c]) = channel_affine<T>(c, p.training ? s1[c] : 0.0,
+                                             p.training ? s2[c] : 0.0, shift[c], m, pw, pb, rm,
+                                             rv, sm, si, p);
   const T* pa = a.data();
   const T* pbb = b.data();
   const bool relu = p.relu;
@@ -218,30 +231,11 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     const bool relu = p.relu;
 #pragma omp parallel for schedule(static) if (d.n * d.c * d.hw > (1 << 15))
     for (int64_t c = 0; c < d.c; ++c) {
-      double mean, invstd;
-      if (p.training) {
-        T shift = px[c * d.hw];
-        double s1, s2;
-        channel_moments(px, d, c, shift, s1, s2);
-        double dm = s1 / m;
-        double var = std::max(s2 / m - dm * dm, 0.0);
-        mean = dm + shift;
-        invstd = 1.0 / std::sqrt(var + p.eps);
-        if (rm) rm[c] = static_cast<T>((1 - p.momentum) * rm[c] + p.momentum * mean);
-        if (rv) {
-          double unbiased = m > 1 ? var * m / (m - 1) : var;
-          rv[c] = static_cast<T>((1 - p.momentum) * rv[c] + p.momentum * unbiased);
-        }
-      } else {
-        mean = rm[c];
-        invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + p.eps);
-      }
-      sm[c] = static_cast<T>(mean);
-      si[c] = static_cast<T>(invstd);
+      const T shift = px[c * d.hw];
+      double s1 = 0, s2 = 0;
+      if (p.training) channel_moments(px, d, c, shift, s1, s2);
       // y = x * a + b (+ residual), a = invstd * w, b = bias - mean * a.
-      double wa = pw ? static_cast<double>(pw[c]) : 1.0;
-      T a = static_cast<T>(invstd * wa);
-      T b = static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mean * invstd * wa);
+      auto [a, b] = channel_affine<T>(c, s1, s2, shift, m, pw, pb, rm, rv, sm, si, p);
       for (int64_t n = 0; n < d.n; ++n) {
         int64_t off = (n * d.c + c) * d.hw;
         const T* xi = px + off;
