@@ -22,10 +22,12 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
   HPCNET_CHECK(w.dim() == 4 && w.size(1) == x.size(1),
                std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
                    shape_str(x.shape()));
-  detail::check_dtype(op, w, x.dtype(), "weight");
+  // A bfloat16 input (CPU --precision bf16, converted by the node) runs with float32 weights.
+  const DType want = x.dtype() == DType::kBFloat16 ? DType::kFloat32 : x.dtype();
+  detail::check_dtype(op, w, want, "weight");
   if (b.defined()) {
     detail::check_shape(op, b, {w.size(0)}, "bias");
-    detail::check_dtype(op, b, x.dtype(), "bias");
+    detail::check_dtype(op, b, want, "bias");
   }
   detail::check_same_device_dense(op, x.device(), {&x});  // x may be blocked
   detail::check_same_device(op, x.device(), {&w, &b});
@@ -62,8 +64,11 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
 namespace {
 
 struct Conv2dNode : Node {
-  Tensor x, w, y;  // y kept only with the fused ReLU
-  bool has_bias = false, relu = false;
+  Tensor x, w, y;  // y kept only with the fused ReLU; x is the bfloat16 copy when bf16 is on
+  bool has_bias = false, relu = false, bf16 = false;
+  Shape x_shape;
+  Layout x_layout = Layout::kStrided;
+  DType x_dtype = DType::kFloat32;
   ops::Conv2dParams p;
   const char* name() const override { return relu ? "Conv2dReluBackward" : "Conv2dBackward"; }
   std::vector<Tensor> backward(const Tensor& grad_out) override {
@@ -75,9 +80,10 @@ struct Conv2dNode : Node {
       ops::relu_backward(dy, y, masked);
       dy = masked;
     }
+    if (bf16) dy = cpu::to_bf16(dy);  // once, for both backward kernels
     Tensor dx, dw, db;
     if (edges[0].active()) {
-      dx = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
+      dx = Tensor::empty_layout(x_shape, x_dtype, x.device(), x_layout);
       ops::conv2d_backward_data(dy, w, dx, p);
     }
     if (edges[1].active() || (has_bias && edges[2].active())) {
@@ -106,10 +112,17 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   const bool blocked = x.device().is_cpu() && cpu::conv2d_wants_blocked(x, w.shape(), p);
   Tensor y = Tensor::empty_layout({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device(),
                                   blocked ? Layout::kBlocked16 : Layout::kStrided);
-  ops::conv2d_forward(x, w, b, y, p, relu);
+  // bfloat16 convolutions read a bfloat16 copy of x, made once and kept for the weight gradient.
+  const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
+  Tensor xk = bf16 ? cpu::to_bf16(x) : x;
+  ops::conv2d_forward(xk, w, b, y, p, relu);
   if (any_requires_grad({&x_in, &w_in, &b_in})) {
     auto node = std::make_shared<Conv2dNode>();
-    node->x = x;
+    node->x = xk;
+    node->bf16 = bf16;
+    node->x_shape = x.shape();
+    node->x_layout = x.layout();
+    node->x_dtype = x.dtype();
     node->w = w;
     node->has_bias = b.defined();
     node->relu = relu;

@@ -453,6 +453,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                  "yet; use --device cpu with mpirun, or one process per GPU run");
   model->to_(device);
   const optim::LrSchedule schedule = make_schedule(cfg);
+  HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
+                 "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
+                 "with --device " + cfg.device);
   apply_precision(cfg.precision);
   std::unique_ptr<optim::Optimizer> opt_ptr;
   if (cfg.optimizer == "adamw")

@@ -28,7 +28,7 @@ double conv_macs(const ConvShape& s) {
   return static_cast<double>(s.n) * s.k * s.p * s.q * s.c * s.r * s.s;
 }
 
-// `variant`: bf16 + 2 * (first tensor blocked) + 4 * (second tensor blocked).
+// `variant`: bf16 + 2 * operand_bits(first tensor) + 8 * operand_bits(second tensor).
 DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu,
                  int variant) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h,
@@ -108,10 +108,15 @@ bool blocked_enabled() { return blocked_flag().load(); }
 
 // The user-side descriptor of a tensor: plain NCHW or nChw16c.
 memory::desc user_md(const Tensor& t) {
-  if (t.layout() == Layout::kBlocked16)
-    return memory::desc({t.size(0), t.size(1), t.size(2), t.size(3)}, memory::data_type::f32,
-                        memory::format_tag::nChw16c);
-  return plain_md({t.size(0), t.size(1), t.size(2), t.size(3)});
+  const auto dt = t.dtype() == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  return memory::desc({t.size(0), t.size(1), t.size(2), t.size(3)}, dt,
+                      t.layout() == Layout::kBlocked16 ? memory::format_tag::nChw16c
+                                                       : memory::format_tag::nchw);
+}
+
+// Layout and dtype of a conv operand as two bits of the primitive key.
+int operand_bits(const Tensor& t) {
+  return static_cast<int>(t.layout()) + 2 * (t.dtype() == DType::kBFloat16);
 }
 
 
@@ -175,8 +180,32 @@ void conv_for_each_mac(const ConvShape& s, const Conv2dParams& p, F&& f) {
 
 void set_blocked_layouts(bool on) { blocked_flag().store(on); }
 
+bool conv2d_uses_bf16(const Tensor& x, const Shape& w, const Conv2dParams& p) {
+  return x.dtype() != DType::kFloat64 && conv_bf16(w[1], p);
+}
+
+Tensor to_bf16(const Tensor& t) {
+  if (t.dtype() == DType::kBFloat16) return t;
+  HPCNET_CHECK(t.dtype() == DType::kFloat32 && t.dim() == 4 && t.is_dense(),
+               "to_bf16: needs a dense float32 (N, C, H, W) tensor");
+  Tensor out = Tensor::empty_layout(t.shape(), DType::kBFloat16, t.device(), t.layout());
+  DnnlOp& e = dnnl_cached(make_key(7, t.size(0), t.size(1), t.size(2), t.size(3),
+                                   static_cast<int>(t.layout())),
+                          [&](DnnlOp& op) {
+                            memory::desc from = user_md(t), to = user_md(out);
+                            op.prim = dnnl::reorder(dnnl::reorder::primitive_desc(
+                                dnnl_engine(), from, dnnl_engine(), to));
+                            op.add_arg(DNNL_ARG_FROM, from);
+                            op.add_arg(DNNL_ARG_TO, to);
+                          });
+  e.bind(DNNL_ARG_FROM, t);
+  e.bind(DNNL_ARG_TO, out);
+  e.run();
+  return out;
+}
+
 bool conv2d_wants_blocked(const Tensor& x, const Shape& w, const Conv2dParams& p) {
-  if (x.dtype() != DType::kFloat32 || w[0] % 16 != 0 || !blocked_enabled()) return false;
+  if (x.dtype() == DType::kFloat64 || w[0] % 16 != 0 || !blocked_enabled()) return false;
   return x.layout() == Layout::kBlocked16 || !use_direct(x.shape(), w, p);
 }
 
@@ -189,11 +218,11 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                  y.data<double>(), relu);
     return;
   }
-  const int lx = static_cast<int>(x.layout()), ly = static_cast<int>(y.layout());
+  const int lx = operand_bits(x), ly = operand_bits(y);
   if (!lx && !ly && use_direct(x.shape(), w.shape(), p))
     return conv2d_direct_forward(x, w, b, y, p, relu);
-  const bool bf16 = conv_bf16(s.c, p);
-  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu, bf16 + 2 * lx + 4 * ly), [&](DnnlOp& op) {
+  const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
+  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
     ConvMds m = conv_mds(s, p, bf16);
     auto pd = conv_fwd_pd(m, has_b, relu);
     op.prim = dnnl::convolution_forward(pd);
@@ -220,11 +249,11 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdx[xi] += pdy[yi] * pw[wi]; });
     return;
   }
-  const int ly = static_cast<int>(dy.layout()), lx = static_cast<int>(dx.layout());
+  const int ly = operand_bits(dy), lx = operand_bits(dx);
   if (!lx && !ly && use_direct(dx.shape(), w.shape(), p))
     return conv2d_direct_backward_data(dy, w, dx, p);
-  const bool bf16 = conv_bf16(s.c, p);
-  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false, bf16 + 2 * lx + 4 * ly), [&](DnnlOp& op) {
+  const bool bf16 = conv_bf16(s.c, p) || dy.dtype() == DType::kBFloat16;
+  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
@@ -261,11 +290,11 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     }
     return;
   }
-  const int lx = static_cast<int>(x.layout()), ly = static_cast<int>(dy.layout());
+  const int lx = operand_bits(x), ly = operand_bits(dy);
   if (!lx && !ly && use_direct(x.shape(), dw.shape(), p))
     return conv2d_direct_backward_weights(x, dy, dw, db, p);
-  const bool bf16 = conv_bf16(s.c, p);
-  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false, bf16 + 2 * lx + 4 * ly), [&](DnnlOp& op) {
+  const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
+  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
