@@ -30,66 +30,17 @@
 
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
+using namespace hpcnet::test_util;
 
 #ifndef HPCNET_BINARY
 #error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
 #endif
 
 namespace {
-
-// ---- files -------------------------------------------------------------------------------------
-
-std::string cli_read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void cli_write(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<std::string> cli_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-fs::path cli_mkdtemp(const std::string& tag) {
-  std::string tmpl = (fs::temp_directory_path() / ("hpcnet_test_cli_" + tag + "_XXXXXX")).string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
-// CIFAR-10 records with a colour per class (see test_train.cpp) into DIR/cifar-10-batches-bin/.
-std::string cli_cifar_records(int n, uint64_t seed) {
-  Rng rng(seed, 77);
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    int label = static_cast<int>(rng.randint(10));
-    out.push_back(static_cast<char>(label));
-    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
-    for (int c = 0; c < 3; ++c)
-      for (int p = 0; p < 1024; ++p)
-        out.push_back(static_cast<char>(
-            std::clamp(base[c] + static_cast<int>(rng.randint(49)) - 24, 0, 255)));
-  }
-  return out;
-}
-
-void cli_make_cifar(const fs::path& dir, int n_per_batch = 40) {
-  fs::path b = dir / "cifar-10-batches-bin";
-  fs::create_directories(b);
-  for (int k = 1; k <= 5; ++k)
-    cli_write(b / ("data_batch_" + std::to_string(k) + ".bin"), cli_cifar_records(n_per_batch, k));
-  cli_write(b / "test_batch.bin", cli_cifar_records(40, 100));
-}
 
 // ---- images
 // --------------------------------------------------------------------------------------
@@ -161,47 +112,6 @@ void cli_make_image_folder(const fs::path& root) {
 // ---- running the binary
 // --------------------------------------------------------------------------
 
-std::string cli_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-struct CliResult {
-  int rc = -1;
-  std::string out, err;
-  std::vector<std::string> out_lines() const { return cli_lines(out); }
-  std::vector<std::string> err_lines() const { return cli_lines(err); }
-};
-
-// Runs `hpcnet ARGS` in cwd with stdin from /dev/null and stdout/stderr to files (not a terminal).
-CliResult cli_run(const std::vector<std::string>& args, const fs::path& cwd) {
-  struct Scratch {  // where captured output goes, removed at exit
-    fs::path dir = cli_mkdtemp("io");
-    ~Scratch() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  };
-  static int counter = 0;
-  static const Scratch scratch;
-  const fs::path& io = scratch.dir;
-  const fs::path out = io / ("out" + std::to_string(counter));
-  const fs::path err = io / ("err" + std::to_string(counter++));
-  std::string cmd = "cd " + cli_quote(cwd.string()) + " && " + cli_quote(HPCNET_BINARY);
-  for (const auto& a : args) cmd += " " + cli_quote(a);
-  cmd += " </dev/null >" + cli_quote(out.string()) + " 2>" + cli_quote(err.string());
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.rc =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  r.out = cli_read(out);
-  r.err = cli_read(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
-
 // Runs `hpcnet ARGS` on a pseudo-terminal; returns everything it wrote and sets *rc.
 std::string cli_run_pty(const std::vector<std::string>& args, const fs::path& cwd, int* rc) {
   std::vector<std::string> argv_s = {HPCNET_BINARY};
@@ -266,28 +176,15 @@ std::vector<std::string> cli_train_args(const fs::path& data, const fs::path& ou
           "1"};
 }
 
-// What every refusal looks like: exit 2, one line on stderr that mentions each of `parts`.
-void cli_expect_refused(const CliResult& r, const std::string& what,
-                        std::initializer_list<std::string> parts) {
-  EXPECT_EQ(r.rc, 2) << what << "\nstdout: " << r.out << "\nstderr: " << r.err;
-  auto lines = r.err_lines();
-  EXPECT_EQ(lines.size(), 1u) << what << ": stderr is\n" << r.err;
-  for (const auto& p : parts) EXPECT_NE(r.err.find(p), std::string::npos) << what << ": " << r.err;
-  EXPECT_EQ(r.out.find("Finished Training"), std::string::npos) << what;
-}
-
 // Data and runs shared by the tests of one process, made on first use.
 struct CliShared {
-  fs::path dir;
-  CliShared() : dir(cli_mkdtemp("shared")) { cli_make_cifar(dir / "cifar"); }
-  ~CliShared() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+  TempDir tmp{"cli_shared"};
+  fs::path dir = tmp.path();
+  CliShared() { write_tiny_cifar10(dir / "cifar", 40, 40); }
   fs::path cifar() const { return dir / "cifar"; }
   // `train` of the tutorial recipe for 2 epochs into DIR/run (once).
-  const CliResult& run() {
-    if (run_.rc < 0) run_ = cli_run(cli_train_args(cifar(), dir / "run", 2), dir);
+  const RunResult& run() {
+    if (run_.rc < 0) run_ = run_hpcnet(cli_train_args(cifar(), dir / "run", 2), dir);
     return run_;
   }
   fs::path run_dir() {
@@ -300,7 +197,7 @@ struct CliShared {
       auto args = cli_train_args(cifar(), dir / "valrun", 1);
       *(std::find(args.begin(), args.end(), "--lr") + 1) = "0.01";
       args.insert(args.end(), {"--val-split", "40"});
-      val_ = cli_run(args, dir);
+      val_ = run_hpcnet(args, dir);
     }
     EXPECT_EQ(val_.rc, 0) << val_.err;
     return dir / "valrun";
@@ -310,17 +207,17 @@ struct CliShared {
     if (fruit_.rc < 0) {
       cli_make_image_folder(dir / "fruit_data");
       fruit_ =
-          cli_run({"train", "--dataset", "imagefolder", "--data", (dir / "fruit_data").string(),
-                   "--out", (dir / "fruit").string(), "--epochs", "3", "--lr", "0.01", "--threads",
-                   "1", "--workers", "0", "--log-every", "1000"},
-                  dir);
+          run_hpcnet({"train", "--dataset", "imagefolder", "--data", (dir / "fruit_data").string(),
+                      "--out", (dir / "fruit").string(), "--epochs", "3", "--lr", "0.01",
+                      "--threads", "1", "--workers", "0", "--log-every", "1000"},
+                     dir);
     }
     EXPECT_EQ(fruit_.rc, 0) << fruit_.err;
     return dir / "fruit";
   }
 
  private:
-  CliResult run_, val_, fruit_;
+  RunResult run_, val_, fruit_;
 };
 
 CliShared& cli_shared() {
@@ -331,12 +228,7 @@ CliShared& cli_shared() {
 // A fresh folder per test.
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = cli_mkdtemp("t"); }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  CliResult run(const std::vector<std::string>& args) const { return cli_run(args, dir_); }
+  RunResult run(const std::vector<std::string>& args) const { return run_hpcnet(args, dir_); }
   // A copy of the shared CIFAR folder to break.
   fs::path cifar_copy() const {
     fs::copy(cli_shared().cifar(), dir_ / "cifar", fs::copy_options::recursive);
@@ -346,7 +238,8 @@ class CliTest : public ::testing::Test {
     fs::copy(cli_shared().run_dir(), dir_ / "run", fs::copy_options::recursive);
     return dir_ / "run";
   }
-  fs::path dir_;
+  TempDir tmp_{"cli_t"};
+  fs::path dir_ = tmp_.path();
 };
 
 }  // namespace
@@ -355,7 +248,7 @@ class CliTest : public ::testing::Test {
 // ----------------------------------------------------------------------------------
 
 TEST_F(CliTest, HelpVersionAndInfo) {
-  CliResult r = run({"--help"});
+  RunResult r = run({"--help"});
   EXPECT_EQ(r.rc, 0) << r.err;
   for (const char* sub : {"train", "eval", "predict", "info"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
@@ -373,14 +266,14 @@ TEST_F(CliTest, HelpVersionAndInfo) {
   EXPECT_NE(r.out.find("lenet"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
   r = run({});
-  cli_expect_refused(r, "no subcommand", {"subcommand"});
+  expect_refused(r, "no subcommand", {"subcommand"});
 }
 
 // ---- train
 // -----------------------------------------------------------------------------------------
 
 TEST_F(CliTest, TrainPrintsTheTutorialLinesAndWritesTheRun) {
-  const CliResult& r = cli_shared().run();
+  const RunResult& r = cli_shared().run();
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.err, "");
   // 200 images in batches of 4 = 50 steps per epoch; --log-every 25.
@@ -405,7 +298,7 @@ TEST_F(CliTest, TrainPrintsTheTutorialLinesAndWritesTheRun) {
   EXPECT_EQ(m.order.size(), 10u);
   EXPECT_NE(m.metadata.at("hpcnet.classes").find("airplane"), std::string::npos);
   std::map<std::string, int> events;
-  for (const auto& l : cli_lines(cli_read(d / "metrics.jsonl"))) {
+  for (const auto& l : split_lines(read_file(d / "metrics.jsonl"))) {
     auto j = nlohmann::json::parse(l);
     ASSERT_TRUE(j.is_object()) << l;
     events[j.at("event")]++;
@@ -439,20 +332,20 @@ TEST_F(CliTest, ProgressBarOnATerminalOnly) {
 // (including --threads) comes from the checkpoint.
 TEST_F(CliTest, ResumeEqualsAnUninterruptedRun) {
   fs::path straight = cli_shared().run_dir();
-  CliResult r = run(cli_train_args(cli_shared().cifar(), dir_ / "part", 1));
+  RunResult r = run(cli_train_args(cli_shared().cifar(), dir_ / "part", 1));
   ASSERT_EQ(r.rc, 0) << r.err;
   r = run({"train", "--resume", (dir_ / "part").string(), "--epochs", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto lines = r.out_lines();
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_EQ(lines[0], cli_shared().run().out_lines()[2]);  // "[2,    25] loss: ..." as before
-  EXPECT_EQ(cli_read(dir_ / "part" / "model.safetensors"),
-            cli_read(straight / "model.safetensors"));
-  EXPECT_EQ(cli_read(dir_ / "part" / "checkpoint.safetensors"),
-            cli_read(straight / "checkpoint.safetensors"));
+  EXPECT_EQ(read_file(dir_ / "part" / "model.safetensors"),
+            read_file(straight / "model.safetensors"));
+  EXPECT_EQ(read_file(dir_ / "part" / "checkpoint.safetensors"),
+            read_file(straight / "checkpoint.safetensors"));
   // Changing the recipe on resume is refused.
   r = run({"train", "--resume", (dir_ / "part").string(), "--epochs", "3", "--lr", "0.5"});
-  cli_expect_refused(r, "recipe change", {"--lr", "checkpoint.safetensors"});
+  expect_refused(r, "recipe change", {"--lr", "checkpoint.safetensors"});
 }
 
 // ---- eval
@@ -460,7 +353,7 @@ TEST_F(CliTest, ResumeEqualsAnUninterruptedRun) {
 
 TEST_F(CliTest, EvalPrintsPerClassAccuracyThenTheTotal) {
   fs::path w = cli_shared().run_dir() / "model.safetensors";
-  CliResult r = run({"eval", "--model", "lenet", "--weights", w.string(), "--dataset", "cifar10",
+  RunResult r = run({"eval", "--model", "lenet", "--weights", w.string(), "--dataset", "cifar10",
                      "--data", cli_shared().cifar().string(), "--split", "test"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.err, "");
@@ -479,7 +372,7 @@ TEST_F(CliTest, EvalPrintsPerClassAccuracyThenTheTotal) {
       << lines.back();
 
   // --json: one object with the same accuracy.
-  CliResult j = run({"eval", "--weights", w.string(), "--data", cli_shared().cifar().string(),
+  RunResult j = run({"eval", "--weights", w.string(), "--data", cli_shared().cifar().string(),
                      "--json", "--threads", "1", "--device", "cpu"});
   ASSERT_EQ(j.rc, 0) << j.err;
   ASSERT_EQ(j.out_lines().size(), 1u) << j.out;
@@ -492,7 +385,7 @@ TEST_F(CliTest, EvalPrintsPerClassAccuracyThenTheTotal) {
   EXPECT_EQ(lines.back(), want);
 
   // A checkpoint holds the same weights after the last epoch.
-  CliResult c =
+  RunResult c =
       run({"eval", "--weights", (cli_shared().run_dir() / "checkpoint.safetensors").string(),
            "--data", cli_shared().cifar().string(), "--json"});
   ASSERT_EQ(c.rc, 0) << c.err;
@@ -501,7 +394,7 @@ TEST_F(CliTest, EvalPrintsPerClassAccuracyThenTheTotal) {
 
 TEST_F(CliTest, EvalValSplitUsesTheRecordedHoldOut) {
   fs::path vr = cli_shared().val_run();
-  CliResult r = run({"eval", "--weights", (vr / "model.safetensors").string(), "--data",
+  RunResult r = run({"eval", "--weights", (vr / "model.safetensors").string(), "--data",
                      cli_shared().cifar().string(), "--split", "val", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto obj = nlohmann::json::parse(r.out);
@@ -509,7 +402,7 @@ TEST_F(CliTest, EvalValSplitUsesTheRecordedHoldOut) {
   EXPECT_EQ(obj.at("split"), "val");
   // The same number the training run logged for its val split.
   double logged = -1;
-  for (const auto& l : cli_lines(cli_read(vr / "metrics.jsonl"))) {
+  for (const auto& l : split_lines(read_file(vr / "metrics.jsonl"))) {
     auto j = nlohmann::json::parse(l);
     if (j.at("event") == "epoch") logged = j.at("val_accuracy");
   }
@@ -523,7 +416,7 @@ TEST_F(CliTest, EvalValSplitUsesTheRecordedHoldOut) {
   // Weights trained without a split need --val-split.
   r = run({"eval", "--weights", (cli_shared().run_dir() / "model.safetensors").string(), "--data",
            cli_shared().cifar().string(), "--split", "val"});
-  cli_expect_refused(r, "no val split", {"--val-split"});
+  expect_refused(r, "no val split", {"--val-split"});
   r = run({"eval", "--weights", (cli_shared().run_dir() / "model.safetensors").string(), "--data",
            cli_shared().cifar().string(), "--split", "val", "--val-split", "20", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -537,7 +430,7 @@ TEST_F(CliTest, PredictNamesTheClassesFromTheWeightsFile) {
   fs::path w = cli_shared().fruit_run() / "model.safetensors";
   cli_write_png(dir_ / "red.png", 32, 32, cli_pixels(32, 32, 200, 30, 30, 99));
   cli_write_jpeg(dir_ / "yellow.jpg", 48, 40, cli_pixels(48, 40, 220, 210, 40, 98));  // resized
-  CliResult r = run({"predict", "--weights", w.string(), "red.png", "yellow.jpg"});
+  RunResult r = run({"predict", "--weights", w.string(), "red.png", "yellow.jpg"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.err, "");
   auto lines = r.out_lines();
@@ -580,23 +473,23 @@ TEST_F(CliTest, PredictNamesTheClassesFromTheWeightsFile) {
 
 TEST_F(CliTest, PredictRefusesBadImages) {
   fs::path w = cli_shared().run_dir() / "model.safetensors";
-  cli_write(dir_ / "notes.png", "this is not a picture");
-  CliResult r = run({"predict", "--weights", w.string(), "notes.png"});
-  cli_expect_refused(r, "undecodable", {"notes.png"});
+  write_file(dir_ / "notes.png", "this is not a picture");
+  RunResult r = run({"predict", "--weights", w.string(), "notes.png"});
+  expect_refused(r, "undecodable", {"notes.png"});
   r = run({"predict", "--weights", w.string(), "missing.jpg"});
-  cli_expect_refused(r, "missing", {"missing.jpg"});
+  expect_refused(r, "missing", {"missing.jpg"});
   // A PNG cut short.
   cli_write_png(dir_ / "ok.png", 32, 32, cli_pixels(32, 32, 1, 2, 3, 4));
-  std::string png = cli_read(dir_ / "ok.png");
-  cli_write(dir_ / "cut.png", png.substr(0, png.size() / 2));
+  std::string png = read_file(dir_ / "ok.png");
+  write_file(dir_ / "cut.png", png.substr(0, png.size() / 2));
   r = run({"predict", "--weights", w.string(), "cut.png"});
-  cli_expect_refused(r, "truncated png", {"cut.png"});
+  expect_refused(r, "truncated png", {"cut.png"});
   r = run({"predict", "--weights", w.string(), "--top", "0", "ok.png"});
-  cli_expect_refused(r, "top 0", {"--top"});
+  expect_refused(r, "top 0", {"--top"});
   r = run({"predict", "--weights", w.string()});
-  cli_expect_refused(r, "no images", {"images"});
+  expect_refused(r, "no images", {"images"});
   r = run({"predict", "--weights", (dir_ / "none.safetensors").string(), "ok.png"});
-  cli_expect_refused(r, "no weights", {"none.safetensors"});
+  expect_refused(r, "no weights", {"none.safetensors"});
 }
 
 // ---- bad arguments
@@ -628,15 +521,15 @@ TEST_F(CliTest, BadTrainArgumentsExitTwoWithOneLine) {
     std::vector<std::string> args = {"train", "--data", data.string(), "--out",
                                      (dir_ / "run").string()};
     args.insert(args.end(), c.extra.begin(), c.extra.end());
-    CliResult r = run(args);
-    cli_expect_refused(r, c.extra[0], {c.expect});
+    RunResult r = run(args);
+    expect_refused(r, c.extra[0], {c.expect});
     EXPECT_FALSE(fs::exists(dir_ / "run")) << c.extra[0];
   }
-  CliResult r = run({"train", "--data", data.string()});
-  cli_expect_refused(r, "no --out", {"--out"});
-  cli_write(dir_ / "afile", "x");
+  RunResult r = run({"train", "--data", data.string()});
+  expect_refused(r, "no --out", {"--out"});
+  write_file(dir_ / "afile", "x");
   r = run({"train", "--data", data.string(), "--out", (dir_ / "afile").string()});
-  cli_expect_refused(r, "out is a file", {"afile"});
+  expect_refused(r, "out is a file", {"afile"});
 }
 
 TEST_F(CliTest, BadEvalArgumentsExitTwoWithOneLine) {
@@ -657,7 +550,7 @@ TEST_F(CliTest, BadEvalArgumentsExitTwoWithOneLine) {
       {{"eval", "--weights", w, "--data", (dir_ / "nowhere").string()}, "nowhere"},
       {{"predict", "--weights", w, "--device", "cuda", "x.png"}, "CUDA"},
   };
-  for (const auto& c : cases) cli_expect_refused(run(c.args), c.args.back(), {c.expect});
+  for (const auto& c : cases) expect_refused(run(c.args), c.args.back(), {c.expect});
 }
 
 // ---- bad data
@@ -669,33 +562,33 @@ TEST_F(CliTest, BadDatasetsExitTwoNamingTheFileAndWriteNothing) {
   const fs::path out = dir_ / "run";
   auto train = [&](const fs::path& d) { return run(cli_train_args(d, out, 1)); };
   auto check = [&](const std::string& what, std::initializer_list<std::string> parts) {
-    cli_expect_refused(train(data), what, parts);
+    expect_refused(train(data), what, parts);
     EXPECT_FALSE(fs::exists(out)) << what << ": a run directory was created";
   };
   // Size not a multiple of 3073 bytes.
-  std::string good = cli_read(b / "data_batch_3.bin");
-  cli_write(b / "data_batch_3.bin", good.substr(0, 3073 * 10 + 1000));
+  std::string good = read_file(b / "data_batch_3.bin");
+  write_file(b / "data_batch_3.bin", good.substr(0, 3073 * 10 + 1000));
   check("truncated", {"data_batch_3.bin", "3073"});
   // A label byte of 10.
   std::string bad = good;
   bad[3073 * 4] = static_cast<char>(10);
-  cli_write(b / "data_batch_3.bin", bad);
+  write_file(b / "data_batch_3.bin", bad);
   check("label", {"data_batch_3.bin", "label"});
-  cli_write(b / "data_batch_3.bin", good);
+  write_file(b / "data_batch_3.bin", good);
   // Missing and empty batch files.
   fs::remove(b / "data_batch_4.bin");
   check("missing batch", {"data_batch_4.bin"});
-  cli_write(b / "data_batch_4.bin", "");
+  write_file(b / "data_batch_4.bin", "");
   check("empty batch", {"data_batch_4.bin"});
   // No data at all.
-  cli_expect_refused(train(dir_ / "nothing"), "no data", {"nothing"});
+  expect_refused(train(dir_ / "nothing"), "no data", {"nothing"});
   EXPECT_FALSE(fs::exists(out));
 
   // eval reads test_batch.bin.
-  cli_write(b / "test_batch.bin", cli_read(b / "data_batch_1.bin").substr(0, 5000));
-  CliResult r = run({"eval", "--weights", (cli_shared().run_dir() / "model.safetensors").string(),
+  write_file(b / "test_batch.bin", read_file(b / "data_batch_1.bin").substr(0, 5000));
+  RunResult r = run({"eval", "--weights", (cli_shared().run_dir() / "model.safetensors").string(),
                      "--data", data.string()});
-  cli_expect_refused(r, "truncated test batch", {"test_batch.bin"});
+  expect_refused(r, "truncated test batch", {"test_batch.bin"});
 }
 
 TEST_F(CliTest, BadImageFoldersExitTwoNamingTheFileAndWriteNothing) {
@@ -707,17 +600,17 @@ TEST_F(CliTest, BadImageFoldersExitTwoNamingTheFileAndWriteNothing) {
                 "--epochs", "1", "--threads", "1"});
   };
   // An undecodable image.
-  cli_write(root / "train" / "banana" / "img1.png", "PK\x03\x04 not a png");
-  cli_expect_refused(train(), "undecodable", {"img1.png"});
+  write_file(root / "train" / "banana" / "img1.png", "PK\x03\x04 not a png");
+  expect_refused(train(), "undecodable", {"img1.png"});
   EXPECT_FALSE(fs::exists(out));
   fs::remove(root / "train" / "banana" / "img1.png");
   // An empty class folder.
   fs::create_directories(root / "train" / "durian");
-  cli_expect_refused(train(), "empty class", {"durian"});
+  expect_refused(train(), "empty class", {"durian"});
   EXPECT_FALSE(fs::exists(out));
   fs::remove(root / "train" / "durian");
   // Now it trains.
-  CliResult r = train();
+  RunResult r = train();
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(fs::exists(out / "model.safetensors"));
 }
@@ -728,14 +621,14 @@ TEST_F(CliTest, BadImageFoldersExitTwoNamingTheFileAndWriteNothing) {
 TEST_F(CliTest, BadCheckpointsOnResumeExitTwoAndLeaveTheRunAlone) {
   fs::path rd = run_copy();
   const fs::path ck = rd / "checkpoint.safetensors";
-  const std::string good = cli_read(ck);
-  const std::string model = cli_read(rd / "model.safetensors");
-  const std::string metrics = cli_read(rd / "metrics.jsonl");
+  const std::string good = read_file(ck);
+  const std::string model = read_file(rd / "model.safetensors");
+  const std::string metrics = read_file(rd / "metrics.jsonl");
   auto resume = [&] { return run({"train", "--resume", rd.string(), "--epochs", "3"}); };
   auto check = [&](const std::string& what, std::initializer_list<std::string> parts) {
-    cli_expect_refused(resume(), what, parts);
-    EXPECT_EQ(cli_read(rd / "model.safetensors"), model) << what;
-    EXPECT_EQ(cli_read(rd / "metrics.jsonl"), metrics) << what;
+    expect_refused(resume(), what, parts);
+    EXPECT_EQ(read_file(rd / "model.safetensors"), model) << what;
+    EXPECT_EQ(read_file(rd / "metrics.jsonl"), metrics) << what;
   };
   SafetensorsFile f = load_safetensors(ck.string());
   auto rewrite = [&](const std::map<std::string, Tensor>& replace,
@@ -750,11 +643,11 @@ TEST_F(CliTest, BadCheckpointsOnResumeExitTwoAndLeaveTheRunAlone) {
     save_safetensors(ck.string(), ts, meta);
   };
 
-  cli_write(ck, good.substr(0, good.size() - 1000));
+  write_file(ck, good.substr(0, good.size() - 1000));
   check("truncated", {"checkpoint.safetensors", "truncated"});
-  cli_write(ck, good.substr(0, 6));
+  write_file(ck, good.substr(0, 6));
   check("stub", {"checkpoint.safetensors"});
-  cli_write(ck, model);
+  write_file(ck, model);
   check("weights only", {"checkpoint.safetensors"});
   // Mismatched shapes: a 3-class head.
   rewrite({{"model.fc3.weight", Tensor::zeros({3, 84})},
@@ -783,16 +676,16 @@ TEST_F(CliTest, BadCheckpointsOnResumeExitTwoAndLeaveTheRunAlone) {
   check("no checkpoint", {"--resume", "checkpoint.safetensors"});
 
   // Restored, it resumes (and only then touches the run).
-  cli_write(ck, good);
-  CliResult r = resume();
+  write_file(ck, good);
+  RunResult r = resume();
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(cli_read(rd / "model.safetensors"), model);
+  EXPECT_NE(read_file(rd / "model.safetensors"), model);
 }
 
 TEST_F(CliTest, WeightsOfAnotherShapeAreRefusedByEvalAndPredict) {
   fs::path fruit = cli_shared().fruit_run() / "model.safetensors";  // 3 classes
-  CliResult r = run({"eval", "--weights", fruit.string(), "--data", cli_shared().cifar().string()});
-  cli_expect_refused(r, "3-class weights on CIFAR-10", {"model.safetensors", "3"});
+  RunResult r = run({"eval", "--weights", fruit.string(), "--data", cli_shared().cifar().string()});
+  expect_refused(r, "3-class weights on CIFAR-10", {"model.safetensors", "3"});
   // A weights file with a wrong tensor shape.
   SafetensorsFile f = load_safetensors((cli_shared().run_dir() / "model.safetensors").string());
   std::vector<std::pair<std::string, Tensor>> ts;
@@ -801,23 +694,23 @@ TEST_F(CliTest, WeightsOfAnotherShapeAreRefusedByEvalAndPredict) {
   save_safetensors((dir_ / "odd.safetensors").string(), ts, f.metadata);
   cli_write_png(dir_ / "a.png", 32, 32, cli_pixels(32, 32, 9, 9, 9, 1));
   r = run({"predict", "--weights", "odd.safetensors", "a.png"});
-  cli_expect_refused(r, "odd shape", {"odd.safetensors", "fc1.weight"});
+  expect_refused(r, "odd shape", {"odd.safetensors", "fc1.weight"});
   r = run({"eval", "--weights", "odd.safetensors", "--data", cli_shared().cifar().string()});
-  cli_expect_refused(r, "odd shape eval", {"odd.safetensors", "fc1.weight"});
+  expect_refused(r, "odd shape eval", {"odd.safetensors", "fc1.weight"});
   // Truncated weights.
-  std::string bytes = cli_read(cli_shared().run_dir() / "model.safetensors");
-  cli_write(dir_ / "cut.safetensors", bytes.substr(0, bytes.size() / 3));
+  std::string bytes = read_file(cli_shared().run_dir() / "model.safetensors");
+  write_file(dir_ / "cut.safetensors", bytes.substr(0, bytes.size() / 3));
   r = run({"predict", "--weights", "cut.safetensors", "a.png"});
-  cli_expect_refused(r, "truncated weights", {"cut.safetensors"});
+  expect_refused(r, "truncated weights", {"cut.safetensors"});
 }
 
 // ---- --config run recipes
 // ------------------------------------------------------------------------
 
 TEST_F(CliTest, ConfigFileSetsTheRecipeAndFlagsOverrideIt) {
-  cli_write(dir_ / "recipe.json",
-            R"({"#": "a comment", "batch_size": 8, "log_every": 5, "epochs": 1, "seed": 3})");
-  CliResult r = run({"train", "--config", "recipe.json", "--data", cli_shared().cifar().string(),
+  write_file(dir_ / "recipe.json",
+             R"({"#": "a comment", "batch_size": 8, "log_every": 5, "epochs": 1, "seed": 3})");
+  RunResult r = run({"train", "--config", "recipe.json", "--data", cli_shared().cifar().string(),
                      "--out", "run", "--threads", "1", "--log-every", "10"});
   ASSERT_EQ(r.rc, 0) << r.err;
   // 200 images / batch 8 = 25 steps in the one epoch; the flag's --log-every 10 wins over 5.
@@ -825,19 +718,19 @@ TEST_F(CliTest, ConfigFileSetsTheRecipeAndFlagsOverrideIt) {
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_EQ(lines[0].substr(0, 11), "[1,    10] ");
   EXPECT_EQ(lines[1].substr(0, 11), "[1,    20] ");
-  auto start = nlohmann::json::parse(cli_lines(cli_read(dir_ / "run" / "metrics.jsonl"))[0]);
+  auto start = nlohmann::json::parse(split_lines(read_file(dir_ / "run" / "metrics.jsonl"))[0]);
   EXPECT_EQ(start["config"]["batch_size"], 8);
   EXPECT_EQ(start["config"]["seed"], 3);
   EXPECT_EQ(start["config"]["log_every"], 10);
 }
 
 TEST_F(CliTest, BadConfigFilesExitTwoWithOneLine) {
-  cli_write(dir_ / "unknown.json", R"({"batch_sise": 8})");
-  cli_write(dir_ / "broken.json", R"({"batch_size": 8)");
-  cli_write(dir_ / "nested.json", R"({"lr": {"value": 1}})");
+  write_file(dir_ / "unknown.json", R"({"batch_sise": 8})");
+  write_file(dir_ / "broken.json", R"({"batch_size": 8)");
+  write_file(dir_ / "nested.json", R"({"lr": {"value": 1}})");
   for (const char* f : {"unknown.json", "broken.json", "nested.json", "missing.json"}) {
-    CliResult r = run({"train", "--config", f, "--data", cli_shared().cifar().string(), "--out",
-                       "run"});
+    RunResult r =
+        run({"train", "--config", f, "--data", cli_shared().cifar().string(), "--out", "run"});
     EXPECT_EQ(r.rc, 2) << f;
     ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
     EXPECT_NE(r.err.find(f), std::string::npos) << r.err;
@@ -848,9 +741,9 @@ TEST_F(CliTest, BadConfigFilesExitTwoWithOneLine) {
 TEST_F(CliTest, ShippedConfigsParse) {
   for (const auto& e : fs::directory_iterator(fs::path(HPCNET_SOURCE_DIR) / "configs")) {
     // --val-split 0: the recipes hold out 5,000 images, more than the tiny test data has.
-    CliResult r = run({"train", "--config", e.path().string(), "--data",
-                       cli_shared().cifar().string(), "--out", "run", "--steps", "1",
-                       "--threads", "1", "--val-split", "0"});
+    RunResult r =
+        run({"train", "--config", e.path().string(), "--data", cli_shared().cifar().string(),
+             "--out", "run", "--steps", "1", "--threads", "1", "--val-split", "0"});
     EXPECT_EQ(r.rc, 0) << e.path() << ": " << r.err;
     std::error_code ec;
     fs::remove_all(dir_ / "run", ec);

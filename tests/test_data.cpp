@@ -27,33 +27,16 @@
 
 #include "hpcnet/data.h"
 #include "hpcnet/rng.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
 using namespace hpcnet::data;
+using hpcnet::test_util::TempDir;
 
 namespace {
 
 // ---- helpers: files, images, archives ---------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "hpcnet_test_data_XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string str(const std::string& rel = "") const { return (path_ / rel).string(); }
-
- private:
-  fs::path path_;
-};
 
 using Bytes = std::vector<uint8_t>;
 
@@ -243,7 +226,7 @@ void check_cifar_train(const Dataset& ds) {
 }
 
 TEST(DataCifar10, BinaryFolder) {
-  TempDir tmp;
+  TempDir tmp("data");
   write_tree(tmp.path(), cifar_tree(true));
   for (std::string path : {tmp.str(), tmp.str("cifar-10-batches-bin")}) {
     auto train = load_cifar10_binary(path, "train");
@@ -258,7 +241,7 @@ TEST(DataCifar10, BinaryFolder) {
 }
 
 TEST(DataCifar10, BinaryArchive) {
-  TempDir tmp;
+  TempDir tmp("data");
   write_archive(tmp.path() / "cifar-10-binary.tar.gz", cifar_tree(false), true);
   write_archive(tmp.path() / "dotted.tar.gz", cifar_tree(false), true, "./");
   for (std::string path :
@@ -273,7 +256,7 @@ TEST(DataCifar10, BinaryArchive) {
 }
 
 TEST(DataCifar10, BrokenInputs) {
-  TempDir tmp;
+  TempDir tmp("data");
   const fs::path dir = tmp.path() / "cifar-10-batches-bin";
   write_tree(tmp.path(), cifar_tree(false));
   // Truncated.
@@ -391,7 +374,7 @@ TEST(DataImages, DecodeJpegAndErrors) {
   // The decoder stays usable after errors.
   im = decode_image(jpg.data(), jpg.size(), "again.jpg");
   EXPECT_EQ(im.width, w);
-  TempDir tmp;
+  TempDir tmp("data");
   write_file(tmp.path() / "f.png", encode_png_rgb(rgb, h, w));
   EXPECT_EQ(read_image_file(tmp.str("f.png")).pixels, rgb);
   expect_input_error([&] { read_image_file(tmp.str("missing.png")); }, {"missing.png"});
@@ -445,7 +428,7 @@ void check_folder(const Dataset& ds, const std::string& split) {
 }
 
 TEST(DataImageFolder, FolderTarAndTarGz) {
-  TempDir tmp;
+  TempDir tmp("data");
   std::vector<TreeEntry> tree = folder_tree("train");
   std::vector<TreeEntry> test_tree = folder_tree("test");
   tree.insert(tree.end(), test_tree.begin(), test_tree.end());
@@ -468,7 +451,7 @@ TEST(DataImageFolder, FolderTarAndTarGz) {
 }
 
 TEST(DataImageFolder, BrokenInputs) {
-  TempDir tmp;
+  TempDir tmp("data");
   // Undecodable image, named, in a folder and in an archive.
   std::vector<TreeEntry> tree = folder_tree("train");
   tree.push_back({"train/bird/broken.jpg", to_bytes("\xFF\xD8\xFF garbage")});
@@ -902,7 +885,7 @@ std::vector<std::string> list_dir(const fs::path& p) {
 TEST(DataDownload, LocalServer) {
   ::setenv("no_proxy", "*", 1);
   ::setenv("NO_PROXY", "*", 1);
-  TempDir tmp;
+  TempDir tmp("data");
   // A small fake archive and its MD5 (computed by file_md5 on a copy).
   write_archive(tmp.path() / "fake.tar.gz", cifar_tree(false), true);
   Bytes archive = read_file(tmp.path() / "fake.tar.gz");

@@ -7,11 +7,8 @@
 // process at batch N x B, resume on the same or another rank count, and a rank that dies or hangs
 // ends the job with a non-zero code naming it, quickly.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -31,57 +28,15 @@
 #include "hpcnet/io.h"
 #include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
+using namespace hpcnet::test_util;
 
 namespace {
 
 // ---- helpers ---------------------------------------------------------------------------------
-
-std::string ds_read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void ds_write(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string ds_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-// CIFAR-10 binary records: a colour per class plus +-24 of noise (learnable labels).
-std::string ds_cifar_records(int n, uint64_t seed) {
-  Rng rng(seed, 91);
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    int label = static_cast<int>(rng.randint(10));
-    out.push_back(static_cast<char>(label));
-    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
-    for (int c = 0; c < 3; ++c)
-      for (int p = 0; p < 1024; ++p) {
-        int v = base[c] + static_cast<int>(rng.randint(49)) - 24;
-        out.push_back(static_cast<char>(std::clamp(v, 0, 255)));
-      }
-  }
-  return out;
-}
-
-// DIR/cifar-10-batches-bin: 5 x n_per_batch training images and a small test batch.
-void ds_make_cifar(const fs::path& dir, int n_per_batch) {
-  fs::path b = dir / "cifar-10-batches-bin";
-  fs::create_directories(b);
-  for (int k = 1; k <= 5; ++k)
-    ds_write(b / ("data_batch_" + std::to_string(k) + ".bin"), ds_cifar_records(n_per_batch, k));
-  ds_write(b / "test_batch.bin", ds_cifar_records(20, 100));
-}
 
 // n tiny 2x2 images labelled i % 10.
 std::shared_ptr<data::InMemoryDataset> ds_tiny(int n) {
@@ -444,44 +399,13 @@ TEST(DistReducer, ReplicaCheckPassesForIdenticalTensors) {
 
 namespace {
 
-struct RunResult {
-  int rc = -1;
-  double seconds = 0;
-  std::string out, err;
-};
-
-// Runs a shell command line with stdout and stderr captured to files in dir.
-RunResult ds_run(const std::string& cmdline, const fs::path& dir) {
-  static int counter = 0;
-  const fs::path out = dir / ("stdout" + std::to_string(counter));
-  const fs::path err = dir / ("stderr" + std::to_string(counter++));
-  std::string cmd =
-      cmdline + " </dev/null >" + ds_quote(out.string()) + " 2>" + ds_quote(err.string());
-  auto t0 = std::chrono::steady_clock::now();
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.rc =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  r.out = ds_read(out);
-  r.err = ds_read(err);
-  return r;
-}
-
 class DistMpiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!dist::mpi_built()) GTEST_SKIP() << "this build has no MPI (HPCNET_MPI=OFF)";
     if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
       GTEST_SKIP() << "mpirun is not installed (Debian: openmpi-bin)";
-    std::string tmpl = (fs::temp_directory_path() / "hpcnet_test_dist_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    ds_make_cifar(dir_ / "data", 40);  // 200 training images
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
+    write_tiny_cifar10(dir_ / "data", 40, 20, 91);  // 200 training images
   }
   // `hpcnet train` on the tiny data, directly (ranks = 0) or under mpirun -np ranks.
   RunResult train(int ranks, const std::string& args) {
@@ -489,11 +413,12 @@ class DistMpiTest : public ::testing::Test {
     if (ranks > 0)
       cmd = "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np " +
             std::to_string(ranks) + " ";
-    cmd += ds_quote(HPCNET_BINARY) + " train --data " + ds_quote((dir_ / "data").string()) +
+    cmd += hpcnet_command() + " train --data " + shell_quote((dir_ / "data").string()) +
            " --workers 0 --threads 1 --no-progress --log-every 5 " + args;
-    return ds_run(cmd, dir_);
+    return run_shell(cmd);
   }
-  fs::path dir_;
+  TempDir tmp_{"dist"};
+  fs::path dir_ = tmp_.path();
 };
 
 // Largest absolute difference between the tensors of two safetensors files (same names).
@@ -512,7 +437,7 @@ double ds_max_abs_diff(const fs::path& a, const fs::path& b) {
 
 std::vector<double> ds_logged_losses(const fs::path& metrics) {
   std::vector<double> out;
-  std::istringstream in(ds_read(metrics));
+  std::istringstream in(read_file(metrics));
   for (std::string l; std::getline(in, l);) {
     auto j = nlohmann::json::parse(l);
     if (j.at("event") == "log") out.push_back(j.at("loss").get<double>());
@@ -535,11 +460,11 @@ size_t ds_count(const std::string& text, const std::string& what) {
 TEST_F(DistMpiTest, NRanksAtBatchBMatchOneProcessAtBatchNB) {
   const std::string common = " --epochs 2 --steps 30 --lr 0.01 --momentum 0.9";
   RunResult one =
-      train(0, "--out " + ds_quote((dir_ / "r1").string()) + " --batch-size 8" + common);
+      train(0, "--out " + shell_quote((dir_ / "r1").string()) + " --batch-size 8" + common);
   ASSERT_EQ(one.rc, 0) << one.err;
   for (int ranks : {2, 4}) {
     const fs::path out = dir_ / ("r" + std::to_string(ranks) + "x");
-    RunResult r = train(ranks, "--out " + ds_quote(out.string()) + " --batch-size " +
+    RunResult r = train(ranks, "--out " + shell_quote(out.string()) + " --batch-size " +
                                    std::to_string(8 / ranks) + common);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(ds_count(r.out, "Finished Training"), 1u) << "only rank 0 prints:\n" << r.out;
@@ -551,7 +476,7 @@ TEST_F(DistMpiTest, NRanksAtBatchBMatchOneProcessAtBatchNB) {
     ASSERT_EQ(l1.size(), ln.size());
     for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], ln[i], 1e-5) << "log line " << i;
     // The start record says how the run was split.
-    std::string first = ds_read(out / "metrics.jsonl");
+    std::string first = read_file(out / "metrics.jsonl");
     auto start = nlohmann::json::parse(first.substr(0, first.find('\n')));
     EXPECT_EQ(start.at("world_size"), ranks);
     EXPECT_EQ(start.at("global_batch_size"), 8);
@@ -563,8 +488,8 @@ TEST_F(DistMpiTest, NRanksAtBatchBMatchOneProcessAtBatchNB) {
 // bit-identical weights: the same sums, only started at different times.
 TEST_F(DistMpiTest, BucketedAndSingleAllReduceAgreeExactly) {
   const std::string common = " --epochs 1 --steps 10 --batch-size 4";
-  RunResult a = train(2, "--out " + ds_quote((dir_ / "a").string()) + common);
-  RunResult b = train(2, "--out " + ds_quote((dir_ / "b").string()) + " --bucket-kb 0" + common);
+  RunResult a = train(2, "--out " + shell_quote((dir_ / "a").string()) + common);
+  RunResult b = train(2, "--out " + shell_quote((dir_ / "b").string()) + " --bucket-kb 0" + common);
   ASSERT_EQ(a.rc, 0) << a.err;
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_EQ(ds_max_abs_diff(dir_ / "a" / "model.safetensors", dir_ / "b" / "model.safetensors"),
@@ -576,18 +501,18 @@ TEST_F(DistMpiTest, BucketedAndSingleAllReduceAgreeExactly) {
 TEST_F(DistMpiTest, ResumeOnTheSameOrAnotherNumberOfRanks) {
   const std::string common = " --batch-size 4";
   const fs::path full = dir_ / "full", part = dir_ / "part";
-  RunResult r = train(2, "--out " + ds_quote(full.string()) + " --epochs 2" + common);
+  RunResult r = train(2, "--out " + shell_quote(full.string()) + " --epochs 2" + common);
   ASSERT_EQ(r.rc, 0) << r.err;
-  r = train(2, "--out " + ds_quote(part.string()) + " --epochs 1" + common);
+  r = train(2, "--out " + shell_quote(part.string()) + " --epochs 1" + common);
   ASSERT_EQ(r.rc, 0) << r.err;
   fs::copy(part, dir_ / "part4", fs::copy_options::recursive);
-  r = train(2, "--resume " + ds_quote(part.string()) + " --epochs 2");
+  r = train(2, "--resume " + shell_quote(part.string()) + " --epochs 2");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(ds_read(full / "model.safetensors"), ds_read(part / "model.safetensors"));
-  r = train(4, "--resume " + ds_quote((dir_ / "part4").string()) + " --epochs 2");
+  EXPECT_EQ(read_file(full / "model.safetensors"), read_file(part / "model.safetensors"));
+  r = train(4, "--resume " + shell_quote((dir_ / "part4").string()) + " --epochs 2");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("resuming a run of 2 ranks on 4"), std::string::npos) << r.err;
-  r = train(0, "--resume " + ds_quote((dir_ / "part4").string()) + " --epochs 3");
+  r = train(0, "--resume " + shell_quote((dir_ / "part4").string()) + " --epochs 3");
   ASSERT_EQ(r.rc, 0) << r.err;
   auto ck = load_safetensors((dir_ / "part4" / "checkpoint.safetensors").string());
   EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "3");
@@ -597,7 +522,7 @@ TEST_F(DistMpiTest, ResumeOnTheSameOrAnotherNumberOfRanks) {
 // A rank killed mid-epoch (SIGKILL, as kill -9) ends the whole job: mpirun sees the rank die
 // without MPI_Finalize, names it and stops the others; the exit code is non-zero, within 60 s.
 TEST_F(DistMpiTest, KillingOneOfFourRanksEndsTheJobNamingIt) {
-  RunResult r = train(4, "--out " + ds_quote((dir_ / "k").string()) +
+  RunResult r = train(4, "--out " + shell_quote((dir_ / "k").string()) +
                              " --epochs 2 --batch-size 2 --fail-at-step 2:7:kill");
   EXPECT_NE(r.rc, 0);
   EXPECT_LT(r.seconds, 60);
@@ -611,7 +536,7 @@ TEST_F(DistMpiTest, KillingOneOfFourRanksEndsTheJobNamingIt) {
 // watchdog: past --dist-timeout they ask every rank which collective it waits in, name the one
 // that does not answer, and abort the job.
 TEST_F(DistMpiTest, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
-  RunResult r = train(4, "--out " + ds_quote((dir_ / "h").string()) +
+  RunResult r = train(4, "--out " + shell_quote((dir_ / "h").string()) +
                              " --epochs 2 --batch-size 2 --dist-timeout 2 --fail-at-step 1:5:hang");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_LT(r.seconds, 30);
@@ -620,11 +545,9 @@ TEST_F(DistMpiTest, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
 
 // An input error on every rank exits 2 (the CLI's code for bad input), never a hang.
 TEST_F(DistMpiTest, BadInputOnEveryRankExitsTwo) {
-  RunResult r =
-      ds_run("mpirun --allow-run-as-root --oversubscribe -np 2 " + ds_quote(HPCNET_BINARY) +
-                 " train --data " + ds_quote((dir_ / "missing").string()) + " --out " +
-                 ds_quote((dir_ / "x").string()),
-             dir_);
+  RunResult r = run_shell("mpirun --allow-run-as-root --oversubscribe -np 2 " + hpcnet_command() +
+                          " train --data " + shell_quote((dir_ / "missing").string()) + " --out " +
+                          shell_quote((dir_ / "x").string()));
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("hpcnet: error:"), std::string::npos) << r.err;
 }

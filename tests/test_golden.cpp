@@ -14,8 +14,10 @@
 #include "hpcnet/nn.h"
 #include "hpcnet/optim.h"
 #include "src/ops/cpu/cpu_ops.h"
+#include "test_util.h"
 
 using namespace hpcnet;
+using hpcnet::test_util::max_abs;
 
 namespace {
 
@@ -42,10 +44,12 @@ const SafetensorsFile& lenet_golden() {
   return f;
 }
 
-// Runs op on the fixture's inputs, backprops the fixture's dy, and compares y and every d<input>.
-void check_op(const std::string& prefix, const std::vector<std::string>& input_names,
+// Runs op on fixture g's inputs <prefix>.<name> (float64 ones get gradients), backprops g's
+// <prefix>.dy, and compares y with <prefix>.y and every float64 input's gradient with
+// <prefix>.d<name>, to 1e-10 (1 + |want|).
+void check_op(const SafetensorsFile& g, const std::string& prefix,
+              const std::vector<std::string>& input_names,
               const std::function<Tensor(const std::vector<Tensor>&)>& op) {
-  const auto& g = ops_golden();
   std::vector<Tensor> in;
   for (auto& n : input_names) {
     Tensor t = g.at(prefix + "." + n).clone();
@@ -62,34 +66,40 @@ void check_op(const std::string& prefix, const std::vector<std::string>& input_n
   }
 }
 
-}  // namespace
-
-TEST(Golden, OpsMatchPyTorchInFloat64) {
-  check_op("conv2d_s1p1", {"x", "w", "b"}, [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); });
-  check_op("conv2d_s2p0", {"x", "w", "b"}, [](auto& v) { return F::conv2d(v[0], v[1], v[2], 2, 0); });
-  check_op("max_pool2d_k2s2", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 2, 2); });
-  check_op("max_pool2d_k3s2p1", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 3, 2, 1); });
-  check_op("linear", {"x", "w", "b"}, [](auto& v) { return F::linear(v[0], v[1], v[2]); });
-  check_op("relu", {"x"}, [](auto& v) { return F::relu(v[0]); });
-  check_op("log_softmax", {"x"}, [](auto& v) { return F::log_softmax(v[0]); });
-  check_op("nll_loss", {"x", "target"}, [](auto& v) { return F::nll_loss(v[0], v[1]); });
-  check_op("cross_entropy", {"x", "target"}, [](auto& v) { return F::cross_entropy(v[0], v[1]); });
-  check_op("cross_entropy_ls01", {"x", "target"},
-           [](auto& v) { return F::cross_entropy(v[0], v[1], 0.1); });
-  check_op("sum", {"x"}, [](auto& v) { return F::sum(v[0]); });
-  check_op("mean", {"x"}, [](auto& v) { return F::mean(v[0]); });
-  check_op("flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); });
-}
-
-namespace {
-std::shared_ptr<nn::Module> lenet_from_init() {
-  const auto& g = lenet_golden();
-  auto model = nn::make_model("lenet");
+// Model `name` with every state_dict entry from g's init.<entry>.
+std::shared_ptr<nn::Module> model_from_init(const SafetensorsFile& g, const std::string& name) {
+  auto model = nn::make_model(name);
   std::map<std::string, Tensor> state;
-  for (auto& [name, t] : model->named_parameters()) state[name] = g.at("init." + name);
+  for (auto& [entry, t] : model->state_dict()) state[entry] = g.at("init." + entry);
   model->load_state_dict(state);
   return model;
 }
+
+}  // namespace
+
+TEST(Golden, OpsMatchPyTorchInFloat64) {
+  const auto& g = ops_golden();
+  check_op(g, "conv2d_s1p1", {"x", "w", "b"},
+           [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); });
+  check_op(g, "conv2d_s2p0", {"x", "w", "b"},
+           [](auto& v) { return F::conv2d(v[0], v[1], v[2], 2, 0); });
+  check_op(g, "max_pool2d_k2s2", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 2, 2); });
+  check_op(g, "max_pool2d_k3s2p1", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 3, 2, 1); });
+  check_op(g, "linear", {"x", "w", "b"}, [](auto& v) { return F::linear(v[0], v[1], v[2]); });
+  check_op(g, "relu", {"x"}, [](auto& v) { return F::relu(v[0]); });
+  check_op(g, "log_softmax", {"x"}, [](auto& v) { return F::log_softmax(v[0]); });
+  check_op(g, "nll_loss", {"x", "target"}, [](auto& v) { return F::nll_loss(v[0], v[1]); });
+  check_op(g, "cross_entropy", {"x", "target"},
+           [](auto& v) { return F::cross_entropy(v[0], v[1]); });
+  check_op(g, "cross_entropy_ls01", {"x", "target"},
+           [](auto& v) { return F::cross_entropy(v[0], v[1], 0.1); });
+  check_op(g, "sum", {"x"}, [](auto& v) { return F::sum(v[0]); });
+  check_op(g, "mean", {"x"}, [](auto& v) { return F::mean(v[0]); });
+  check_op(g, "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); });
+}
+
+namespace {
+std::shared_ptr<nn::Module> lenet_from_init() { return model_from_init(lenet_golden(), "lenet"); }
 }  // namespace
 
 TEST(Golden, LenetForwardAndBackwardMatchPyTorch) {
@@ -147,35 +157,11 @@ const SafetensorsFile& resnet_golden() {
 
 void expect_close_to_scale(const Tensor& got, const Tensor& want, double rel,
                            const std::string& what) {
-  double scale = 0;
-  for (double v : want.to_vector_f64()) scale = std::max(scale, std::abs(v));
-  expect_near_all(got, want, rel * std::max(scale, 1e-30), 0, what);
-}
-
-void check_resnet_op(const std::string& prefix, const std::vector<std::string>& names,
-                     const std::function<Tensor(const std::vector<Tensor>&)>& op) {
-  const auto& g = resnet_golden();
-  std::vector<Tensor> in;
-  for (auto& n : names) {
-    Tensor t = g.at(prefix + "." + n).clone();
-    t.set_requires_grad(true);
-    in.push_back(t);
-  }
-  Tensor y = op(in);
-  expect_near_all(y, g.at(prefix + ".y"), 1e-10, 1e-10, prefix + ".y");
-  y.backward(g.at(prefix + ".dy"));
-  for (size_t i = 0; i < in.size(); ++i)
-    expect_near_all(in[i].grad(), g.at(prefix + ".d" + names[i]), 1e-10, 1e-10,
-                    prefix + ".d" + names[i]);
+  expect_near_all(got, want, rel * std::max(max_abs(want), 1e-30), 0, what);
 }
 
 std::shared_ptr<nn::Module> resnet20_from_init() {
-  const auto& g = resnet_golden();
-  auto model = nn::make_model("resnet20");
-  std::map<std::string, Tensor> state;
-  for (auto& [name, t] : model->state_dict()) state[name] = g.at("init." + name);
-  model->load_state_dict(state);
-  return model;
+  return model_from_init(resnet_golden(), "resnet20");
 }
 }  // namespace
 
@@ -184,15 +170,14 @@ TEST(GoldenResNet, OpsMatchPyTorchInFloat64) {
   for (bool training : {true, false}) {
     std::string pre = training ? "bn_train" : "bn_eval";
     Tensor rm = g.at(pre + ".running_mean_in").clone(), rv = g.at(pre + ".running_var_in").clone();
-    check_resnet_op(pre, {"x", "weight", "bias"}, [&](auto& v) {
-      return F::batch_norm(v[0], v[1], v[2], rm, rv, training, 0.1, 1e-5);
-    });
+    check_op(g, pre, {"x", "weight", "bias"},
+             [&](auto& v) { return F::batch_norm(v[0], v[1], v[2], rm, rv, training, 0.1, 1e-5); });
     expect_near_all(rm, g.at(pre + ".running_mean_out"), 1e-10, 1e-10, pre + ".running_mean");
     expect_near_all(rv, g.at(pre + ".running_var_out"), 1e-10, 1e-10, pre + ".running_var");
   }
-  check_resnet_op("gap", {"x"}, [](auto& v) { return F::global_avg_pool2d(v[0]); });
-  check_resnet_op("shortcut_a", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
-  check_resnet_op("shortcut_a_odd", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
+  check_op(g, "gap", {"x"}, [](auto& v) { return F::global_avg_pool2d(v[0]); });
+  check_op(g, "shortcut_a", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
+  check_op(g, "shortcut_a_odd", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
 }
 
 namespace {
@@ -230,6 +215,26 @@ void check_resnet20_forward_backward(double grad_tol) {
   NoGradGuard ng;
   expect_close_to_scale(model->forward(g.at("inputs")), g.at("eval_logits"), 5e-5, "eval_logits");
 }
+
+// One step of opt per batch s of g's step_inputs (stored as float16) and step_labels: zero_grad,
+// forward, cross-entropy, backward, step. Each loss is within 1e-4 (relative) of g's <losses>[s].
+void train_on_step_batches(const SafetensorsFile& g, nn::Module& model, optim::Optimizer& opt,
+                           const std::string& losses) {
+  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);
+  Tensor labels = g.at("step_labels");
+  std::vector<double> want_losses = g.at(losses).to_vector_f64();
+  const int64_t b = inputs.size(1), per = inputs.numel() / inputs.size(0);
+  for (int64_t s = 0; s < inputs.size(0); ++s) {
+    Tensor x = Tensor::empty({b, 3, 32, 32});
+    std::memcpy(x.data<float>(), inputs.data<float>() + s * per, x.nbytes());
+    std::vector<int64_t> l(labels.data<int64_t>() + s * b, labels.data<int64_t>() + (s + 1) * b);
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model.forward(x), Tensor::from_labels(l));
+    EXPECT_NEAR(loss.item(), want_losses[s], 1e-4 * std::abs(want_losses[s])) << "step " << s;
+    loss.backward();
+    opt.step();
+  }
+}
 }  // namespace
 
 // Row-major activations (the plain batch-norm kernels) match PyTorch to 5e-5 of each tensor's
@@ -253,21 +258,8 @@ TEST(GoldenResNet, Resnet20BlockedLayoutMatchesPyTorch) {
 TEST(GoldenResNet, Resnet20ThreeNesterovSgdStepsMatchPyTorch) {
   const auto& g = resnet_golden();
   auto model = resnet20_from_init();
-  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);
-  Tensor labels = g.at("step_labels");
   optim::SGD opt(model->named_parameters(), {0.1, 0.9, 0, 5e-4, true});
-  std::vector<double> want_losses = g.at("sgd3_losses").to_vector_f64();
-  const int64_t b = inputs.size(1), per = inputs.numel() / inputs.size(0);
-  for (int64_t s = 0; s < inputs.size(0); ++s) {
-    Tensor x = Tensor::empty({b, 3, 32, 32});
-    std::memcpy(x.data<float>(), inputs.data<float>() + s * per, x.nbytes());
-    std::vector<int64_t> l(labels.data<int64_t>() + s * b, labels.data<int64_t>() + (s + 1) * b);
-    opt.zero_grad();
-    Tensor loss = F::cross_entropy(model->forward(x), Tensor::from_labels(l));
-    EXPECT_NEAR(loss.item(), want_losses[s], 1e-4 * std::abs(want_losses[s])) << "step " << s;
-    loss.backward();
-    opt.step();
-  }
+  train_on_step_batches(g, *model, opt, "sgd3_losses");
   auto state = model->state_dict();
   int checked = 0;
   for (auto& [name, t] : state)
@@ -281,21 +273,8 @@ TEST(GoldenResNet, Resnet20ThreeNesterovSgdStepsMatchPyTorch) {
 TEST(GoldenResNet, Resnet20ThreeAdamWStepsMatchPyTorch) {
   const auto& g = resnet_golden();
   auto model = resnet20_from_init();
-  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);
-  Tensor labels = g.at("step_labels");
   optim::AdamW opt(model->named_parameters(), {1e-3, 0.9, 0.999, 1e-8, 5e-2});
-  std::vector<double> want_losses = g.at("adamw3_losses").to_vector_f64();
-  const int64_t b = inputs.size(1), per = inputs.numel() / inputs.size(0);
-  for (int64_t s = 0; s < inputs.size(0); ++s) {
-    Tensor x = Tensor::empty({b, 3, 32, 32});
-    std::memcpy(x.data<float>(), inputs.data<float>() + s * per, x.nbytes());
-    std::vector<int64_t> l(labels.data<int64_t>() + s * b, labels.data<int64_t>() + (s + 1) * b);
-    opt.zero_grad();
-    Tensor loss = F::cross_entropy(model->forward(x), Tensor::from_labels(l));
-    EXPECT_NEAR(loss.item(), want_losses[s], 1e-4 * std::abs(want_losses[s])) << "step " << s;
-    loss.backward();
-    opt.step();
-  }
+  train_on_step_batches(g, *model, opt, "adamw3_losses");
   int checked = 0;
   for (auto& [name, p] : model->named_parameters())
     if (g.contains("adamw3." + name)) {

@@ -13,45 +13,27 @@
 #include <sstream>
 
 #include "hpcnet/io.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using hpcnet::DType;
 using hpcnet::Tensor;
+using namespace hpcnet::test_util;
 
 namespace {
 
 // A fresh folder per test, removed afterwards.
 class IoTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("hpcnet_test_io_" + std::to_string(::getpid()) + "_" +
-                                        info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  std::string file(const std::string& name) const { return dir_.str(name); }
   std::vector<std::string> listing() const {
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
+    for (const auto& e : fs::directory_iterator(dir_.path())) names.push_back(e.path().filename());
     std::sort(names.begin(), names.end());
     return names;
   }
-  fs::path dir_;
+  TempDir dir_{"io"};
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');
@@ -70,12 +52,6 @@ std::string raw(std::initializer_list<T> values) {
   std::string s;
   for (T v : values) s.append(reinterpret_cast<const char*>(&v), sizeof(T));
   return s;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
 Tensor iota(const hpcnet::Shape& shape, DType dtype, double start = 0.5) {
@@ -112,7 +88,7 @@ TEST_F(IoSafetensors, WritesTheSpecifiedBytes) {
   hpcnet::save_safetensors(file("a.safetensors"),
                            {{"w", Tensor::from_vector({1.0f, -2.0f}, {2})}, {"n", n}, {"b", b}},
                            {{"format", "pt"}});
-  const std::string got = read_bytes(file("a.safetensors"));
+  const std::string got = read_file(file("a.safetensors"));
   EXPECT_EQ(got.size() % 8, 3u);  // 8 + padded header + 19 data bytes
   EXPECT_EQ((got.size() - 19) % 8, 0u) << "data must start 8-byte aligned";
   EXPECT_EQ(got, expected);
@@ -124,7 +100,7 @@ TEST_F(IoSafetensors, ReadsHandWrittenFile) {
       R"({ "a" : {"shape": [2, 2], "dtype": "F64", "data_offsets": [4, 36]},
            "b": {"data_offsets": [0, 4], "dtype": "I32", "shape": [1]} })";
   const std::string data = raw<int32_t>({-5}) + raw<double>({1.5, -2.25, 1e300, 0.0});
-  write_bytes(file("h.safetensors"), st_bytes(header, data, /*pad=*/false));
+  write_file(file("h.safetensors"), st_bytes(header, data, /*pad=*/false));
   auto f = hpcnet::load_safetensors(file("h.safetensors"));
   EXPECT_EQ(f.order, (std::vector<std::string>{"b", "a"}));
   EXPECT_TRUE(f.metadata.empty());
@@ -177,7 +153,7 @@ TEST_F(IoSafetensors, RoundTripsDtypesShapesAndMetadata) {
 
   // Saving again over the file replaces it, and no metadata means no __metadata__ entry.
   hpcnet::save_safetensors(file("m.safetensors"), {{"x", iota({2}, DType::kFloat32)}});
-  const std::string bytes = read_bytes(file("m.safetensors"));
+  const std::string bytes = read_file(file("m.safetensors"));
   EXPECT_EQ(bytes.find("__metadata__"), std::string::npos);
   auto g = hpcnet::load_safetensors(file("m.safetensors"));
   EXPECT_EQ(g.order, (std::vector<std::string>{"x"}));
@@ -186,7 +162,7 @@ TEST_F(IoSafetensors, RoundTripsDtypesShapesAndMetadata) {
 
 TEST_F(IoSafetensors, EmptyFileHasNoTensors) {
   hpcnet::save_safetensors(file("e.safetensors"), {});
-  EXPECT_EQ(read_bytes(file("e.safetensors")), le64(8) + "{}      ");
+  EXPECT_EQ(read_file(file("e.safetensors")), le64(8) + "{}      ");
   auto f = hpcnet::load_safetensors(file("e.safetensors"));
   EXPECT_TRUE(f.tensors.empty());
   EXPECT_TRUE(f.order.empty());
@@ -284,7 +260,7 @@ TEST_F(IoSafetensors, RefusesEveryCorruption) {
   };
   for (const Corrupt& c : cases) {
     const std::string path = file("bad.safetensors");
-    write_bytes(path, c.bytes);
+    write_file(path, c.bytes);
     try {
       hpcnet::load_safetensors(path);
       ADD_FAILURE() << c.what << ": loaded without an error";
@@ -300,7 +276,7 @@ TEST_F(IoSafetensors, RefusesEveryCorruption) {
     }
   }
   // Sanity: the uncorrupted file loads.
-  write_bytes(file("good.safetensors"), good);
+  write_file(file("good.safetensors"), good);
   EXPECT_EQ(hpcnet::load_safetensors(file("good.safetensors")).at("a").to_vector(),
             (std::vector<float>{1.0f, 2.0f}));
 }
@@ -321,9 +297,9 @@ using IoAtomicFile = IoTest;
 
 TEST_F(IoAtomicFile, ReplacesTheFile) {
   hpcnet::write_file_atomic(file("f.txt"), std::string_view("first version, long"));
-  EXPECT_EQ(read_bytes(file("f.txt")), "first version, long");
+  EXPECT_EQ(read_file(file("f.txt")), "first version, long");
   hpcnet::write_file_atomic(file("f.txt"), [](std::ostream& os) { os << "second"; });
-  EXPECT_EQ(read_bytes(file("f.txt")), "second");
+  EXPECT_EQ(read_file(file("f.txt")), "second");
   EXPECT_EQ(listing(), (std::vector<std::string>{"f.txt"}));
 }
 
@@ -340,7 +316,7 @@ TEST_F(IoAtomicFile, FailingWriterLeavesOldFileAndNoTemp) {
     throw std::runtime_error("simulated crash in the writer");
   };
   EXPECT_THROW(hpcnet::write_file_atomic(file("ckpt"), failing), std::runtime_error);
-  EXPECT_EQ(read_bytes(file("ckpt")), "old contents");
+  EXPECT_EQ(read_file(file("ckpt")), "old contents");
   EXPECT_EQ(listing(), (std::vector<std::string>{"ckpt"}));
 
   // The same when there was no file before: nothing is left behind.
@@ -364,7 +340,7 @@ TEST_F(IoAtomicFile, LargeAndMixedWrites) {
     expected = ref.str();
   }
   hpcnet::write_file_atomic(file("big"), writer);
-  EXPECT_EQ(read_bytes(file("big")), expected);
+  EXPECT_EQ(read_file(file("big")), expected);
 }
 
 TEST_F(IoAtomicFile, KeepsPermissionBits) {
@@ -388,10 +364,10 @@ TEST_F(IoAtomicFile, MissingFolderIsInputError) {
 TEST_F(IoAtomicFile, SaveSafetensorsKeepsOldCheckpointOnError) {
   const std::string path = file("model.safetensors");
   hpcnet::save_safetensors(path, {{"w", iota({3}, DType::kFloat32)}});
-  const std::string before = read_bytes(path);
+  const std::string before = read_file(path);
   Tensor t = iota({2}, DType::kFloat32);
   EXPECT_THROW(hpcnet::save_safetensors(path, {{"a", t}, {"a", t}}), hpcnet::Error);
-  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(read_file(path), before);
   EXPECT_EQ(listing(), (std::vector<std::string>{"model.safetensors"}));
 }
 
@@ -442,14 +418,12 @@ TEST_F(IoMetricsLog, LinesParseBack) {
 
 TEST_F(IoMetricsLog, AppendAfterCutLineStartsNewLine) {
   const std::string path = file("m.jsonl");
-  write_bytes(path, "{\"step\":1}\n{\"step\":2,\"lo");  // a crash mid-record
+  write_file(path, "{\"step\":1}\n{\"step\":2,\"lo");  // a crash mid-record
   {
     hpcnet::MetricsLog log(path, /*append=*/true);
     log.write({{"step", 3}, {"bad_utf8", "\xff"}});
   }
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::vector<std::string> lines = split_lines(read_file(path));
   ASSERT_EQ(lines.size(), 3u);
   auto rec = nlohmann::json::parse(lines[2]);
   EXPECT_EQ(rec["step"], 3);

@@ -3,10 +3,16 @@
 // from a blocked input as from the same values row-major.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
+#include "test_util.h"
 
 using namespace hpcnet;
+using hpcnet::test_util::max_abs;
 
 namespace {
 Tensor randn(const Shape& s, uint64_t seed) {
@@ -19,6 +25,13 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
   ASSERT_EQ(a.shape(), b.shape()) << what;
   auto va = a.to_vector(), vb = b.to_vector();
   for (size_t i = 0; i < va.size(); ++i) ASSERT_NEAR(va[i], vb[i], tol) << what << " at " << i;
+}
+// Each got[i] against want[i] within rel * max|want[i]| + atol; what(i) names it in messages.
+void expect_close_to_scale(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                           double rel, double atol,
+                           const std::function<std::string(size_t)>& what) {
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_close(got[i], want[i], rel * max_abs(want[i]) + atol, what(i));
 }
 }  // namespace
 
@@ -81,12 +94,9 @@ TEST(Layout, BlockedBatchNormMatchesRowMajorTightly) {
     };
     auto a = run(false), b = run(true);
     const char* names[] = {"y", "dx", "dgamma", "dbeta", "dres", "running_mean", "running_var"};
-    for (size_t i = 0; i < a.size(); ++i) {
-      double scale = 0;
-      for (float f : a[i].to_vector()) scale = std::max(scale, std::abs(static_cast<double>(f)));
-      expect_close(b[i], a[i], 2e-5 * scale + 1e-7,
-                   std::string(names[i]) + (training ? " train " : " eval ") + shape_str(shape));
-    }
+    expect_close_to_scale(b, a, 2e-5, 1e-7, [&](size_t i) {
+      return std::string(names[i]) + (training ? " train " : " eval ") + shape_str(shape);
+    });
   }
 }
 
@@ -106,11 +116,9 @@ TEST(Layout, BlockedConvolutionsMatchRowMajorTightly) {
     };
     auto a = run(false), b = run(true);
     const char* names[] = {"y", "dx", "dw"};
-    for (size_t i = 0; i < a.size(); ++i) {
-      double scale = 0;
-      for (float f : a[i].to_vector()) scale = std::max(scale, std::abs(static_cast<double>(f)));
-      expect_close(b[i], a[i], 2e-5 * scale, std::string(names[i]) + " " + shape_str(c.x) + " s" + std::to_string(c.stride));
-    }
+    expect_close_to_scale(b, a, 2e-5, 0, [&](size_t i) {
+      return std::string(names[i]) + " " + shape_str(c.x) + " s" + std::to_string(c.stride);
+    });
   }
 }
 
@@ -129,11 +137,7 @@ TEST(Layout, DownsamplingBlockGradientsMatchRowMajorTightly) {
   };
   auto a = run(false), b = run(true);
   const char* names[] = {"z", "dx", "dw"};
-  for (size_t i = 0; i < a.size(); ++i) {
-    double scale = 0;
-    for (float f : a[i].to_vector()) scale = std::max(scale, std::abs(static_cast<double>(f)));
-    expect_close(b[i], a[i], 2e-5 * scale, names[i]);
-  }
+  expect_close_to_scale(b, a, 2e-5, 0, [&](size_t i) { return std::string(names[i]); });
 }
 
 // The first block of a CIFAR ResNet: a row-major input (the stem's output) feeds a convolution
@@ -153,11 +157,7 @@ TEST(Layout, MixedLayoutBlockMatchesFloat64) {
   };
   auto f32 = run(DType::kFloat32), f64 = run(DType::kFloat64);
   const char* names[] = {"z", "dx", "dw1", "dw2"};
-  for (size_t i = 0; i < f32.size(); ++i) {
-    double scale = 0;
-    for (double f : f64[i].to_vector_f64()) scale = std::max(scale, std::abs(f));
-    expect_close(f32[i], f64[i], 2e-5 * scale, names[i]);
-  }
+  expect_close_to_scale(f32, f64, 2e-5, 0, [&](size_t i) { return std::string(names[i]); });
 }
 
 // Three identity-shortcut blocks after a row-major stem (ResNet stage 1): every block input after
@@ -184,9 +184,5 @@ TEST(Layout, ChainedResidualBlocksMatchFloat64) {
     return out;
   };
   auto f32 = run(DType::kFloat32), f64 = run(DType::kFloat64);
-  for (size_t i = 0; i < f32.size(); ++i) {
-    double scale = 0;
-    for (double f : f64[i].to_vector_f64()) scale = std::max(scale, std::abs(f));
-    expect_close(f32[i], f64[i], 2e-5 * scale, "output " + std::to_string(i));
-  }
+  expect_close_to_scale(f32, f64, 2e-5, 0, [](size_t i) { return "output " + std::to_string(i); });
 }

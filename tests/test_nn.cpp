@@ -16,8 +16,10 @@
 #include "hpcnet/optim.h"
 #include "hpcnet/rng.h"
 #include "src/nn/models/models.h"
+#include "test_util.h"
 
 using namespace hpcnet;
+using hpcnet::test_util::input_error;
 
 namespace {
 
@@ -40,18 +42,6 @@ Tensor nn_input(int64_t n, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(n * 3 * 32 * 32));
   for (float& x : v) x = rng.uniform(-1.f, 1.f);
   return Tensor::from_vector(v, {n, 3, 32, 32});
-}
-
-template <class F>
-std::string nn_input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
 }
 
 }  // namespace
@@ -103,17 +93,17 @@ TEST(NnLeNet, ForwardShapeAndInputCheck) {
   Tensor y = (*model)(nn_input(5, 2));
   EXPECT_EQ(y.shape(), (Shape{5, 10}));
   for (float v : y.to_vector()) EXPECT_TRUE(std::isfinite(v));
-  std::string msg = nn_input_error([&] { model->forward(Tensor::zeros({1, 3, 28, 28})); });
+  std::string msg = input_error([&] { model->forward(Tensor::zeros({1, 3, 28, 28})); });
   EXPECT_NE(msg.find("(1, 3, 28, 28)"), std::string::npos) << msg;
-  msg = nn_input_error([&] { model->forward(Tensor::zeros({1, 1, 32, 32})); });
+  msg = input_error([&] { model->forward(Tensor::zeros({1, 1, 32, 32})); });
   EXPECT_NE(msg.find("lenet"), std::string::npos) << msg;
 }
 
 TEST(NnLeNet, MakeModelRejectsUnknownNames) {
-  std::string msg = nn_input_error([] { nn::make_model("resnet999"); });
+  std::string msg = input_error([] { nn::make_model("resnet999"); });
   EXPECT_NE(msg.find("resnet999"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lenet"), std::string::npos) << msg;  // lists the known ones
-  msg = nn_input_error([] { nn::make_model("lenet", 0); });
+  msg = input_error([] { nn::make_model("lenet", 0); });
   EXPECT_NE(msg.find("classes"), std::string::npos) << msg;
   auto names = nn::model_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "lenet"), names.end());
@@ -240,7 +230,7 @@ TEST(NnStateDict, BadStateIsRefusedWithoutModifyingTheModel) {
   // Missing key (the others would fit: none may be copied).
   auto state = nn_state_map(*src);
   state.erase("fc2.bias");
-  std::string msg = nn_input_error([&] { m->load_state_dict(state); });
+  std::string msg = input_error([&] { m->load_state_dict(state); });
   EXPECT_NE(msg.find("fc2.bias"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
   EXPECT_EQ(nn_snapshot(*m), before);
@@ -248,7 +238,7 @@ TEST(NnStateDict, BadStateIsRefusedWithoutModifyingTheModel) {
   // Unexpected key.
   state = nn_state_map(*src);
   state.emplace("fc4.weight", Tensor::zeros({2, 2}));
-  msg = nn_input_error([&] { m->load_state_dict(state); });
+  msg = input_error([&] { m->load_state_dict(state); });
   EXPECT_NE(msg.find("fc4.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("unexpected"), std::string::npos) << msg;
   EXPECT_EQ(nn_snapshot(*m), before);
@@ -256,7 +246,7 @@ TEST(NnStateDict, BadStateIsRefusedWithoutModifyingTheModel) {
   // Wrong shape, in the last entry (all earlier ones fit).
   state = nn_state_map(*src);
   state["fc3.bias"] = Tensor::zeros({11});
-  msg = nn_input_error([&] { m->load_state_dict(state); });
+  msg = input_error([&] { m->load_state_dict(state); });
   EXPECT_NE(msg.find("fc3.bias"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(11,)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(10,)"), std::string::npos) << msg;
@@ -350,19 +340,19 @@ TEST(NnSgd, InvalidOptionsAreInputErrors) {
   auto make = [&](optim::SGDOptions o) { optim::SGD opt(m->named_parameters(), o); };
   optim::SGDOptions o;
   o.lr = -0.1;
-  EXPECT_NE(nn_input_error([&] { make(o); }).find("learning rate"), std::string::npos);
+  EXPECT_NE(input_error([&] { make(o); }).find("learning rate"), std::string::npos);
   o = {};
   o.lr = std::nan("");
   EXPECT_THROW(make(o), InputError);
   o = {};
   o.momentum = -0.5;
-  EXPECT_NE(nn_input_error([&] { make(o); }).find("momentum"), std::string::npos);
+  EXPECT_NE(input_error([&] { make(o); }).find("momentum"), std::string::npos);
   o = {};
   o.weight_decay = -1e-4;
-  EXPECT_NE(nn_input_error([&] { make(o); }).find("weight_decay"), std::string::npos);
+  EXPECT_NE(input_error([&] { make(o); }).find("weight_decay"), std::string::npos);
   o = {};
   o.nesterov = true;  // without momentum
-  EXPECT_NE(nn_input_error([&] { make(o); }).find("nesterov"), std::string::npos);
+  EXPECT_NE(input_error([&] { make(o); }).find("nesterov"), std::string::npos);
   o = {};
   o.nesterov = true;
   o.momentum = 0.9;
@@ -451,11 +441,11 @@ TEST(NnSgd, StateRoundTripGivesIdenticalSteps) {
   // Bad optimizer state.
   std::map<std::string, Tensor> bad = ostate;
   bad["momentum_buffer.fc1.bias"] = Tensor::zeros({7});
-  std::string msg = nn_input_error([&] { opt_b.load_state_dict(bad, 3); });
+  std::string msg = input_error([&] { opt_b.load_state_dict(bad, 3); });
   EXPECT_NE(msg.find("momentum_buffer.fc1.bias"), std::string::npos) << msg;
   bad = ostate;
   bad.emplace("momentum_buffer.fc9.weight", Tensor::zeros({1}));
-  msg = nn_input_error([&] { opt_b.load_state_dict(bad, 3); });
+  msg = input_error([&] { opt_b.load_state_dict(bad, 3); });
   EXPECT_NE(msg.find("fc9"), std::string::npos) << msg;
 }
 

@@ -4,8 +4,6 @@
 // resume), optim::clip_grad_norm, the resnet models, bfloat16 convolutions, and the `hpcnet train`
 // flags that drive them end to end (AdamW + EMA + clipping + Cutout, bit-exact resume, refusals).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +28,7 @@
 #include "hpcnet/optim.h"
 #include "hpcnet/rng.h"
 #include "src/ops/ops.h"
+#include "test_util.h"
 
 #ifndef HPCNET_BINARY
 #error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
@@ -37,6 +36,7 @@
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
+using namespace hpcnet::test_util;
 
 namespace {
 
@@ -48,23 +48,6 @@ Tensor rs_randn(const Shape& s, uint64_t seed, double scale = 1.0, double shift 
   std::vector<float> v(static_cast<size_t>(shape_numel(s)));
   for (float& x : v) x = static_cast<float>(shift + scale * rng.normal());
   return Tensor::from_vector(v, s);
-}
-
-template <class Fn>
-std::string rs_input_error(Fn&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
-}
-
-bool rs_same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.nbytes()) == 0;
 }
 
 // Max |a - b| and max |b| over two equally shaped tensors.
@@ -255,9 +238,9 @@ TEST(ResnetBatchNorm, EvalUsesTheRunningStatistics) {
 
 TEST(ResnetBatchNorm, BadInputShapeIsAnInputError) {
   nn::BatchNorm2d bn(3);
-  std::string msg = rs_input_error([&] { bn(Tensor::zeros({2, 4, 5, 5})); });
+  std::string msg = input_error([&] { bn(Tensor::zeros({2, 4, 5, 5})); });
   EXPECT_NE(msg.find("(2, 4, 5, 5)"), std::string::npos) << msg;
-  msg = rs_input_error([&] { bn(Tensor::zeros({2, 3})); });
+  msg = input_error([&] { bn(Tensor::zeros({2, 3})); });
   EXPECT_NE(msg.find("(2, 3)"), std::string::npos) << msg;
   bn.eval();
   EXPECT_THROW(bn(Tensor::zeros({1, 2, 3, 3})), InputError);
@@ -445,10 +428,11 @@ TEST(ResnetCutout, ZeroesOneClippedSquareAndIsReproducible) {
 }
 
 TEST(ResnetCutout, OrderIsCheckedAndStrNamesIt) {
-  std::string msg = rs_input_error([] { data::Compose({data::Cutout{16}, data::ToTensor{}}); });
+  std::string msg = input_error([] { data::Compose({data::Cutout{16}, data::ToTensor{}}); });
   EXPECT_NE(msg.find("Cutout"), std::string::npos) << msg;
-  msg = rs_input_error(
-      [] { data::Compose({data::ToTensor{}, data::Cutout{8}, data::RandomCrop{32, 4}}); });
+  msg = input_error([] {
+    data::Compose({data::ToTensor{}, data::Cutout{8}, data::RandomCrop{32, 4}});
+  });
   EXPECT_NE(msg.find("Cutout"), std::string::npos) << msg;
   EXPECT_THROW(data::Compose({data::RandomCrop{32, 4}, data::Cutout{8}, data::ToTensor{}}),
                InputError);
@@ -493,7 +477,7 @@ TEST(ResnetEma, TracksTheAverageSwapsAndRoundTrips) {
   ASSERT_EQ(esd.size(), sd.size());
   for (size_t i = 0; i < sd.size(); ++i) {
     EXPECT_EQ(esd[i].first, "ema." + sd[i].first);
-    EXPECT_TRUE(rs_same_bytes(esd[i].second, sd[i].second)) << sd[i].first;
+    EXPECT_TRUE(same_bytes(esd[i].second, sd[i].second)) << sd[i].first;
     EXPECT_NE(esd[i].second.raw_data(), sd[i].second.raw_data()) << "a copy, not shared";
   }
   const auto old = rs_values(sd);
@@ -554,12 +538,12 @@ TEST(ResnetEma, BadStateAndDecayAreRefused) {
   auto state = rs_clone_map(ema.state_dict());
   ASSERT_TRUE(state.count("ema.4.bias"));
   state["ema.4.bias"] = Tensor::zeros({3});
-  std::string msg = rs_input_error([&] { ema.load_state_dict(state); });
+  std::string msg = input_error([&] { ema.load_state_dict(state); });
   EXPECT_NE(msg.find("ema.4.bias"), std::string::npos) << msg;
   EXPECT_EQ(rs_values(ema.state_dict()), before) << "nothing loaded from a bad state";
   state = rs_clone_map(ema.state_dict());
   state.erase("ema.1.running_var");
-  msg = rs_input_error([&] { ema.load_state_dict(state); });
+  msg = input_error([&] { ema.load_state_dict(state); });
   EXPECT_NE(msg.find("ema.1.running_var"), std::string::npos) << msg;
   EXPECT_EQ(rs_values(ema.state_dict()), before);
 
@@ -574,13 +558,13 @@ TEST(ResnetAdamW, InvalidOptionsAreInputErrors) {
   auto make = [&](optim::AdamWOptions o) { optim::AdamW opt(lin.named_parameters(), o); };
   optim::AdamWOptions o;
   o.lr = -1e-3;
-  EXPECT_NE(rs_input_error([&] { make(o); }).find("learning rate"), std::string::npos);
+  EXPECT_NE(input_error([&] { make(o); }).find("learning rate"), std::string::npos);
   o = {};
   o.lr = std::nan("");
   EXPECT_THROW(make(o), InputError);
   o = {};
   o.beta1 = 1.0;
-  EXPECT_NE(rs_input_error([&] { make(o); }).find("beta"), std::string::npos);
+  EXPECT_NE(input_error([&] { make(o); }).find("beta"), std::string::npos);
   o = {};
   o.beta2 = 1.5;
   EXPECT_THROW(make(o), InputError);
@@ -683,7 +667,7 @@ TEST(ResnetAdamW, RestoredStateGivesBitIdenticalSteps) {
   auto pa = a->state_dict(), pb = b->state_dict();
   ASSERT_EQ(pa.size(), pb.size());
   for (size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(rs_same_bytes(pa[i].second, pb[i].second)) << pa[i].first << " differs";
+    EXPECT_TRUE(same_bytes(pa[i].second, pb[i].second)) << pa[i].first << " differs";
 
   // Negative control: the same moments with a wrong step count (bias correction) differ.
   auto c = rs_small_net(12);
@@ -691,16 +675,16 @@ TEST(ResnetAdamW, RestoredStateGivesBitIdenticalSteps) {
   c->load_state_dict(mstate);
   opt_c.load_state_dict(ostate, 0);
   step(*c, opt_c);
-  EXPECT_FALSE(rs_same_bytes(a->named_parameters()[0].second, c->named_parameters()[0].second));
+  EXPECT_FALSE(same_bytes(a->named_parameters()[0].second, c->named_parameters()[0].second));
 
   // Bad state.
   auto bad = ostate;
   bad["exp_avg.4.weight"] = Tensor::zeros({3, 3});
-  std::string msg = rs_input_error([&] { opt_b.load_state_dict(bad, 3); });
+  std::string msg = input_error([&] { opt_b.load_state_dict(bad, 3); });
   EXPECT_NE(msg.find("exp_avg.4.weight"), std::string::npos) << msg;
   bad = ostate;
   bad.erase("exp_avg_sq.0.bias");
-  msg = rs_input_error([&] { opt_b.load_state_dict(bad, 3); });
+  msg = input_error([&] { opt_b.load_state_dict(bad, 3); });
   EXPECT_NE(msg.find("exp_avg_sq.0.bias"), std::string::npos) << msg;
   bad = ostate;
   bad.emplace("momentum_buffer.0.weight", Tensor::zeros({4, 3, 3, 3}));
@@ -801,7 +785,7 @@ TEST(ResnetModels, NumClassesAndUnknownNames) {
   EXPECT_EQ(y.shape(), (Shape{3, 7}));
   EXPECT_THROW(nn::make_model("resnet20", 0), InputError);
 
-  std::string msg = rs_input_error([] { nn::make_model("resnet99"); });
+  std::string msg = input_error([] { nn::make_model("resnet99"); });
   EXPECT_NE(msg.find("resnet99"), std::string::npos) << msg;
   for (const char* n : {"lenet", "resnet20", "resnet32", "resnet56", "resnet18"})
     EXPECT_NE(msg.find(n), std::string::npos) << n << " not listed in: " << msg;
@@ -946,96 +930,15 @@ TEST(ResnetConv, ChainedConvolutionsMatchFloat64) {
 
 namespace {
 
-std::string rs_read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void rs_write(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<std::string> rs_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-fs::path rs_mkdtemp(const std::string& tag) {
-  std::string tmpl =
-      (fs::temp_directory_path() / ("hpcnet_test_resnet_" + tag + "_XXXXXX")).string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
-// CIFAR-10 records with a colour per class plus noise (as tests/test_train.cpp).
-std::string rs_cifar_records(int n, uint64_t seed) {
-  Rng rng(seed, 77);
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    int label = static_cast<int>(rng.randint(10));
-    out.push_back(static_cast<char>(label));
-    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
-    for (int c = 0; c < 3; ++c)
-      for (int p = 0; p < 1024; ++p)
-        out.push_back(static_cast<char>(
-            std::clamp(base[c] + static_cast<int>(rng.randint(49)) - 24, 0, 255)));
-  }
-  return out;
-}
-
-std::string rs_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-struct RsRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-// `hpcnet ARGS` with stdin from /dev/null and stdout/stderr captured.
-RsRun rs_run(const std::vector<std::string>& args, const fs::path& dir) {
-  static int counter = 0;
-  const fs::path out = dir / ("stdout" + std::to_string(counter));
-  const fs::path err = dir / ("stderr" + std::to_string(counter++));
-  std::string cmd = "cd " + rs_quote(dir.string()) + " && " + rs_quote(HPCNET_BINARY);
-  for (const auto& a : args) cmd += " " + rs_quote(a);
-  cmd += " </dev/null >" + rs_quote(out.string()) + " 2>" + rs_quote(err.string());
-  int status = std::system(cmd.c_str());
-  RsRun r;
-  r.rc =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  r.out = rs_read(out);
-  r.err = rs_read(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
-
 // 5 x 16 training images (16 held out as val: 4 steps of 16 per epoch) and 16 test images, and
 // the uninterrupted 2-epoch run, made once per process.
 struct RsShared {
-  fs::path dir;
-  RsShared() : dir(rs_mkdtemp("shared")) {
-    fs::path b = dir / "cifar" / "cifar-10-batches-bin";
-    fs::create_directories(b);
-    for (int k = 1; k <= 5; ++k)
-      rs_write(b / ("data_batch_" + std::to_string(k) + ".bin"), rs_cifar_records(16, k));
-    rs_write(b / "test_batch.bin", rs_cifar_records(16, 100));
-  }
-  ~RsShared() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+  TempDir tmp{"resnet_shared"};
+  fs::path dir = tmp.path();
+  RsShared() { write_tiny_cifar10(dir / "cifar", 16, 16); }
   fs::path cifar() const { return dir / "cifar"; }
-  const RsRun& straight() {
-    if (straight_.rc < 0) straight_ = rs_run(args(dir / "straight", 2), dir);
+  const RunResult& straight() {
+    if (straight_.rc < 0) straight_ = run_hpcnet(args(dir / "straight", 2), dir);
     return straight_;
   }
   fs::path straight_dir() {
@@ -1058,7 +961,7 @@ struct RsShared {
   }
 
  private:
-  RsRun straight_;
+  RunResult straight_;
 };
 
 RsShared& rs_shared() {
@@ -1068,24 +971,20 @@ RsShared& rs_shared() {
 
 class ResnetCli : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = rs_mkdtemp("t"); }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
+  TempDir tmp_{"resnet_t"};
+  fs::path dir_ = tmp_.path();
 };
 
 }  // namespace
 
 TEST_F(ResnetCli, AdamWEmaClipCutoutRunWritesTheirState) {
-  const RsRun& r = rs_shared().straight();
+  const RunResult& r = rs_shared().straight();
   ASSERT_EQ(r.rc, 0) << r.out << "\n" << r.err;
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
   const fs::path d = rs_shared().straight_dir();
 
   int epochs = 0;
-  for (const auto& l : rs_lines(rs_read(d / "metrics.jsonl"))) {
+  for (const auto& l : split_lines(read_file(d / "metrics.jsonl"))) {
     auto j = nlohmann::json::parse(l);
     if (j.at("event") == "start") {
       EXPECT_EQ(j.at("train_images"), 64);
@@ -1128,8 +1027,8 @@ TEST_F(ResnetCli, AdamWEmaClipCutoutRunWritesTheirState) {
   bool any_diff = false;
   for (const auto& n : model.order) {
     ASSERT_TRUE(ck.contains("ema." + n)) << n;
-    EXPECT_TRUE(rs_same_bytes(model.at(n), ck.at("ema." + n))) << n;
-    any_diff |= !rs_same_bytes(ck.at("model." + n), ck.at("ema." + n));
+    EXPECT_TRUE(same_bytes(model.at(n), ck.at("ema." + n))) << n;
+    any_diff |= !same_bytes(ck.at("model." + n), ck.at("ema." + n));
   }
   EXPECT_TRUE(any_diff) << "EMA equals the trained weights: no averaging happened";
 }
@@ -1138,20 +1037,17 @@ TEST_F(ResnetCli, ResumeWithAdamWAndEmaIsBitExact) {
   const fs::path straight = rs_shared().straight_dir();
   ASSERT_EQ(rs_shared().straight().rc, 0) << rs_shared().straight().err;
   const fs::path resumed = dir_ / "resumed";
-  RsRun first = rs_run(rs_shared().args(resumed, 1), dir_);
+  RunResult first = run_hpcnet(rs_shared().args(resumed, 1), dir_);
   ASSERT_EQ(first.rc, 0) << first.err;
   ASSERT_TRUE(fs::exists(resumed / "checkpoint.safetensors"));
   auto args = rs_shared().args(resumed, 2);
   args.insert(args.end(), {"--resume", resumed.string()});
-  RsRun second = rs_run(args, dir_);
+  RunResult second = run_hpcnet(args, dir_);
   ASSERT_EQ(second.rc, 0) << second.err;
 
-  EXPECT_EQ(rs_read(straight / "model.safetensors"), rs_read(resumed / "model.safetensors"))
+  EXPECT_EQ(read_file(straight / "model.safetensors"), read_file(resumed / "model.safetensors"))
       << "model.safetensors differs from the uninterrupted run";
-  SafetensorsFile a = load_safetensors((straight / "checkpoint.safetensors").string());
-  SafetensorsFile b = load_safetensors((resumed / "checkpoint.safetensors").string());
-  ASSERT_EQ(a.order, b.order);
-  for (const auto& n : a.order) EXPECT_TRUE(rs_same_bytes(a.at(n), b.at(n))) << n << " differs";
+  expect_same_tensors(straight / "checkpoint.safetensors", resumed / "checkpoint.safetensors");
 }
 
 TEST_F(ResnetCli, BadValuesOfTheNewFlagsExitTwo) {
@@ -1168,12 +1064,9 @@ TEST_F(ResnetCli, BadValuesOfTheNewFlagsExitTwo) {
                                      "1",       "--threads",  "1",
                                      "--workers", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
-    RsRun r = rs_run(args, dir_);
+    RunResult r = run_hpcnet(args, dir_);
     const std::string what = extra[0] + " " + extra[1];
-    EXPECT_EQ(r.rc, 2) << what << "\nstdout: " << r.out << "\nstderr: " << r.err;
-    EXPECT_EQ(rs_lines(r.err).size(), 1u) << what << ": stderr is\n" << r.err;
-    EXPECT_NE(r.err.find(flag), std::string::npos) << what << ": " << r.err;
-    EXPECT_EQ(r.out.find("Finished Training"), std::string::npos) << what;
+    expect_refused(r, what, {flag});
     EXPECT_FALSE(fs::exists(out)) << what << ": a run directory was written";
   }
 }

@@ -4,7 +4,6 @@
 // save_model/load_model, and refusals of bad configs, data and checkpoints before anything is
 // written. The data is a tiny CIFAR-10 binary folder made here (a colour per class plus noise).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,72 +26,13 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/train.h"
 #include "src/ops/ops.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
+using namespace hpcnet::test_util;
 
 namespace {
-
-// ---- helpers ---------------------------------------------------------------------------------
-
-std::string tr_read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void tr_write(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<std::string> tr_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-// One CIFAR-10 record: label byte, then the R, G and B planes of 32x32. Each class has its own
-// colour (labels are learnable); pixels get +-24 of noise.
-std::string tr_cifar_records(int n, uint64_t seed) {
-  Rng rng(seed, 77);
-  std::string out;
-  out.reserve(static_cast<size_t>(n) * 3073);
-  for (int i = 0; i < n; ++i) {
-    int label = static_cast<int>(rng.randint(10));
-    out.push_back(static_cast<char>(label));
-    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
-    for (int c = 0; c < 3; ++c)
-      for (int p = 0; p < 1024; ++p) {
-        int v = base[c] + static_cast<int>(rng.randint(49)) - 24;
-        out.push_back(static_cast<char>(std::clamp(v, 0, 255)));
-      }
-  }
-  return out;
-}
-
-// DIR/cifar-10-batches-bin/data_batch_1..5.bin (n_per_batch records each) and test_batch.bin.
-void tr_make_cifar(const fs::path& dir, int n_per_batch, int n_test = 40) {
-  fs::path b = dir / "cifar-10-batches-bin";
-  fs::create_directories(b);
-  for (int k = 1; k <= 5; ++k)
-    tr_write(b / ("data_batch_" + std::to_string(k) + ".bin"), tr_cifar_records(n_per_batch, k));
-  tr_write(b / "test_batch.bin", tr_cifar_records(n_test, 100));
-}
-
-template <class F>
-std::string tr_input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
-}
 
 // A temporary folder with the tiny dataset in DIR/data; run directories go beside it. Restores the
 // process's kernel thread count (run_training sets it) afterwards.
@@ -100,16 +40,9 @@ class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
     threads_ = ops::get_num_threads();
-    std::string tmpl = (fs::temp_directory_path() / "hpcnet_test_train_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    tr_make_cifar(dir_ / "data", 40);  // 200 training images: 50 steps of 4 per epoch
+    write_tiny_cifar10(dir_ / "data", 40, 40);  // 200 training images: 50 steps of 4 per epoch
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-    ops::set_num_threads(threads_);
-  }
+  void TearDown() override { ops::set_num_threads(threads_); }
   train::TrainConfig config(const std::string& run) const {
     train::TrainConfig c;
     c.data = (dir_ / "data").string();
@@ -133,23 +66,10 @@ class TrainTest : public ::testing::Test {
   }
   fs::path run(const std::string& name) const { return dir_ / name; }
 
-  fs::path dir_;
+  TempDir tmp_{"train"};
+  fs::path dir_ = tmp_.path();
   int threads_ = 0;
 };
-
-// Tensors of two safetensors files are identical, byte for byte.
-void tr_expect_same_tensors(const fs::path& a, const fs::path& b) {
-  SafetensorsFile fa = load_safetensors(a.string());
-  SafetensorsFile fb = load_safetensors(b.string());
-  ASSERT_EQ(fa.order, fb.order);
-  for (const auto& n : fa.order) {
-    const Tensor& ta = fa.at(n);
-    const Tensor& tb = fb.at(n);
-    ASSERT_EQ(ta.shape(), tb.shape()) << n;
-    ASSERT_EQ(ta.dtype(), tb.dtype()) << n;
-    EXPECT_EQ(std::memcmp(ta.raw_data(), tb.raw_data(), ta.nbytes()), 0) << n << " differs";
-  }
-}
 
 }  // namespace
 
@@ -159,7 +79,7 @@ TEST_F(TrainTest, LossLinesHaveTheTutorialFormat) {
   auto c = config("run");
   c.epochs = 2;
   train::TrainResult res;
-  std::vector<std::string> lines = tr_lines(train(c, &res));
+  std::vector<std::string> lines = split_lines(train(c, &res));
   // 50 steps per epoch, a line every 10: 5 per epoch, then "Finished Training".
   ASSERT_EQ(lines.size(), 11u);
   EXPECT_EQ(lines.back(), "Finished Training");
@@ -191,7 +111,7 @@ TEST_F(TrainTest, LogEveryCountsMiniBatchesAndPartialBatchesAreKept) {
   c.batch_size = 7;  // 200 = 28 * 7 + 4: 29 steps, the last one of 4 images
   c.log_every = 5;
   train::TrainResult res;
-  std::vector<std::string> lines = tr_lines(train(c, &res));
+  std::vector<std::string> lines = split_lines(train(c, &res));
   ASSERT_EQ(lines.size(), 6u);  // steps 5, 10, ..., 25
   EXPECT_EQ(lines[0].substr(0, 11), "[1,     5] ");
   EXPECT_EQ(lines[4].substr(0, 11), "[1,    25] ");
@@ -201,12 +121,12 @@ TEST_F(TrainTest, LogEveryCountsMiniBatchesAndPartialBatchesAreKept) {
 
 // The tutorial's own numbers: a line every 2000 mini-batches, "[1,  2000] loss: ...".
 TEST_F(TrainTest, TwoThousandStepLineMatchesTheTutorial) {
-  tr_make_cifar(dir_ / "big", 400, 10);  // 2000 images
+  write_tiny_cifar10(dir_ / "big", 400, 10);  // 2000 images
   auto c = config("run");
   c.data = (dir_ / "big").string();
   c.batch_size = 1;
   c.log_every = 2000;
-  std::vector<std::string> lines = tr_lines(train(c));
+  std::vector<std::string> lines = split_lines(train(c));
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(\[1,  2000\] loss: \d\.\d{3})")))
       << lines[0];
@@ -270,7 +190,7 @@ TEST_F(TrainTest, RunDirectoryHoldsModelCheckpointAndMetrics) {
   EXPECT_EQ(ck.tensors.size(), 20u);
 
   // metrics.jsonl: start, 5 log lines + 1 epoch record per epoch (other kinds may follow).
-  auto lines = tr_lines(tr_read(run("run") / "metrics.jsonl"));
+  auto lines = split_lines(read_file(run("run") / "metrics.jsonl"));
   ASSERT_GE(lines.size(), 13u);
   EXPECT_EQ(nlohmann::json::parse(lines.front()).at("event"), "start");
   int logs = 0, epochs = 0, starts = 0;
@@ -307,11 +227,11 @@ TEST_F(TrainTest, SameSeedSameWeightsOtherSeedOtherWeights) {
   c.out = run("b").string();
   c.workers = 2;  // the data order does not depend on the workers
   train(c);
-  EXPECT_EQ(tr_read(run("a") / "model.safetensors"), tr_read(run("b") / "model.safetensors"));
+  EXPECT_EQ(read_file(run("a") / "model.safetensors"), read_file(run("b") / "model.safetensors"));
   c.out = run("c").string();
   c.seed = 1;
   train(c);
-  EXPECT_NE(tr_read(run("a") / "model.safetensors"), tr_read(run("c") / "model.safetensors"));
+  EXPECT_NE(read_file(run("a") / "model.safetensors"), read_file(run("c") / "model.safetensors"));
 }
 
 TEST_F(TrainTest, LearnsTheColourCode) {
@@ -320,7 +240,7 @@ TEST_F(TrainTest, LearnsTheColourCode) {
   c.lr = 0.01;
   c.val_split = 50;
   train::TrainResult res;
-  std::vector<std::string> lines = tr_lines(train(c, &res));
+  std::vector<std::string> lines = split_lines(train(c, &res));
   EXPECT_GT(res.val_accuracy, 40.0) << "chance is 10%";
   // The last loss line is well below the first.
   double first = std::stod(lines.front().substr(lines.front().size() - 5));
@@ -354,15 +274,14 @@ TEST_P(TrainResumeTest, ResumeIsBitExact) {
   std::string second = train(c, &res);
   EXPECT_EQ(res.steps, 50);
 
-  tr_expect_same_tensors(run("straight") / "model.safetensors",
-                         run("resumed") / "model.safetensors");
-  tr_expect_same_tensors(run("straight") / "checkpoint.safetensors",
-                         run("resumed") / "checkpoint.safetensors");
-  EXPECT_EQ(tr_read(run("straight") / "model.safetensors"),
-            tr_read(run("resumed") / "model.safetensors"));
+  expect_same_tensors(run("straight") / "model.safetensors", run("resumed") / "model.safetensors");
+  expect_same_tensors(run("straight") / "checkpoint.safetensors",
+                      run("resumed") / "checkpoint.safetensors");
+  EXPECT_EQ(read_file(run("straight") / "model.safetensors"),
+            read_file(run("resumed") / "model.safetensors"));
   // The printed lines continue where the first run stopped.
-  auto all = tr_lines(straight);
-  auto a = tr_lines(first), b = tr_lines(second);
+  auto all = split_lines(straight);
+  auto a = split_lines(first), b = split_lines(second);
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(b.size(), 6u);
   for (size_t i = 0; i < 5; ++i) {
@@ -371,7 +290,7 @@ TEST_P(TrainResumeTest, ResumeIsBitExact) {
   }
   // metrics.jsonl is appended to, not replaced: two start records.
   int starts = 0;
-  for (const auto& l : tr_lines(tr_read(run("resumed") / "metrics.jsonl")))
+  for (const auto& l : split_lines(read_file(run("resumed") / "metrics.jsonl")))
     starts += nlohmann::json::parse(l).at("event") == "start";
   EXPECT_EQ(starts, 2);
 }
@@ -406,19 +325,19 @@ TEST_F(TrainTest, ResumeWithoutMomentumStateDiffers) {
   c.resume = c.out;
   c.epochs = 2;
   train(c);
-  EXPECT_NE(tr_read(run("straight") / "model.safetensors"),
-            tr_read(run("resumed") / "model.safetensors"));
+  EXPECT_NE(read_file(run("straight") / "model.safetensors"),
+            read_file(run("resumed") / "model.safetensors"));
 }
 
 TEST_F(TrainTest, ResumeOfAFinishedRunTrainsNothing) {
   auto c = config("run");
   train(c);
-  std::string model = tr_read(run("run") / "model.safetensors");
+  std::string model = read_file(run("run") / "model.safetensors");
   c.resume = c.out;
   train::TrainResult res;
   EXPECT_EQ(train(c, &res), "Finished Training\n");
   EXPECT_EQ(res.steps, 0);
-  EXPECT_EQ(tr_read(run("run") / "model.safetensors"), model);
+  EXPECT_EQ(read_file(run("run") / "model.safetensors"), model);
 }
 
 TEST_F(TrainTest, ResumeIntoAnotherDirectory) {
@@ -439,9 +358,9 @@ TEST_F(TrainTest, BadCheckpointsAreRefusedBeforeAnythingIsWritten) {
   auto c = config("run");
   train(c);
   const fs::path ck = run("run") / "checkpoint.safetensors";
-  const std::string good = tr_read(ck);
-  const std::string model = tr_read(run("run") / "model.safetensors");
-  const std::string metrics = tr_read(run("run") / "metrics.jsonl");
+  const std::string good = read_file(ck);
+  const std::string model = read_file(run("run") / "model.safetensors");
+  const std::string metrics = read_file(run("run") / "metrics.jsonl");
   SafetensorsFile f = load_safetensors(ck.string());
   auto resave = [&](const std::function<void(std::vector<std::pair<std::string, Tensor>>&,
                                              std::map<std::string, std::string>&)>& edit) {
@@ -455,18 +374,18 @@ TEST_F(TrainTest, BadCheckpointsAreRefusedBeforeAnythingIsWritten) {
   rc.resume = rc.out;
   rc.epochs = 2;
   auto expect_refused = [&](const std::string& what, std::initializer_list<std::string> parts) {
-    std::string msg = tr_input_error([&] { train(rc); });
+    std::string msg = input_error([&] { train(rc); });
     for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << what << ": " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": one line";
-    EXPECT_EQ(tr_read(run("run") / "model.safetensors"), model) << what;
-    EXPECT_EQ(tr_read(run("run") / "metrics.jsonl"), metrics) << what;
+    EXPECT_EQ(read_file(run("run") / "model.safetensors"), model) << what;
+    EXPECT_EQ(read_file(run("run") / "metrics.jsonl"), metrics) << what;
   };
 
-  tr_write(ck, good.substr(0, good.size() / 2));
+  write_file(ck, good.substr(0, good.size() / 2));
   expect_refused("truncated", {"checkpoint.safetensors", "truncated"});
-  tr_write(ck, "");
+  write_file(ck, "");
   expect_refused("empty", {"checkpoint.safetensors"});
-  tr_write(ck, model);  // weights only, not a checkpoint
+  write_file(ck, model);  // weights only, not a checkpoint
   expect_refused("model file", {"checkpoint.safetensors", "not an hpcnet checkpoint"});
   resave([](auto& ts, auto&) { ts[4].second = Tensor::zeros({120, 401}); });  // model.fc1.weight
   expect_refused("wrong shape", {"checkpoint.safetensors", "fc1.weight", "(120, 401)"});
@@ -486,7 +405,7 @@ TEST_F(TrainTest, BadCheckpointsAreRefusedBeforeAnythingIsWritten) {
   expect_refused("no checkpoint", {run("run").string(), "checkpoint.safetensors"});
 
   // The intact checkpoint still resumes.
-  tr_write(ck, good);
+  write_file(ck, good);
   EXPECT_NO_THROW(train(rc));
 }
 
@@ -498,7 +417,7 @@ TEST_F(TrainTest, MaxStepsStopsMidEpochWithoutACheckpoint) {
   c.max_steps = 7;
   c.log_every = 5;
   train::TrainResult res;
-  auto lines = tr_lines(train(c, &res));
+  auto lines = split_lines(train(c, &res));
   EXPECT_EQ(res.steps, 7);
   EXPECT_EQ(res.images, 28);
   EXPECT_EQ(lines, (std::vector<std::string>{lines[0], "Finished Training"}));
@@ -521,8 +440,7 @@ TEST_F(TrainTest, MaxStepsAtAnEpochEndCheckpointsThatEpoch) {
   c.max_steps = 0;
   c.resume = c.out;
   train(c);
-  tr_expect_same_tensors(run("straight") / "model.safetensors",
-                         run("stepped") / "model.safetensors");
+  expect_same_tensors(run("straight") / "model.safetensors", run("stepped") / "model.safetensors");
 }
 
 // ---- val split, evaluate, save/load ------------------------------------------------------------
@@ -535,7 +453,7 @@ TEST_F(TrainTest, ValSplitHoldsOutImagesAndReportsAccuracy) {
   EXPECT_EQ(res.images, 160);
   EXPECT_GE(res.val_accuracy, 0.0);
   EXPECT_LE(res.val_accuracy, 100.0);
-  auto lines = tr_lines(tr_read(run("run") / "metrics.jsonl"));
+  auto lines = split_lines(read_file(run("run") / "metrics.jsonl"));
   auto start = nlohmann::json::parse(lines.front());
   EXPECT_EQ(start.at("train_images"), 160);
   EXPECT_EQ(start.at("val_images"), 40);
@@ -560,7 +478,7 @@ TEST_F(TrainTest, ValSplitHoldsOutImagesAndReportsAccuracy) {
   // A split that leaves nothing to train on is refused before the run directory exists.
   c.out = run("run2").string();
   c.val_split = 200;
-  std::string msg = tr_input_error([&] { train(c); });
+  std::string msg = input_error([&] { train(c); });
   EXPECT_NE(msg.find("--val-split"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(run("run2")));
 }
@@ -615,18 +533,18 @@ TEST_F(TrainTest, SaveAndLoadModelKeepNamesClassesAndWeights) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].second.to_vector(), b[i].second.to_vector());
 
-  std::string msg = tr_input_error([&] { train::load_model(path, "resnet20"); });
+  std::string msg = input_error([&] { train::load_model(path, "resnet20"); });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("resnet20"), std::string::npos) << msg;
 
   // A file with other tensors: named, with the key at fault.
   save_safetensors(path, {{"weight", Tensor::zeros({2, 2})}}, {{"hpcnet.model", "lenet"}});
-  msg = tr_input_error([&] { train::load_model(path); });
+  msg = input_error([&] { train::load_model(path); });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("conv1.weight"), std::string::npos) << msg;
   // No model name anywhere.
   save_safetensors(path, model->state_dict(), {});
-  msg = tr_input_error([&] { train::load_model(path); });
+  msg = input_error([&] { train::load_model(path); });
   EXPECT_NE(msg.find("--model"), std::string::npos) << msg;
   // Plain PyTorch weights (no metadata) load with the model named: 10 CIFAR-10 classes.
   auto ten = nn::make_model("lenet");
@@ -669,15 +587,15 @@ TEST_F(TrainTest, BadConfigsAreInputErrorsAndWriteNothing) {
   for (const auto& k : cases) {
     auto c = config("run");
     k.edit(c);
-    std::string msg = tr_input_error([&] { train(c); });
+    std::string msg = input_error([&] { train(c); });
     EXPECT_NE(msg.find(k.expect), std::string::npos) << k.what << ": " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << k.what;
     EXPECT_FALSE(fs::exists(run("run"))) << k.what;
   }
   // An --out that cannot be a directory.
-  tr_write(dir_ / "file", "x");
+  write_file(dir_ / "file", "x");
   auto c = config("file");
-  std::string msg = tr_input_error([&] { train(c); });
+  std::string msg = input_error([&] { train(c); });
   EXPECT_NE(msg.find("--out"), std::string::npos) << msg;
 }
 
@@ -685,22 +603,22 @@ TEST_F(TrainTest, BadDataIsAnInputErrorNamingTheFileAndWritesNothing) {
   const fs::path b = dir_ / "data" / "cifar-10-batches-bin";
   auto c = config("run");
   auto expect_refused = [&](const std::string& what, std::initializer_list<std::string> parts) {
-    std::string msg = tr_input_error([&] { train(c); });
+    std::string msg = input_error([&] { train(c); });
     for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << what << ": " << msg;
     EXPECT_FALSE(fs::exists(run("run"))) << what;
   };
   // Truncated: not a multiple of 3073 bytes.
-  std::string good = tr_read(b / "data_batch_3.bin");
-  tr_write(b / "data_batch_3.bin", good.substr(0, good.size() - 100));
+  std::string good = read_file(b / "data_batch_3.bin");
+  write_file(b / "data_batch_3.bin", good.substr(0, good.size() - 100));
   expect_refused("truncated", {"data_batch_3.bin", "3073"});
   // A label of 10.
   std::string bad = good;
   bad[3073 * 7] = 10;
-  tr_write(b / "data_batch_3.bin", bad);
+  write_file(b / "data_batch_3.bin", bad);
   expect_refused("label", {"data_batch_3.bin", "record 7", "10"});
-  tr_write(b / "data_batch_3.bin", good);
+  write_file(b / "data_batch_3.bin", good);
   // Empty and missing files.
-  tr_write(b / "data_batch_5.bin", "");
+  write_file(b / "data_batch_5.bin", "");
   expect_refused("empty", {"data_batch_5.bin"});
   fs::remove(b / "data_batch_5.bin");
   expect_refused("missing", {"data_batch_5.bin"});
@@ -738,8 +656,8 @@ TEST_F(TrainTest, ResumeWithAScheduleIsBitExact) {
     c.max_steps = 0;
     c.resume = c.out;
     train(c);
-    EXPECT_EQ(tr_read(run(std::string("straight_") + kind) / "model.safetensors"),
-              tr_read(run(std::string("resumed_") + kind) / "model.safetensors"))
+    EXPECT_EQ(read_file(run(std::string("straight_") + kind) / "model.safetensors"),
+              read_file(run(std::string("resumed_") + kind) / "model.safetensors"))
         << kind;
   }
 }

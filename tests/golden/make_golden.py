@@ -8,6 +8,7 @@ float64 with their input gradients. Run by hand from the repository root:
 Needs torch >= 1.13 and nothing else (the safetensors writer is below, so the `safetensors`
 package is not needed). Output is deterministic for a given torch version; see README.md.
 """
+import functools
 import json
 import os
 import struct
@@ -165,30 +166,46 @@ def make_lenet():
 # ---- single ops in float64 ----
 
 
-def make_ops():
-    torch.manual_seed(SEED)
-    g = torch.float64
+def record_op(entries, rand, prefix, inputs, fn, state=()):
+    """Appends one op's entries to `entries`. inputs: list of (suffix, tensor); tensors of float
+    dtype get gradients. state: list of (name, tensor) passed to fn after the inputs without
+    gradients (e.g. BatchNorm running stats, which fn may update in place): stored as <name>_in
+    before and <name>_out after the call. Stores the inputs, y = fn(...), a random upstream
+    gradient dy = rand(*y.shape), and d(y.dy)/d(input) as d<suffix>."""
+    leaves = []
+    for suffix, t in inputs:
+        t = t.clone()
+        if t.is_floating_point():
+            t.requires_grad_(True)
+        leaves.append((suffix, t))
+    state = [(n, t.clone()) for n, t in state]
+    before = [(f"{prefix}.{n}_in", t.clone()) for n, t in state]
+    y = fn(*[t for _, t in leaves], *[t for _, t in state])
+    dy = rand(*y.shape)
+    y.backward(dy)
+    entries.extend((f"{prefix}.{s}", t.detach()) for s, t in leaves)
+    entries.extend(before)
+    entries.extend((f"{prefix}.{n}_out", t) for n, t in state)
+    entries.append((f"{prefix}.y", y.detach()))
+    entries.append((f"{prefix}.dy", dy))
+    entries.extend((f"{prefix}.d{s}", t.grad) for s, t in leaves if t.is_floating_point())
+
+
+def op_recorder(seed):
+    """torch.manual_seed(seed), then (entries, rand, record) for ops in float64: rand(*shape) draws
+    torch.randn in float64, record(prefix, inputs, fn, state=()) is record_op appending to
+    entries (the list the entries go to, in order)."""
+    torch.manual_seed(seed)
     entries = []
 
     def rand(*shape):
-        return torch.randn(tuple(shape), dtype=g)
+        return torch.randn(tuple(shape), dtype=torch.float64)
 
-    def record(prefix, inputs, fn):
-        """inputs: list of (suffix, tensor); tensors of float dtype get gradients. Stores the
-        inputs, y = fn(*inputs), a random upstream gradient dy, and d(y.dy)/d(input) as d<suffix>."""
-        leaves = []
-        for suffix, t in inputs:
-            t = t.clone()
-            if t.is_floating_point():
-                t.requires_grad_(True)
-            leaves.append((suffix, t))
-        y = fn(*[t for _, t in leaves])
-        dy = rand(*y.shape)
-        y.backward(dy)
-        entries.extend((f"{prefix}.{s}", t.detach()) for s, t in leaves)
-        entries.append((f"{prefix}.y", y.detach()))
-        entries.append((f"{prefix}.dy", dy))
-        entries.extend((f"{prefix}.d{s}", t.grad) for s, t in leaves if t.is_floating_point())
+    return entries, rand, functools.partial(record_op, entries, rand)
+
+
+def make_ops():
+    entries, rand, record = op_recorder(SEED)
 
     x, w, b = rand(2, 3, 7, 7), rand(4, 3, 3, 3), rand(4)
     record("conv2d_s1p1", [("x", x), ("w", w), ("b", b)],

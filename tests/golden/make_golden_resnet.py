@@ -7,10 +7,10 @@ and 3 steps of AdamW). Run by hand from the repository root:
 
     /usr/bin/python3 tests/golden/make_golden_resnet.py
 
-Needs torch >= 1.13 and nothing else; the safetensors writer is the one in make_golden.py and
-the models are the ones in bench/pytorch_resnet.py (both imported). torch.set_num_threads(1)
-keeps reruns byte-identical on one machine; another torch version or CPU may move the last bits
-of the float results.
+Needs torch >= 1.13 and nothing else; the safetensors writer and the op recorder (op_recorder)
+are the ones in make_golden.py and the models are the ones in bench/pytorch_resnet.py (both
+imported). torch.set_num_threads(1) keeps reruns byte-identical on one machine; another torch
+version or CPU may move the last bits of the float results.
 
 File contents (all names are PyTorch's; float32 unless noted; the file's __metadata__ repeats
 this, entry by entry):
@@ -97,7 +97,8 @@ def _load(name, path):
     return mod
 
 
-save_safetensors = _load("make_golden", os.path.join(OUT_DIR, "make_golden.py")).save_safetensors
+_golden = _load("make_golden", os.path.join(OUT_DIR, "make_golden.py"))
+save_safetensors, op_recorder = _golden.save_safetensors, _golden.op_recorder
 resnet = _load("pytorch_resnet", os.path.join(ROOT, "bench", "pytorch_resnet.py"))
 
 # Parameters whose gradient is stored only as a norm (size budget).
@@ -119,30 +120,8 @@ MAX_DRAWS = 20
 
 
 def make_ops():
-    torch.manual_seed(SEED)
+    entries, rand, record = op_recorder(SEED)  # all inputs are float64, so all get gradients
     g = torch.float64
-    entries = []
-
-    def rand(*shape):
-        return torch.randn(tuple(shape), dtype=g)
-
-    def record(prefix, inputs, fn, state=()):
-        """inputs: list of (suffix, tensor), all differentiable; state: list of (name, tensor)
-        passed to fn after the inputs without gradients (e.g. BatchNorm running stats, which fn
-        may update in place): stored as <name>_in before and <name>_out after the call. Stores
-        the inputs, y = fn(...), a random upstream dy and d(y.dy)/d(input) as d<suffix>."""
-        leaves = [(s, t.clone().requires_grad_(True)) for s, t in inputs]
-        state = [(n, t.clone()) for n, t in state]
-        before = [(f"{prefix}.{n}_in", t.clone()) for n, t in state]
-        y = fn(*[t for _, t in leaves], *[t for _, t in state])
-        dy = rand(*y.shape)
-        y.backward(dy)
-        entries.extend((f"{prefix}.{s}", t.detach()) for s, t in leaves)
-        entries.extend(before)
-        entries.extend((f"{prefix}.{n}_out", t) for n, t in state)
-        entries.append((f"{prefix}.y", y.detach()))
-        entries.append((f"{prefix}.dy", dy))
-        entries.extend((f"{prefix}.d{s}", t.grad) for s, t in leaves)
 
     for prefix, training in (("bn_train", True), ("bn_eval", False)):
         x = rand(4, 3, 5, 5) * 2 + 1

@@ -1,0 +1,233 @@
+// Helpers shared by the test files (header-only): whole-file reads and writes, temporary folders,
+// the tiny CIFAR-10 binary datasets the training tests learn from, running the hpcnet binary (or
+// any shell command) with its output captured, comparing tensors and safetensors files, and the
+// message of an expected InputError.
+//
+// Everything is in hpcnet::test_util (not hpcnet::testing: test files that say
+// `using namespace hpcnet;` would then find two `testing` namespaces, this one and GoogleTest's).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "hpcnet/error.h"
+#include "hpcnet/io.h"
+#include "hpcnet/rng.h"
+#include "hpcnet/tensor.h"
+
+namespace hpcnet::test_util {
+
+namespace fs = std::filesystem;
+
+// ---- files -------------------------------------------------------------------------------------
+
+// The whole file as bytes ("" when it cannot be opened).
+inline std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Replaces the file with exactly these bytes.
+inline void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The lines of text, without their '\n' (a final '\n' does not start an empty line).
+inline std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// A new empty folder TMP/hpcnet_test_<tag>_XXXXXX (mkdtemp).
+inline fs::path make_temp_dir(const std::string& tag) {
+  std::string tmpl = (fs::temp_directory_path() / ("hpcnet_test_" + tag + "_XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+  return tmpl;
+}
+
+// A new empty folder (see make_temp_dir), removed with everything in it when this goes.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "tmp") : path_(make_temp_dir(tag)) {}
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const fs::path& path() const { return path_; }
+  std::string str(const std::string& rel = "") const { return (path_ / rel).string(); }
+  fs::path operator/(const fs::path& rel) const { return path_ / rel; }
+
+ private:
+  fs::path path_;
+};
+
+// ---- a tiny CIFAR-10 in the binary format ------------------------------------------------------
+
+// The Rng stream most tests draw their CIFAR-10 records from (tests/test_dist.cpp uses 91).
+inline constexpr uint64_t kCifarStream = 77;
+
+// n CIFAR-10 records (label byte, then the R, G and B planes of 32x32), drawn from
+// Rng(seed, stream). Each class has its own colour (so labels are learnable); pixels get +-24 of
+// noise, clamped to 0..255.
+inline std::string cifar10_records(int n, uint64_t seed, uint64_t stream = kCifarStream) {
+  Rng rng(seed, stream);
+  std::string out;
+  out.reserve(static_cast<size_t>(n) * 3073);
+  for (int i = 0; i < n; ++i) {
+    int label = static_cast<int>(rng.randint(10));
+    out.push_back(static_cast<char>(label));
+    const int base[3] = {(label * 53) % 256, (255 - label * 29) % 256, (label % 3) * 110};
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 1024; ++p) {
+        int v = base[c] + static_cast<int>(rng.randint(49)) - 24;
+        out.push_back(static_cast<char>(std::clamp(v, 0, 255)));
+      }
+  }
+  return out;
+}
+
+// DIR/cifar-10-batches-bin/data_batch_K.bin for K = 1..5 (n_per_batch records each, seed K) and
+// test_batch.bin (n_test records, seed 100): 5 x n_per_batch training images.
+inline void write_tiny_cifar10(const fs::path& dir, int n_per_batch, int n_test,
+                               uint64_t stream = kCifarStream) {
+  const fs::path b = dir / "cifar-10-batches-bin";
+  fs::create_directories(b);
+  for (int k = 1; k <= 5; ++k)
+    write_file(b / ("data_batch_" + std::to_string(k) + ".bin"),
+               cifar10_records(n_per_batch, static_cast<uint64_t>(k), stream));
+  write_file(b / "test_batch.bin", cifar10_records(n_test, 100, stream));
+}
+
+// ---- running commands --------------------------------------------------------------------------
+
+// s in single quotes for /bin/sh.
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+struct RunResult {
+  int rc = -1;  // exit code; 128 + N when killed by signal N
+  double seconds = 0;
+  std::string out, err;
+  std::vector<std::string> out_lines() const { return split_lines(out); }
+  std::vector<std::string> err_lines() const { return split_lines(err); }
+};
+
+// Runs a /bin/sh command line with stdin from /dev/null and stdout and stderr captured to files
+// (so neither is a terminal) in a folder of this process's, removed at exit.
+inline RunResult run_shell(const std::string& cmdline) {
+  static const TempDir capture("capture");
+  static int counter = 0;
+  const fs::path out = capture / ("out" + std::to_string(counter));
+  const fs::path err = capture / ("err" + std::to_string(counter++));
+  const std::string cmd =
+      cmdline + " </dev/null >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.rc =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+#ifdef HPCNET_BINARY
+// The hpcnet executable, quoted for the shell.
+inline std::string hpcnet_command() { return shell_quote(HPCNET_BINARY); }
+
+// `hpcnet ARGS` run in cwd (see run_shell).
+inline RunResult run_hpcnet(const std::vector<std::string>& args, const fs::path& cwd) {
+  std::string cmd = "cd " + shell_quote(cwd.string()) + " && " + hpcnet_command();
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  return run_shell(cmd);
+}
+#endif
+
+// What every refusal of bad input by the binary looks like: exit 2, one line on stderr that
+// mentions each of `parts`, and no "Finished Training".
+inline void expect_refused(const RunResult& r, const std::string& what,
+                           std::initializer_list<std::string> parts) {
+  EXPECT_EQ(r.rc, 2) << what << "\nstdout: " << r.out << "\nstderr: " << r.err;
+  EXPECT_EQ(r.err_lines().size(), 1u) << what << ": stderr is\n" << r.err;
+  for (const auto& p : parts) EXPECT_NE(r.err.find(p), std::string::npos) << what << ": " << r.err;
+  EXPECT_EQ(r.out.find("Finished Training"), std::string::npos) << what;
+}
+
+// ---- errors ------------------------------------------------------------------------------------
+
+// The message of the InputError that f() throws; otherwise "no exception" or
+// "wrong exception type: ...".
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no exception";
+}
+
+// ---- tensors -----------------------------------------------------------------------------------
+
+// Same dtype, shape and bytes.
+inline bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+}
+
+// max |t| over the elements (0 for an empty tensor).
+inline double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector_f64()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// Two safetensors files hold the same names in the same order, and identical tensors.
+inline void expect_same_tensors(const fs::path& a, const fs::path& b) {
+  SafetensorsFile fa = load_safetensors(a.string());
+  SafetensorsFile fb = load_safetensors(b.string());
+  ASSERT_EQ(fa.order, fb.order);
+  for (const auto& n : fa.order) {
+    const Tensor& ta = fa.at(n);
+    const Tensor& tb = fb.at(n);
+    ASSERT_EQ(ta.shape(), tb.shape()) << n;
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << n;
+    EXPECT_EQ(std::memcmp(ta.raw_data(), tb.raw_data(), ta.nbytes()), 0) << n << " differs";
+  }
+}
+
+}  // namespace hpcnet::test_util
