@@ -78,7 +78,7 @@ TEST(Layout, LayoutAwareOpsMatchRowMajor) {
 }
 
 TEST(Layout, BlockedBatchNormMatchesRowMajorTightly) {
-  for (Shape shape : {Shape{4, 32, 16, 16}, Shape{4, 16, 32, 32}, Shape{128, 16, 32, 32}})
+  for (Shape shape : {Shape{4, 32, 16, 16}, Shape{4, 16, 32, 32}, Shape{32, 16, 32, 32}})
   for (bool training : {true, false}) {
     const int64_t C = shape[1];
     Tensor x = randn(shape, 12), gamma = randn({C}, 13), beta = randn({C}, 14);
