@@ -216,9 +216,8 @@ void convert_layout(const Tensor& src, Tensor& dst) {
 
 Tensor Tensor::to_layout(Layout l) const {
   if (layout() == l) return *this;
-  Tensor src = l == Layout::kBlocked16 ? contiguous() : *this;
+  Tensor src = l == Layout::kBlocked16 ? contiguous() : *this;  // differs from l here
   Tensor out = empty_layout(shape(), dtype(), device(), l);
-  if (src.layout() == l) return src;
   convert_layout(src, out);
   return out;
 }

@@ -66,9 +66,6 @@ namespace {
 struct Conv2dNode : Node {
   Tensor x, w, y;  // y kept only with the fused ReLU; x is the bfloat16 copy when bf16 is on
   bool has_bias = false, relu = false, bf16 = false;
-  Shape x_shape;
-  Layout x_layout = Layout::kStrided;
-  DType x_dtype = DType::kFloat32;
   ops::Conv2dParams p;
   const char* name() const override { return relu ? "Conv2dReluBackward" : "Conv2dBackward"; }
   std::vector<Tensor> backward(const Tensor& grad_out) override {
@@ -83,7 +80,9 @@ struct Conv2dNode : Node {
     if (bf16) dy = cpu::to_bf16(dy);  // once, for both backward kernels
     Tensor dx, dw, db;
     if (edges[0].active()) {
-      dx = Tensor::empty_layout(x_shape, x_dtype, x.device(), x_layout);
+      // x's bfloat16 copy keeps its shape and layout; the gradient is float32.
+      dx = Tensor::empty_layout(x.shape(), bf16 ? DType::kFloat32 : x.dtype(), x.device(),
+                                x.layout());
       ops::conv2d_backward_data(dy, w, dx, p);
     }
     if (edges[1].active() || (has_bias && edges[2].active())) {
@@ -120,9 +119,6 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
     auto node = std::make_shared<Conv2dNode>();
     node->x = xk;
     node->bf16 = bf16;
-    node->x_shape = x.shape();
-    node->x_layout = x.layout();
-    node->x_dtype = x.dtype();
     node->w = w;
     node->has_bias = b.defined();
     node->relu = relu;

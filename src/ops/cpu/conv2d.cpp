@@ -39,7 +39,7 @@ DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias,
 // primitive is created with (format "any", so oneDNN picks its blocked layouts; bf16 inputs when
 // the conv precision is bf16). DnnlOp stages between the two with reorders.
 struct ConvMds {
-  memory::desc x, w, b, y;              // plain f32
+  memory::desc w, b;                    // plain f32 (activations: user_md of each tensor)
   memory::desc x_any, w_any, y_any;     // for the primitive: inputs in `in`, outputs in f32
   memory::desc x_any_out, w_any_out;    // x / w as outputs of a backward (f32)
   memory::desc y_any_in;                // y as an input of a backward (dy, in `in`)
@@ -52,10 +52,8 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
   const dt in = bf16 ? dt::bf16 : dt::f32;
   ConvMds m;
   memory::dims xd{s.n, s.c, s.h, s.w}, wd{s.k, s.c, s.r, s.s}, yd{s.n, s.k, s.p, s.q};
-  m.x = plain_md(xd);
   m.w = plain_md(wd);
   m.b = plain_md({s.k});
-  m.y = plain_md(yd);
   m.x_any = memory::desc(xd, in, tag::any);
   m.w_any = memory::desc(wd, in, tag::any);
   m.y_any = memory::desc(yd, dt::f32, tag::any);

@@ -1,9 +1,10 @@
-// CUDA kernels of the optimizer extras, with the CPU kernels' arithmetic (src/ops/cpu/adamw.cpp):
-// fused AdamW (one launch per parameter), the squared norm for gradient clipping (one block,
-// fixed order, double accumulation) and lerp for the EMA of weights.
+// CUDA kernels of the optimizer extras: fused AdamW (one launch per parameter) and lerp for the
+// EMA of weights with src/ops/elementwise_math.h's arithmetic (the CPU kernels' too), and the
+// squared norm for gradient clipping (one block, fixed order, double accumulation).
 #include <cmath>
 
 #include "src/ops/cuda/cuda_common.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cuda {
 namespace {
@@ -13,17 +14,10 @@ constexpr int kReduceThreads = 1024;
 
 template <class T>
 __global__ void adamw_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
-                             T* __restrict__ v, int64_t n, T decay, T b1, T b2, T step_size,
-                             T inv_sqrt_bc2, T eps) {
+                             T* __restrict__ v, int64_t n, math::AdamWCoeffs<T> c) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    T pi = p[i] * decay;
-    T mi = b1 * m[i] + (1 - b1) * g[i];
-    T vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi - step_size * mi / (sqrt(vi) * inv_sqrt_bc2 + eps);
-  }
+       i += int64_t{gridDim.x} * blockDim.x)
+    math::adamw_element(p[i], g[i], m[i], v[i], c);
 }
 
 template <class T>
@@ -47,7 +41,7 @@ template <class T>
 __global__ void lerp_kernel(T* a, const T* b, T w, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
-    a[i] += w * (b[i] - a[i]);
+    math::lerp(a[i], b[i], w);
 }
 
 }  // namespace
@@ -55,8 +49,6 @@ __global__ void lerp_kernel(T* a, const T* b, T w, int64_t n) {
 void adamw_step(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 std::vector<Tensor>& exp_avg, std::vector<Tensor>& exp_avg_sq,
                 const AdamWParams& h) {
-  const double bc1 = 1 - std::pow(h.beta1, static_cast<double>(h.step));
-  const double bc2 = 1 - std::pow(h.beta2, static_cast<double>(h.step));
   for (size_t k = 0; k < params.size(); ++k) {
     if (!grads[k].defined()) continue;
     cudaStream_t s = prepare(params[k]);
@@ -66,9 +58,7 @@ void adamw_step(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
       using T = decltype(tag);
       adamw_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
           params[k].data<T>(), grads[k].data<T>(), exp_avg[k].data<T>(), exp_avg_sq[k].data<T>(),
-          n, static_cast<T>(1 - h.lr * h.weight_decay), static_cast<T>(h.beta1),
-          static_cast<T>(h.beta2), static_cast<T>(h.lr / bc1), static_cast<T>(1 / std::sqrt(bc2)),
-          static_cast<T>(h.eps));
+          n, math::adamw_coeffs<T>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step));
       HPCNET_CUDA_LAUNCH(adamw_kernel);
     });
   }
