@@ -80,7 +80,6 @@ import json
 import math
 import os
 import sys
-import tarfile
 import time
 
 import numpy as np
@@ -90,7 +89,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcnet_rng  # noqa: E402
 from pytorch_resnet import MODELS  # noqa: E402
-from pytorch_tutorial import DEFAULT_DATA, load_dataset  # noqa: E402
+from pytorch_tutorial import DEFAULT_DATA, load_dataset_or_report  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # The recipe: hpcnet's TrainConfig defaults (include/hpcnet/train.h) and its option names.
@@ -600,11 +599,10 @@ def main(argv=None):
         p.error("--precision bf16 is torch.autocast('cpu', bfloat16) here; use --device cpu")
 
     t_load = time.perf_counter()
-    try:
-        images, labels, classes = load_dataset(args.data)
-    except (OSError, ValueError, tarfile.TarError) as e:
-        print(f"error: cannot read --data {args.data}: {e}", file=sys.stderr)
+    loaded = load_dataset_or_report(args.data)
+    if loaded is None:
         return 2
+    images, labels, classes = loaded
     n_total = len(labels)
     if images.shape[1:] != (32, 32, 3):
         print(f"error: --data {args.data}: images are {images.shape[1:]}, the recipes need "

@@ -121,6 +121,15 @@ def load_dataset(path):
     raise FileNotFoundError("no such file or folder")
 
 
+def load_dataset_or_report(path):
+    """load_dataset(path), or None after printing the one-line error for --data."""
+    try:
+        return load_dataset(path)
+    except (OSError, ValueError, tarfile.TarError) as e:
+        print(f"error: cannot read --data {path}: {e}", file=sys.stderr)
+        return None
+
+
 # The tutorial's transform: ToTensor() then Normalize((0.5,0.5,0.5), (0.5,0.5,0.5)).
 class ToTensor:
     def __call__(self, img):  # (H, W, C) uint8 -> (C, H, W) float in [0, 1]
@@ -231,11 +240,10 @@ def main(argv=None):
     device = torch.device(args.device)
 
     t0 = time.perf_counter()
-    try:
-        images, labels, classes = load_dataset(args.data)
-    except (OSError, ValueError, tarfile.TarError) as e:
-        print(f"error: cannot read --data {args.data}: {e}", file=sys.stderr)
+    loaded = load_dataset_or_report(args.data)
+    if loaded is None:
         return 2
+    images, labels, classes = loaded
     n_total = len(labels)
     if args.val_split >= n_total:
         print(f"error: --val-split {args.val_split} must be below the {n_total} images",
