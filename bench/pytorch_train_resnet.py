@@ -640,11 +640,12 @@ def main(argv=None):
     print(f"model: {r['model']}, {sum(q.numel() for q in model.parameters())} parameters; "
           f"{steps_per_epoch} steps per epoch x {r['epochs']} epochs")
 
+    def autocast():  # a no-op context in fp32
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
     def forward_loss(x, y):
-        if bf16:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                return criterion(model(x), y)
-        return criterion(model(x), y)
+        with autocast():
+            return criterion(model(x), y)
 
     def evaluate():
         if len(val_y) == 0:
@@ -654,10 +655,7 @@ def main(argv=None):
         with torch.no_grad():
             for s in range(0, len(val_y), 500):
                 x = make_batch(val_x[s:s + 500]).to(device)
-                if bf16:
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        out = model(x)
-                else:
+                with autocast():
                     out = model(x)
                 correct += int((out.argmax(1).cpu() == val_y[s:s + 500]).sum())
         model.train()
