@@ -6,11 +6,11 @@
 // across planes, so a large mean does not cancel the variance away.
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/elementwise_math.h"
 #include "src/ops/cpu/float_dispatch.h"
 
 namespace hpcnet::cpu {
@@ -31,29 +31,19 @@ const T* opt_data(const Tensor& t) {
 // over m values (training; running stats updated as torch does) or from the running stats (eval):
 // records save_mean / save_invstd and returns the affine map y = x * a + b.
 template <class T>
-std::pair<T, T> channel_affine(int64_t c, double s1, double s2, double shift, double m,
-                               const T* pw, const T* pb, T* rm, T* rv, T* sm, T* si,
-                               const BatchNormParams& p) {
-  double mean, invstd;
+math::BnAffine<T> channel_affine(int64_t c, double s1, double s2, double shift, double m,
+                                 const T* pw, const T* pb, T* rm, T* rv, T* sm, T* si,
+                                 const BatchNormParams& p) {
+  math::BnStats st;
   if (p.training) {
-    double dm = s1 / m;
-    double var = std::max(s2 / m - dm * dm, 0.0);
-    mean = dm + shift;
-    invstd = 1.0 / std::sqrt(var + p.eps);
-    if (rm) rm[c] = static_cast<T>((1 - p.momentum) * rm[c] + p.momentum * mean);
-    if (rv) {
-      double unbiased = m > 1 ? var * m / (m - 1) : var;
-      rv[c] = static_cast<T>((1 - p.momentum) * rv[c] + p.momentum * unbiased);
-    }
+    st = math::bn_batch_stats(s1, s2, shift, m, p.eps);
+    math::bn_update_running(rm ? rm + c : nullptr, rv ? rv + c : nullptr, st, m, p.momentum);
   } else {
-    mean = rm[c];
-    invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + p.eps);
+    st = math::bn_running_stats(rm[c], rv[c], p.eps);
   }
-  sm[c] = static_cast<T>(mean);
-  si[c] = static_cast<T>(invstd);
-  double wa = pw ? static_cast<double>(pw[c]) : 1.0;
-  return {static_cast<T>(invstd * wa),
-          static_cast<T>((pb ? static_cast<double>(pb[c]) : 0.0) - mean * invstd * wa)};
+  sm[c] = static_cast<T>(st.mean);
+  si[c] = static_cast<T>(st.invstd);
+  return math::bn_affine(st, pw ? pw + c : nullptr, pb ? pb + c : nullptr);
 }
 
 // Sum of (x - shift) and of its square over one channel.
@@ -156,10 +146,12 @@ void bn_forward_blocked(const Tensor& x, const Tensor& weight, const Tensor& bia
       v += t * t;
     });
   }
-  for (int64_t c = 0; c < d.c; ++c)
-    std::tie(a[c], b[c]) = channel_affine<T>(c, p.training ? s1[c] : 0.0,
-                                             p.training ? s2[c] : 0.0, shift[c], m, pw, pb, rm,
-                                             rv, sm, si, p);
+  for (int64_t c = 0; c < d.c; ++c) {
+    auto af = channel_affine<T>(c, p.training ? s1[c] : 0.0, p.training ? s2[c] : 0.0, shift[c],
+                                m, pw, pb, rm, rv, sm, si, p);
+    a[c] = af.a;
+    b[c] = af.b;
+  }
   const T* pa = a.data();
   const T* pbb = b.data();
   const bool relu = p.relu;
@@ -194,10 +186,11 @@ void bn_backward_blocked(const Tensor& g, const Tensor& x, const Tensor& weight,
     const double invstd = si[c];
     if (pdw) pdw[c] = static_cast<T>(sum_gx[c] * invstd);
     if (pdb) pdb[c] = static_cast<T>(sum_g[c]);
-    double w = pw ? static_cast<double>(pw[c]) : 1.0;
-    k[c] = static_cast<T>(w * invstd);
-    c0[c] = p.training ? static_cast<T>(-w * invstd * sum_g[c] / m) : T(0);
-    c1[c] = p.training ? static_cast<T>(-w * invstd * invstd * invstd * sum_gx[c] / m) : T(0);
+    auto bc = math::bn_backward_coeffs(pw ? pw + c : nullptr, invstd, sum_g[c], sum_gx[c], m,
+                                       p.training);
+    k[c] = bc.k;
+    c0[c] = bc.c0;
+    c1[c] = bc.c1;
   }
   if (!pdx) return;
   const T *pk = k.data(), *p0 = c0.data(), *p1 = c1.data();
@@ -297,12 +290,8 @@ void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
       if (pdw) pdw[c] = static_cast<T>(sum_gx * invstd);
       if (pdb) pdb[c] = static_cast<T>(sum_g);
       if (!pdx) continue;
-      double w = pw ? static_cast<double>(pw[c]) : 1.0;
-      // training: dx = w invstd (g - sum_g / m - (x - mean) invstd^2 sum_gx / m)
-      // eval:     dx = w invstd g
-      T k = static_cast<T>(w * invstd);
-      T c0 = p.training ? static_cast<T>(-w * invstd * sum_g / m) : T(0);
-      T c1 = p.training ? static_cast<T>(-w * invstd * invstd * invstd * sum_gx / m) : T(0);
+      const auto [k, c0, c1] =
+          math::bn_backward_coeffs(pw ? pw + c : nullptr, invstd, sum_g, sum_gx, m, p.training);
       for (int64_t n = 0; n < d.n; ++n) {
         int64_t off = (n * d.c + c) * d.hw;
         const T* gi = pg + off;

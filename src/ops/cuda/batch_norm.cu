@@ -1,9 +1,11 @@
-// CUDA batch normalisation over NCHW with the CPU kernel's arithmetic (src/ops/cpu/batch_norm.cpp):
+// CUDA batch normalisation over NCHW with the CPU kernel's arithmetic (src/ops/cpu/batch_norm.cpp,
+// the per-channel formulas shared through src/ops/elementwise_math.h):
 // one block per channel reduces that channel's N planes (shifted sums, accumulated in double in a
 // fixed order, so results are deterministic), then the same block writes the output or dx.
 #include <cmath>
 
 #include "src/ops/cuda/cuda_common.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cuda {
 namespace {
@@ -37,7 +39,7 @@ __global__ void bn_forward_kernel(const T* __restrict__ x, const T* __restrict__
   const int64_t ch = blockIdx.x;
   const int64_t total = n * hw;
   const double m = static_cast<double>(total);
-  double mean, invstd;
+  math::BnStats st;
   if (p.training) {
     const T shift = x[ch * hw];
     double s1 = 0, s2 = 0;
@@ -47,28 +49,18 @@ __global__ void bn_forward_kernel(const T* __restrict__ x, const T* __restrict__
       s2 += v * v;
     }
     block_sum2(s1, s2);
-    double dm = s1 / m;
-    double var = fmax(s2 / m - dm * dm, 0.0);
-    mean = dm + static_cast<double>(shift);
-    invstd = 1.0 / sqrt(var + p.eps);
-    if (threadIdx.x == 0) {
-      if (rm) rm[ch] = static_cast<T>((1 - p.momentum) * rm[ch] + p.momentum * mean);
-      if (rv) {
-        double unbiased = m > 1 ? var * m / (m - 1) : var;
-        rv[ch] = static_cast<T>((1 - p.momentum) * rv[ch] + p.momentum * unbiased);
-      }
-    }
+    st = math::bn_batch_stats(s1, s2, static_cast<double>(shift), m, p.eps);
+    if (threadIdx.x == 0)
+      math::bn_update_running(rm ? rm + ch : nullptr, rv ? rv + ch : nullptr, st, m, p.momentum);
   } else {
-    mean = rm[ch];
-    invstd = 1.0 / sqrt(static_cast<double>(rv[ch]) + p.eps);
+    st = math::bn_running_stats(rm[ch], rv[ch], p.eps);
   }
   if (threadIdx.x == 0) {
-    sm[ch] = static_cast<T>(mean);
-    si[ch] = static_cast<T>(invstd);
+    sm[ch] = static_cast<T>(st.mean);
+    si[ch] = static_cast<T>(st.invstd);
   }
-  double wa = w ? static_cast<double>(w[ch]) : 1.0;
-  T a = static_cast<T>(invstd * wa);
-  T bb = static_cast<T>((b ? static_cast<double>(b[ch]) : 0.0) - mean * invstd * wa);
+  const math::BnAffine<T> af = math::bn_affine(st, w ? w + ch : nullptr, b ? b + ch : nullptr);
+  const T a = af.a, bb = af.b;
   for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
     int64_t off = ((i / hw) * c + ch) * hw + i % hw;
     T v = x[off] * a + bb;
@@ -100,10 +92,9 @@ __global__ void bn_backward_kernel(const T* __restrict__ g, const T* __restrict_
     if (db) db[ch] = static_cast<T>(sum_g);
   }
   if (!dx) return;
-  double wv = w ? static_cast<double>(w[ch]) : 1.0;
-  T k = static_cast<T>(wv * invstd);
-  T c0 = p.training ? static_cast<T>(-wv * invstd * sum_g / m) : T(0);
-  T c1 = p.training ? static_cast<T>(-wv * invstd * invstd * invstd * sum_gx / m) : T(0);
+  const math::BnBackward<T> bc =
+      math::bn_backward_coeffs(w ? w + ch : nullptr, invstd, sum_g, sum_gx, m, p.training);
+  const T k = bc.k, c0 = bc.c0, c1 = bc.c1;
   for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
     int64_t off = ((i / hw) * c + ch) * hw + i % hw;
     dx[off] = k * g[off] + c0 + c1 * (x[off] - mean);
