@@ -586,9 +586,9 @@ def build_recipe(p, args):
 
 def main(argv=None):
     p, args = parse_args(argv)
-    if args.threads is not None and args.threads >= 1:
-        torch.set_num_threads(args.threads)
     if args.self_check:
+        if args.threads is not None and args.threads >= 1:
+            torch.set_num_threads(args.threads)
         return self_check()
     r, rt = build_recipe(p, args)
     if rt["threads"] is not None:
