@@ -27,23 +27,51 @@ const T* opt_data(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+template <class T>
+T* opt_mut(Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// The forward's tensors as typed pointers (null where an optional tensor is undefined).
+template <class T>
+struct BnForwardPtrs {
+  const T *x, *w, *b, *r;
+  T *rm, *rv, *y, *sm, *si;
+  BnForwardPtrs(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Tensor& r_,
+                Tensor& rm_, Tensor& rv_, Tensor& y_, Tensor& sm_, Tensor& si_)
+      : x(x_.data<T>()), w(opt_data<T>(w_)), b(opt_data<T>(b_)), r(opt_data<T>(r_)),
+        rm(opt_mut<T>(rm_)), rv(opt_mut<T>(rv_)), y(y_.data<T>()), sm(sm_.data<T>()),
+        si(si_.data<T>()) {}
+};
+
+// The backward's tensors as typed pointers.
+template <class T>
+struct BnBackwardPtrs {
+  const T *g, *x, *w, *sm, *si;
+  T *dx, *dw, *db;
+  BnBackwardPtrs(const Tensor& g_, const Tensor& x_, const Tensor& w_, const Tensor& sm_,
+                 const Tensor& si_, Tensor& dx_, Tensor& dw_, Tensor& db_)
+      : g(g_.data<T>()), x(x_.data<T>()), w(opt_data<T>(w_)), sm(sm_.data<T>()),
+        si(si_.data<T>()), dx(opt_mut<T>(dx_)), dw(opt_mut<T>(dw_)), db(opt_mut<T>(db_)) {}
+};
+
 // One channel's normalisation from its shifted sums s1 = sum(x - shift), s2 = sum((x - shift)^2)
 // over m values (training; running stats updated as torch does) or from the running stats (eval):
 // records save_mean / save_invstd and returns the affine map y = x * a + b.
 template <class T>
 math::BnAffine<T> channel_affine(int64_t c, double s1, double s2, double shift, double m,
-                                 const T* pw, const T* pb, T* rm, T* rv, T* sm, T* si,
-                                 const BatchNormParams& p) {
+                                 const BnForwardPtrs<T>& t, const BatchNormParams& p) {
   math::BnStats st;
   if (p.training) {
     st = math::bn_batch_stats(s1, s2, shift, m, p.eps);
-    math::bn_update_running(rm ? rm + c : nullptr, rv ? rv + c : nullptr, st, m, p.momentum);
+    math::bn_update_running(t.rm ? t.rm + c : nullptr, t.rv ? t.rv + c : nullptr, st, m,
+                            p.momentum);
   } else {
-    st = math::bn_running_stats(rm[c], rv[c], p.eps);
+    st = math::bn_running_stats(t.rm[c], t.rv[c], p.eps);
   }
-  sm[c] = static_cast<T>(st.mean);
-  si[c] = static_cast<T>(st.invstd);
-  return math::bn_affine(st, pw ? pw + c : nullptr, pb ? pb + c : nullptr);
+  t.sm[c] = static_cast<T>(st.mean);
+  t.si[c] = static_cast<T>(st.invstd);
+  return math::bn_affine(st, t.w ? t.w + c : nullptr, t.b ? t.b + c : nullptr);
 }
 
 // Sum of (x - shift) and of its square over one channel.
@@ -120,20 +148,10 @@ void blocked_map(const BnDims& d, F&& f) {
 }
 
 template <class T>
-void bn_forward_blocked(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        const Tensor& residual, Tensor& running_mean, Tensor& running_var,
-                        Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                        const BatchNormParams& p) {
-  BnDims d = bn_dims(x);
-  const T* px = x.data<T>();
-  const T* pw = opt_data<T>(weight);
-  const T* pb = opt_data<T>(bias);
-  const T* pr = opt_data<T>(residual);
-  T* rm = running_mean.defined() ? running_mean.data<T>() : nullptr;
-  T* rv = running_var.defined() ? running_var.data<T>() : nullptr;
-  T* py = y.data<T>();
-  T* sm = save_mean.data<T>();
-  T* si = save_invstd.data<T>();
+void bn_forward_blocked(const BnDims& d, const BnForwardPtrs<T>& t, const BatchNormParams& p) {
+  const T* px = t.x;
+  const T* pr = t.r;
+  T* py = t.y;
   const double m = static_cast<double>(d.n * d.hw);
   std::vector<T> shift(d.c), a(d.c), b(d.c);
   for (int64_t c = 0; c < d.c; ++c) shift[c] = px[(c / 16) * d.hw * 16 + c % 16];  // n = 0, p = 0
@@ -148,7 +166,7 @@ void bn_forward_blocked(const Tensor& x, const Tensor& weight, const Tensor& bia
   }
   for (int64_t c = 0; c < d.c; ++c) {
     auto af = channel_affine<T>(c, p.training ? s1[c] : 0.0, p.training ? s2[c] : 0.0, shift[c],
-                                m, pw, pb, rm, rv, sm, si, p);
+                                m, t, p);
     a[c] = af.a;
     b[c] = af.b;
   }
@@ -163,18 +181,9 @@ void bn_forward_blocked(const Tensor& x, const Tensor& weight, const Tensor& bia
 }
 
 template <class T>
-void bn_backward_blocked(const Tensor& g, const Tensor& x, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                         Tensor& dweight, Tensor& dbias, const BatchNormParams& p) {
-  BnDims d = bn_dims(x);
-  const T* pg = g.data<T>();
-  const T* px = x.data<T>();
-  const T* pw = opt_data<T>(weight);
-  const T* sm = save_mean.data<T>();
-  const T* si = save_invstd.data<T>();
-  T* pdx = dx.defined() ? dx.data<T>() : nullptr;
-  T* pdw = dweight.defined() ? dweight.data<T>() : nullptr;
-  T* pdb = dbias.defined() ? dbias.data<T>() : nullptr;
+void bn_backward_blocked(const BnDims& d, const BnBackwardPtrs<T>& t, const BatchNormParams& p) {
+  const T *pg = t.g, *px = t.x, *pw = t.w, *sm = t.sm, *si = t.si;
+  T *pdx = t.dx, *pdw = t.dw, *pdb = t.db;
   const double m = static_cast<double>(d.n * d.hw);
   std::vector<double> sum_g, sum_gx;
   blocked_channel_sums<T>(d, sum_g, sum_gx, [&](int64_t off, int64_t c, T& u, T& v) {
@@ -207,19 +216,13 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const BatchNormParams& p) {
   dispatch_float(x.dtype(), "batch_norm", [&](auto tag) {
     using T = decltype(tag);
-    if (x.layout() == Layout::kBlocked16)
-      return bn_forward_blocked<T>(x, weight, bias, residual, running_mean, running_var, y,
-                                   save_mean, save_invstd, p);
-    BnDims d = bn_dims(x);
-    const T* px = x.data<T>();
-    const T* pw = opt_data<T>(weight);
-    const T* pb = opt_data<T>(bias);
-    const T* pr = opt_data<T>(residual);
-    T* rm = running_mean.defined() ? running_mean.data<T>() : nullptr;
-    T* rv = running_var.defined() ? running_var.data<T>() : nullptr;
-    T* py = y.data<T>();
-    T* sm = save_mean.data<T>();
-    T* si = save_invstd.data<T>();
+    const BnDims d = bn_dims(x);
+    const BnForwardPtrs<T> t(x, weight, bias, residual, running_mean, running_var, y, save_mean,
+                             save_invstd);
+    if (x.layout() == Layout::kBlocked16) return bn_forward_blocked<T>(d, t, p);
+    const T* px = t.x;
+    const T* pr = t.r;
+    T* py = t.y;
     const double m = static_cast<double>(d.n * d.hw);
     const bool relu = p.relu;
 #pragma omp parallel for schedule(static) if (d.n * d.c * d.hw > (1 << 15))
@@ -228,7 +231,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
       double s1 = 0, s2 = 0;
       if (p.training) channel_moments(px, d, c, shift, s1, s2);
       // y = x * a + b (+ residual), a = invstd * w, b = bias - mean * a.
-      auto [a, b] = channel_affine<T>(c, s1, s2, shift, m, pw, pb, rm, rv, sm, si, p);
+      auto [a, b] = channel_affine<T>(c, s1, s2, shift, m, t, p);
       for (int64_t n = 0; n < d.n; ++n) {
         int64_t off = (n * d.c + c) * d.hw;
         const T* xi = px + off;
@@ -257,17 +260,11 @@ void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                          Tensor& dweight, Tensor& dbias, const BatchNormParams& p) {
   dispatch_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    if (x.layout() == Layout::kBlocked16)
-      return bn_backward_blocked<T>(g, x, weight, save_mean, save_invstd, dx, dweight, dbias, p);
-    BnDims d = bn_dims(x);
-    const T* pg = g.data<T>();
-    const T* px = x.data<T>();
-    const T* pw = opt_data<T>(weight);
-    const T* sm = save_mean.data<T>();
-    const T* si = save_invstd.data<T>();
-    T* pdx = dx.defined() ? dx.data<T>() : nullptr;
-    T* pdw = dweight.defined() ? dweight.data<T>() : nullptr;
-    T* pdb = dbias.defined() ? dbias.data<T>() : nullptr;
+    const BnDims d = bn_dims(x);
+    const BnBackwardPtrs<T> t(g, x, weight, save_mean, save_invstd, dx, dweight, dbias);
+    if (x.layout() == Layout::kBlocked16) return bn_backward_blocked<T>(d, t, p);
+    const T *pg = t.g, *px = t.x, *pw = t.w, *sm = t.sm, *si = t.si;
+    T *pdx = t.dx, *pdw = t.dw, *pdb = t.db;
     const double m = static_cast<double>(d.n * d.hw);
 #pragma omp parallel for schedule(static) if (d.n * d.c * d.hw > (1 << 15))
     for (int64_t c = 0; c < d.c; ++c) {
