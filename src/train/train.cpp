@@ -448,9 +448,6 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   Data d = load_data(cfg, pg);
   manual_seed(cfg.seed);
   std::shared_ptr<nn::Module> model = nn::make_model(cfg.model, static_cast<int64_t>(d.classes.size()));
-  HPCNET_REQUIRE(device.is_cpu() || world == 1,
-                 "multi-process training on GPUs needs the NCCL process group, which is not built "
-                 "yet; use --device cpu with mpirun, or one process per GPU run");
   model->to_(device);
   const optim::LrSchedule schedule = make_schedule(cfg);
   HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
