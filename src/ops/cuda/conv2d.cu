@@ -64,6 +64,19 @@ bool math_ok(cudnnMathType_t m, bool f32) {
   return !f32 || allow_tf32() || m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH;
 }
 
+// The first of cuDNN's ranked candidates (perf[0, got)) that ran, fits the workspace cap, uses
+// allowed math and, when asked, is deterministic; null if none does.
+template <class Perf>
+const Perf* first_usable(const std::vector<Perf>& perf, int got, bool deterministic, bool f32) {
+  for (int i = 0; i < got; ++i) {
+    const Perf& r = perf[i];
+    if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= kMaxConvWorkspace &&
+        (!deterministic || r.determinism == CUDNN_DETERMINISTIC) && math_ok(r.mathType, f32))
+      return &r;
+  }
+  return nullptr;
+}
+
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, const ConvShape& s,
                                     const Conv2dParams& cp, bool bias, bool relu) {
   const bool f32 = dtype == DType::kFloat32;
@@ -108,13 +121,9 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max));
     HPCNET_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, max, &got,
                                                         perf.data()));
-    for (int i = 0; i < got; ++i) {
-      const auto& r = perf[i];
-      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxConvWorkspace ||
-          !math_ok(r.mathType, f32))
-        continue;
-      p->fwd = r.algo;
-      p->workspace = r.memory;
+    if (const auto* r = first_usable(perf, got, false, f32)) {
+      p->fwd = r->algo;
+      p->workspace = r->memory;
       return p;
     }
     no_algo("forward", s, dtype);
@@ -125,13 +134,9 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max));
     HPCNET_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, max,
                                                              &got, perf.data()));
-    for (int i = 0; i < got; ++i) {
-      const auto& r = perf[i];
-      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxConvWorkspace ||
-          r.determinism != CUDNN_DETERMINISTIC || !math_ok(r.mathType, f32))
-        continue;
-      p->bwd_data = r.algo;
-      p->workspace = r.memory;
+    if (const auto* r = first_usable(perf, got, true, f32)) {
+      p->bwd_data = r->algo;
+      p->workspace = r->memory;
       return p;
     }
     no_algo("deterministic backward-data", s, dtype);
@@ -141,13 +146,9 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max));
   HPCNET_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, max,
                                                              &got, perf.data()));
-  for (int i = 0; i < got; ++i) {
-    const auto& r = perf[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxConvWorkspace ||
-        r.determinism != CUDNN_DETERMINISTIC || !math_ok(r.mathType, f32))
-      continue;
-    p->bwd_filter = r.algo;
-    p->workspace = r.memory;
+  if (const auto* r = first_usable(perf, got, true, f32)) {
+    p->bwd_filter = r->algo;
+    p->workspace = r->memory;
     return p;
   }
   no_algo("deterministic backward-filter", s, dtype);
