@@ -121,17 +121,22 @@ def thread_env(threads):
     return env
 
 
-def run_hpcnet(args, wl, threads, workdir, tag):
-    outdir = os.path.join(workdir, tag)
-    shutil.rmtree(outdir, ignore_errors=True)
-    cmd = [args.hpcnet, "train", "--data", args.data, "--out", outdir,
-           "--batch-size", str(wl["batch_size"]), "--epochs", str(wl["epochs"]),
-           "--lr", str(args.lr), "--momentum", str(args.momentum),
-           "--workers", str(args.workers), "--threads", str(threads),
-           "--seed", str(args.seed), "--val-split", str(args.val_split),
-           "--log-every", str(wl["log_every"]), "--no-progress"]
+def workload_flags(args, wl, threads):
+    """The training flags both programs take, with the same names and meanings."""
+    flags = ["--data", args.data,
+             "--batch-size", str(wl["batch_size"]), "--epochs", str(wl["epochs"]),
+             "--lr", str(args.lr), "--momentum", str(args.momentum),
+             "--workers", str(args.workers), "--threads", str(threads),
+             "--seed", str(args.seed), "--val-split", str(args.val_split),
+             "--log-every", str(wl["log_every"])]
     if wl["steps"]:
-        cmd += ["--steps", str(wl["steps"])]
+        flags += ["--steps", str(wl["steps"])]
+    return flags
+
+
+def launch(args, cmd, threads, workdir, tag):
+    """Runs cmd measured, output to workdir/tag.{out,err}: (result dict, stdout path); the dict
+    has "error" when the exit status is not 0."""
     so, se = os.path.join(workdir, tag + ".out"), os.path.join(workdir, tag + ".err")
     la0 = loadavg()
     rc, wall, rss_kib = run_measured(cmd, thread_env(threads), args.timeout, so, se)
@@ -139,6 +144,16 @@ def run_hpcnet(args, wl, threads, workdir, tag):
            "loadavg_before": la0, "loadavg_after": loadavg()}
     if rc != 0:
         res["error"] = f"exit {rc}: " + tail(se)
+    return res, so
+
+
+def run_hpcnet(args, wl, threads, workdir, tag):
+    outdir = os.path.join(workdir, tag)
+    shutil.rmtree(outdir, ignore_errors=True)
+    cmd = ([args.hpcnet, "train", "--out", outdir] + workload_flags(args, wl, threads)
+           + ["--no-progress"])
+    res, _ = launch(args, cmd, threads, workdir, tag)
+    if "error" in res:
         return res
     end = None
     try:
@@ -181,21 +196,9 @@ def run_hpcnet(args, wl, threads, workdir, tag):
 
 
 def run_torch(args, interp, wl, threads, workdir, tag):
-    cmd = [interp, TORCH_SCRIPT, "--data", args.data,
-           "--batch-size", str(wl["batch_size"]), "--epochs", str(wl["epochs"]),
-           "--lr", str(args.lr), "--momentum", str(args.momentum),
-           "--workers", str(args.workers), "--threads", str(threads),
-           "--seed", str(args.seed), "--val-split", str(args.val_split),
-           "--log-every", str(wl["log_every"]), "--json"]
-    if wl["steps"]:
-        cmd += ["--steps", str(wl["steps"])]
-    so, se = os.path.join(workdir, tag + ".out"), os.path.join(workdir, tag + ".err")
-    la0 = loadavg()
-    rc, wall, rss_kib = run_measured(cmd, thread_env(threads), args.timeout, so, se)
-    res = {"cmd": cmd, "rc": rc, "wall_seconds": round(wall, 3), "peak_rss_mb": rss_kib / 1024.0,
-           "loadavg_before": la0, "loadavg_after": loadavg()}
-    if rc != 0:
-        res["error"] = f"exit {rc}: " + tail(se)
+    cmd = [interp, TORCH_SCRIPT] + workload_flags(args, wl, threads) + ["--json"]
+    res, so = launch(args, cmd, threads, workdir, tag)
+    if "error" in res:
         return res
     rec = None
     try:
