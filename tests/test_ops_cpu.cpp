@@ -197,3 +197,21 @@ TEST(OpsCpu, SgdMatchesTheTorchRule) {
   double p0 = 0.949, d0 = 0.5 + 0.01 * p0, buf0 = 0.9 * 0.51 + 0.5 * d0;
   EXPECT_NEAR(p[0].to_vector()[0], p0 - 0.1 * buf0, 1e-6);
 }
+
+TEST(OpsCpu, AnIntegerTensorIsAnErrorNamingTheOpAndTheBackend) {
+  Tensor x = Tensor::zeros({4}, DType::kInt64), y = Tensor::empty({4}, DType::kInt64);
+  try {
+    ops::relu_forward(x, y);
+    FAIL() << "relu on int64 did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU kernel for dtype int64 is not implemented"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor f = Tensor::zeros({4}), g = Tensor::empty({4});
+  f.data<float>()[1] = 2.f;
+  f.data<float>()[2] = -1.f;
+  ops::relu_forward(f, g);  // float32 still dispatches
+  EXPECT_EQ(g.data<float>()[1], 2.f);
+  EXPECT_EQ(g.data<float>()[2], 0.f);
+}

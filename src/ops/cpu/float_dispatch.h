@@ -2,21 +2,15 @@
 // naming the op.
 #pragma once
 
-#include <string>
+#include <utility>
 
-#include "hpcnet/tensor.h"
+#include "src/ops/float_dispatch.h"
 
 namespace hpcnet::cpu {
 
 template <class F>
 void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::kFloat32)
-    f(float{});
-  else if (t == DType::kFloat64)
-    f(double{});
-  else
-    throw Error(std::string(op) + ": CPU kernel for dtype " + dtype_name(t) +
-                " is not implemented (float32 and float64 are)");
+  ops::detail::dispatch_float(t, "CPU", op, std::forward<F>(f));
 }
 
 }  // namespace hpcnet::cpu

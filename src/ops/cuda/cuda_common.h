@@ -6,10 +6,12 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "src/core/cuda_device.h"
 #include "src/core/cuda_util.h"
 #include "src/ops/cuda/cuda_ops.h"
+#include "src/ops/float_dispatch.h"
 
 namespace hpcnet::cuda {
 
@@ -51,13 +53,7 @@ class Scratch {
 // Calls f(T{}) with T = float or double by dtype; others are an error naming the op.
 template <class F>
 void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::kFloat32)
-    f(float{});
-  else if (t == DType::kFloat64)
-    f(double{});
-  else
-    throw Error(std::string(op) + ": CUDA kernel for dtype " + dtype_name(t) +
-                " is not implemented (float32 and float64 are)");
+  ops::detail::dispatch_float(t, "CUDA", op, std::forward<F>(f));
 }
 
 // Largest power of two (up to 256) dividing the address: what cuBLASLt may assume.
