@@ -1,56 +1,33 @@
-// Size-bucketed free lists: requests are rounded up (to 64 bytes below 4 KiB, to a quarter of the
-// next power of two above) so slightly different sizes share blocks.
+// CPU caching allocator over src/core/block_cache.h's free lists: requests round up to 64 bytes
+// below 4 KiB and to a quarter of the next power of two above; blocks are 64-byte aligned.
 #include "src/core/allocator.h"
 
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <unordered_map>
-#include <vector>
 
-#include "hpcnet/tensor.h"
+#include "src/core/block_cache.h"
 
 namespace hpcnet {
 namespace {
 
-struct Cache {
-  std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_lists;
-  AllocatorStats stats;
-};
-
-Cache& cache() {
-  static Cache* c = new Cache();  // never destroyed: storages may outlive static destructors
+BlockCache& cache() {
+  // Never destroyed: storages may outlive static destructors.
+  static BlockCache* c = new BlockCache();
   return *c;
 }
 
-size_t round_size(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= 4096) return (n + 63) & ~size_t{63};
-  size_t p = 4096;
-  while (p < n) p <<= 1;
-  size_t quarter = p / 4;
-  return (n + quarter - 1) / quarter * quarter;
-}
+size_t round_size(size_t n) { return round_block_size(n, 64, 4096); }
 
 }  // namespace
 
 void* cpu_cached_alloc(size_t nbytes) {
   size_t size = round_size(nbytes);
-  Cache& c = cache();
+  BlockCache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.free_lists.find(size);
-    if (it != c.free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      c.stats.cache_hits++;
-      c.stats.bytes_cached -= size;
-      c.stats.bytes_in_use += size;
-      return p;
-    }
-    c.stats.system_allocs++;
-    c.stats.bytes_in_use += size;
+    if (void* p = c.take_locked(size)) return p;
+    c.count_system_alloc_locked(size);
   }
   void* p = std::aligned_alloc(64, size);
   if (!p) throw std::bad_alloc();
@@ -58,29 +35,15 @@ void* cpu_cached_alloc(size_t nbytes) {
 }
 
 void cpu_cached_free(void* ptr, size_t nbytes) {
-  if (!ptr) return;
-  size_t size = round_size(nbytes);
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.free_lists[size].push_back(ptr);
-  c.stats.bytes_cached += size;
-  c.stats.bytes_in_use -= size;
+  if (ptr) cache().give_back(ptr, round_size(nbytes));
 }
 
-AllocatorStats cpu_allocator_stats() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.stats;
-}
+AllocatorStats cpu_allocator_stats() { return cache().snapshot(); }
 
 void cpu_allocator_release_cached() {
-  Cache& c = cache();
+  BlockCache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  for (auto& [size, list] : c.free_lists) {
-    for (void* p : list) std::free(p);
-    list.clear();
-  }
-  c.stats.bytes_cached = 0;
+  c.release_locked([](void* p) { std::free(p); });
 }
 
 }  // namespace hpcnet

@@ -9,70 +9,46 @@
 
 #include <array>
 #include <mutex>
-#include <unordered_map>
-#include <vector>
 
+#include "src/core/block_cache.h"
 #include "src/core/cuda_device.h"
 #include "src/core/cuda_util.h"
 
 namespace hpcnet {
 namespace {
 
-struct DeviceCache {
-  std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_lists;
-  AllocatorStats stats;
-};
-
-std::array<DeviceCache, cuda::kMaxDevices>& caches() {
+std::array<BlockCache, cuda::kMaxDevices>& caches() {
   // Never destroyed: storages may outlive static destructors, and cudaFree at exit can fail.
-  static auto* c = new std::array<DeviceCache, cuda::kMaxDevices>();
+  static auto* c = new std::array<BlockCache, cuda::kMaxDevices>();
   return *c;
 }
 
-DeviceCache& cache(int index) {
+BlockCache& cache(int index) {
   if (index < 0 || index >= cuda::kMaxDevices)
     throw Error("CUDA device index " + std::to_string(index) + " is out of range");
   return caches()[index];
 }
 
-size_t round_size(size_t n) {
-  if (n == 0) n = 1;
-  if (n <= (size_t{1} << 20)) return (n + 511) & ~size_t{511};
-  size_t p = size_t{1} << 20;
-  while (p < n) p <<= 1;
-  size_t quarter = p / 4;
-  return (n + quarter - 1) / quarter * quarter;
-}
+size_t round_size(size_t n) { return round_block_size(n, 512, size_t{1} << 20); }
 
-// Frees every cached block of one device; the caller holds its lock.
-void release_locked(DeviceCache& c, int index) {
-  bool any = false;
-  for (auto& [size, list] : c.free_lists) any = any || !list.empty();
-  if (!any) return;
-  cuda::set_device(index);
-  for (auto& [size, list] : c.free_lists) {
-    for (void* p : list) HPCNET_CUDA(cudaFree(p));  // cudaFree waits for the device
-    list.clear();
-  }
-  c.stats.bytes_cached = 0;
+// Frees every cached block of one device (cudaFree waits for the device); the caller holds its
+// lock.
+void release_locked(BlockCache& c, int index) {
+  bool device_set = false;
+  c.release_locked([&](void* p) {
+    if (!device_set) cuda::set_device(index);
+    device_set = true;
+    HPCNET_CUDA(cudaFree(p));
+  });
 }
 
 }  // namespace
 
 void* cuda_cached_alloc(size_t nbytes, int index) {
   size_t size = round_size(nbytes);
-  DeviceCache& c = cache(index);
+  BlockCache& c = cache(index);
   std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.free_lists.find(size);
-  if (it != c.free_lists.end() && !it->second.empty()) {
-    void* p = it->second.back();
-    it->second.pop_back();
-    c.stats.cache_hits++;
-    c.stats.bytes_cached -= size;
-    c.stats.bytes_in_use += size;
-    return p;
-  }
+  if (void* p = c.take_locked(size)) return p;
   cuda::set_device(index);
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, size);
@@ -89,30 +65,20 @@ void* cuda_cached_alloc(size_t nbytes, int index) {
             .c_str(),
         __FILE__, __LINE__);
   }
-  c.stats.system_allocs++;
-  c.stats.bytes_in_use += size;
+  c.count_system_alloc_locked(size);
   return p;
 }
 
 void cuda_cached_free(void* ptr, size_t nbytes, int index) {
   if (!ptr || index < 0 || index >= cuda::kMaxDevices) return;
-  size_t size = round_size(nbytes);
-  DeviceCache& c = caches()[index];
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.free_lists[size].push_back(ptr);
-  c.stats.bytes_cached += size;
-  c.stats.bytes_in_use -= size;
+  caches()[index].give_back(ptr, round_size(nbytes));
 }
 
-AllocatorStats cuda_allocator_stats(int index) {
-  DeviceCache& c = cache(index);
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.stats;
-}
+AllocatorStats cuda_allocator_stats(int index) { return cache(index).snapshot(); }
 
 void cuda_allocator_release_cached() {
   for (int i = 0; i < cuda::kMaxDevices; ++i) {
-    DeviceCache& c = caches()[i];
+    BlockCache& c = caches()[i];
     std::lock_guard<std::mutex> lock(c.mu);
     release_locked(c, i);
   }

@@ -1,0 +1,69 @@
+// The size-bucketed free lists behind the CPU and the CUDA caching allocators. Requests round up
+// to a multiple of `fine` bytes up to `coarse_from` and to a quarter of the next power of two
+// above, so nearby sizes share blocks; a freed block goes to the list of its rounded size and is
+// handed out again for the next request of that size.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "hpcnet/tensor.h"
+
+namespace hpcnet {
+
+inline size_t round_block_size(size_t n, size_t fine, size_t coarse_from) {
+  if (n == 0) n = 1;
+  if (n <= coarse_from) return (n + fine - 1) / fine * fine;
+  size_t p = coarse_from;
+  while (p < n) p <<= 1;
+  size_t quarter = p / 4;
+  return (n + quarter - 1) / quarter * quarter;
+}
+
+// One cache's lists and statistics. The *_locked calls expect the caller to hold `mu`.
+struct BlockCache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  AllocatorStats stats;
+
+  // A cached block of `size` (rounded) bytes, now counted in use; null when there is none.
+  void* take_locked(size_t size) {
+    auto it = free_lists.find(size);
+    if (it == free_lists.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    stats.cache_hits++;
+    stats.bytes_cached -= size;
+    stats.bytes_in_use += size;
+    return p;
+  }
+  // Counts a block just allocated from the system.
+  void count_system_alloc_locked(size_t size) {
+    stats.system_allocs++;
+    stats.bytes_in_use += size;
+  }
+  // Keeps a freed block of `size` (rounded) bytes for reuse.
+  void give_back(void* p, size_t size) {
+    std::lock_guard<std::mutex> lock(mu);
+    free_lists[size].push_back(p);
+    stats.bytes_cached += size;
+    stats.bytes_in_use -= size;
+  }
+  // Passes every cached block to free_block and empties the lists.
+  template <class Free>
+  void release_locked(Free&& free_block) {
+    for (auto& [size, list] : free_lists) {
+      for (void* p : list) free_block(p);
+      list.clear();
+    }
+    stats.bytes_cached = 0;
+  }
+  AllocatorStats snapshot() {
+    std::lock_guard<std::mutex> lock(mu);
+    return stats;
+  }
+};
+
+}  // namespace hpcnet
