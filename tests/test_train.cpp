@@ -483,6 +483,71 @@ TEST_F(TrainTest, ValSplitHoldsOutImagesAndReportsAccuracy) {
   EXPECT_FALSE(fs::exists(run("run2")));
 }
 
+TEST(Eval, FlipLeftRightMirrorsEveryRow) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+    Tensor x = Tensor::empty({2, 2, 3, 4}, dt);
+    Tensor x64 = Tensor::empty({2, 2, 3, 4}, DType::kFloat64);
+    for (int64_t i = 0; i < x.numel(); ++i) x64.data<double>()[i] = static_cast<double>(i);
+    x.copy_(x64);
+    Tensor y = train::flip_left_right(x).to(DType::kFloat64);
+    EXPECT_EQ(y.shape(), x.shape());
+    const double* py = y.data<double>();
+    for (int64_t r = 0; r < 2 * 2 * 3; ++r)
+      for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(py[r * 4 + j], r * 4 + (3 - j)) << r << " " << j;
+  }
+  EXPECT_THROW(train::flip_left_right(Tensor::zeros({3, 4})), Error);
+}
+
+TEST_F(TrainTest, EvaluateWithFlipTtaSumsTheLogitsOfEachImageAndItsMirror) {
+  // A fresh network with its weights scaled up, so that its predictions vary from image to image
+  // (a briefly trained one predicts one class for these 40 images, mirrored or not).
+  auto c = config("run");
+  manual_seed(0);
+  auto model = nn::make_model("lenet");
+  for (auto& [name, p] : model->named_parameters()) {
+    float* v = p.data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) v[i] *= 4.f;
+  }
+  model->eval();
+  auto test = data::open_dataset("cifar10", c.data, "test");
+  data::DataLoaderOptions o;
+  o.batch_size = 16;
+  auto loader_of = [&](std::shared_ptr<data::Dataset> ds) {
+    return std::make_unique<data::DataLoader>(ds, train::eval_transform(), o);
+  };
+  // By hand, image by image: the argmax of logits(x) + logits(mirror of x) against logits(x)'s.
+  std::vector<int64_t> differ;  // right in one mode, wrong in the other
+  int64_t gained = 0;           // of those, right with the mirror
+  int64_t correct = 0, seen = 0;
+  {
+    NoGradGuard no_grad;
+    auto loader = loader_of(test);
+    loader->begin_epoch(0);
+    data::Batch b;
+    while (loader->next(b)) {
+      Tensor l1 = model->forward(b.images);
+      Tensor l2 = model->forward(train::flip_left_right(b.images));
+      Tensor both = F::argmax(F::add(l1, l2)), one = F::argmax(l1);
+      for (int64_t i = 0; i < b.size; ++i, ++seen) {
+        const int64_t label = b.labels.data<int64_t>()[i];
+        correct += both.data<int64_t>()[i] == label;
+        const bool r2 = both.data<int64_t>()[i] == label, r1 = one.data<int64_t>()[i] == label;
+        if (r1 != r2) differ.push_back(seen);
+        gained += r2 && !r1;
+      }
+    }
+  }
+  train::EvalResult tta = train::evaluate(*model, *loader_of(test), true);
+  EXPECT_EQ(tta.total, 40);
+  EXPECT_EQ(tta.correct, correct);
+  // On the images where exactly one mode is right, each mode scores its own ones.
+  ASSERT_FALSE(differ.empty()) << "the mirror changes no outcome: the test shows nothing";
+  auto sub = std::make_shared<data::Subset>(test, differ);
+  EXPECT_EQ(train::evaluate(*model, *loader_of(sub), true).correct, gained);
+  EXPECT_EQ(train::evaluate(*model, *loader_of(sub)).correct,
+            static_cast<int64_t>(differ.size()) - gained);
+}
+
 TEST_F(TrainTest, EvaluateCountsPerClass) {
   auto c = config("run");
   c.lr = 0.01;

@@ -88,7 +88,12 @@ struct EvalResult {
   std::vector<std::string> classes;
   double accuracy() const { return total ? 100.0 * correct / total : 0.0; }
 };
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader);
+// Classifies every image of the loader with the model in eval mode. flip_tta: test-time
+// augmentation, the argmax of the summed logits of each image and its left-right mirror.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, bool flip_tta = false);
+
+// x (N, C, H, W), row-major, float32 or float64, on the CPU -> the images mirrored left-right.
+Tensor flip_left_right(const Tensor& x);
 
 // The normalisation the tutorial uses: Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)).
 data::Compose eval_transform();

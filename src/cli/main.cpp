@@ -186,7 +186,7 @@ struct EvalArgs {
   std::string model, weights, dataset = "cifar10", data, split = "test";
   int64_t val_split = -1, batch_size = 500;
   int workers = 2, threads = 0;
-  bool json = false;
+  bool json = false, tta_flip = false;
   std::string device = "auto";
 };
 
@@ -217,10 +217,10 @@ int cmd_eval(const EvalArgs& a) {
   o.batch_size = a.batch_size;
   o.num_workers = a.workers;
   data::DataLoader loader(ds, train::eval_transform(), o);
-  train::EvalResult r = train::evaluate(*m.module, loader);
+  train::EvalResult r = train::evaluate(*m.module, loader, a.tta_flip);
   if (a.json) {
     nlohmann::json j = {{"split", a.split}, {"images", r.total}, {"correct", r.correct},
-                        {"accuracy", r.accuracy()}};
+                        {"accuracy", r.accuracy()}, {"tta", a.tta_flip ? "flip" : "none"}};
     nlohmann::json per = nlohmann::json::object();
     for (size_t c = 0; c < r.classes.size(); ++c)
       per[r.classes[c]] = r.class_total[c] ? 100.0 * r.class_correct[c] / r.class_total[c] : 0.0;
@@ -228,6 +228,7 @@ int cmd_eval(const EvalArgs& a) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
+  if (a.tta_flip) std::printf("(test-time augmentation: each image and its mirror image)\n");
   std::printf("Accuracy of the network on the %lld %s images: %d %%\n",
               static_cast<long long>(r.total), a.split.c_str(),
               static_cast<int>(100 * r.correct / std::max<int64_t>(r.total, 1)));
@@ -433,6 +434,9 @@ int main(int argc, char** argv) {
   e->add_option("--threads", ea.threads, "CPU threads (0 = all cores)")->capture_default_str();
   e->add_option("--device", ea.device, "auto, cpu or cuda")->capture_default_str();
   e->add_flag("--json", ea.json, "print one JSON object instead of text");
+  e->add_flag("--tta-flip", ea.tta_flip,
+              "test-time augmentation: classify each image and its left-right mirror, sum the "
+              "logits (reported as such; training-time validation never uses it)");
 
   std::string pw, pm, pdevice = "auto";
   std::vector<std::string> images;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -372,7 +373,24 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
   return m;
 }
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+Tensor flip_left_right(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.dim() == 4 && x_in.device().is_cpu() &&
+                   (x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64),
+               "flip_left_right: needs an (N, C, H, W) float tensor on the CPU, got " +
+                   shape_str(x_in.shape()));
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  const int64_t rows = x.size(0) * x.size(1) * x.size(2), w = x.size(3);
+  const size_t es = x.dtype() == DType::kFloat32 ? sizeof(float) : sizeof(double);
+  const auto* src = static_cast<const unsigned char*>(x.raw_data());
+  auto* dst = static_cast<unsigned char*>(y.raw_data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < w; ++j)
+      std::memcpy(dst + (r * w + j) * es, src + (r * w + (w - 1 - j)) * es, es);
+  return y;
+}
+
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, bool flip_tta) {
   EvalResult r;
   r.classes = loader.dataset().classes();
   size_t nc = r.classes.size();
@@ -385,7 +403,9 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
   loader.begin_epoch(0);
   data::Batch b;
   while (loader.next(b)) {
-    Tensor pred = F::argmax(model(b.images.to(device))).to(cpu_device());
+    Tensor logits = model(b.images.to(device));
+    if (flip_tta) logits = F::add(logits, model(flip_left_right(b.images).to(device)));
+    Tensor pred = F::argmax(logits).to(cpu_device());
     const int64_t* p = pred.data<int64_t>();
     const int64_t* l = b.labels.data<int64_t>();
     for (int64_t i = 0; i < b.size; ++i) {
