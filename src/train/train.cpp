@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -381,12 +380,17 @@ Tensor flip_left_right(const Tensor& x_in) {
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   const int64_t rows = x.size(0) * x.size(1) * x.size(2), w = x.size(3);
-  const size_t es = x.dtype() == DType::kFloat32 ? sizeof(float) : sizeof(double);
-  const auto* src = static_cast<const unsigned char*>(x.raw_data());
-  auto* dst = static_cast<unsigned char*>(y.raw_data());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < w; ++j)
-      std::memcpy(dst + (r * w + j) * es, src + (r * w + (w - 1 - j)) * es, es);
+  auto mirror_rows = [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      std::reverse_copy(src + r * w, src + (r + 1) * w, dst + r * w);
+  };
+  if (x.dtype() == DType::kFloat32)
+    mirror_rows(float{});
+  else
+    mirror_rows(double{});
   return y;
 }
 

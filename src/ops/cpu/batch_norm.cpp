@@ -5,13 +5,11 @@
 // to a per-channel shift (the channel's first element) in float within a plane and in double
 // across planes, so a large mean does not cancel the variance away.
 #include <algorithm>
-#include <cmath>
-#include <utility>
 #include <vector>
 
 #include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/elementwise_math.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -23,12 +21,7 @@ struct BnDims {
 BnDims bn_dims(const Tensor& x) { return {x.size(0), x.size(1), x.size(2) * x.size(3)}; }
 
 template <class T>
-const T* opt_data(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
-template <class T>
-T* opt_mut(Tensor& t) {
+T* opt_data(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
@@ -40,7 +33,7 @@ struct BnForwardPtrs {
   BnForwardPtrs(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Tensor& r_,
                 Tensor& rm_, Tensor& rv_, Tensor& y_, Tensor& sm_, Tensor& si_)
       : x(x_.data<T>()), w(opt_data<T>(w_)), b(opt_data<T>(b_)), r(opt_data<T>(r_)),
-        rm(opt_mut<T>(rm_)), rv(opt_mut<T>(rv_)), y(y_.data<T>()), sm(sm_.data<T>()),
+        rm(opt_data<T>(rm_)), rv(opt_data<T>(rv_)), y(y_.data<T>()), sm(sm_.data<T>()),
         si(si_.data<T>()) {}
 };
 
@@ -52,7 +45,7 @@ struct BnBackwardPtrs {
   BnBackwardPtrs(const Tensor& g_, const Tensor& x_, const Tensor& w_, const Tensor& sm_,
                  const Tensor& si_, Tensor& dx_, Tensor& dw_, Tensor& db_)
       : g(g_.data<T>()), x(x_.data<T>()), w(opt_data<T>(w_)), sm(sm_.data<T>()),
-        si(si_.data<T>()), dx(opt_mut<T>(dx_)), dw(opt_mut<T>(dw_)), db(opt_mut<T>(db_)) {}
+        si(si_.data<T>()), dx(opt_data<T>(dx_)), dw(opt_data<T>(dw_)), db(opt_data<T>(db_)) {}
 };
 
 // One channel's normalisation from its shifted sums s1 = sum(x - shift), s2 = sum((x - shift)^2)
