@@ -1,7 +1,9 @@
 // Datasets, transforms and the DataLoader: dataset -> transforms -> batch, the first stage of the
-// training pipeline. Images live in memory as uint8 HWC RGB (3 channels) with an int64 label;
-// transforms turn one image into a float CHW sample written straight into a batch buffer; the
-// DataLoader assembles batches (B, 3, H, W) in a reproducible order, optionally on worker threads.
+// training pipeline. Images live in memory as uint8 HWC RGB (3 channels) with their target: an
+// int64 class label (classification), boxes (detection) or a per-pixel class mask (segmentation);
+// transforms turn one image into a float CHW sample written straight into a batch buffer and move
+// the target with the pixels; the DataLoader assembles batches (B, 3, H, W) with their targets in
+// a reproducible order, optionally on worker threads.
 // Invariants: every Dataset is immutable after construction and safe to read from many threads;
 // every random choice depends only on (seed, epoch, sample index), never on thread scheduling.
 #pragma once
@@ -21,12 +23,34 @@ namespace hpcnet::data {
 // Datasets
 // ---------------------------------------------------------------------------------------------
 
-// One image, borrowed from its dataset (valid as long as the dataset lives).
+// What a dataset's images are labelled with.
+enum class TargetKind {
+  kLabel,  // one class per image: Example::label
+  kBoxes,  // objects: Example::boxes (class + corners in pixels)
+  kMask,   // a class per pixel: Example::mask, kIgnoreIndex where unlabelled
+};
+const char* target_kind_name(TargetKind k);  // "label", "boxes", "mask"
+
+// Mask value of pixels that count for nothing (loss and metric), as torchvision's and VOC's 255.
+inline constexpr int64_t kIgnoreIndex = 255;
+
+// One object: its class and its corners in pixels of its image, x1 <= x2, y1 <= y2, (x1, y1) the
+// top-left corner (x right, y down; pixel (r, c) covers [c, c+1) x [r, r+1)).
+struct Box {
+  int64_t cls = 0;
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  bool operator==(const Box&) const = default;
+};
+
+// One image and its target, borrowed from its dataset (valid as long as the dataset lives).
 struct Example {
   const uint8_t* pixels = nullptr;  // (height, width, 3) uint8 RGB, row-major, contiguous
   int64_t height = 0;
   int64_t width = 0;
-  int64_t label = 0;  // in [0, classes().size())
+  int64_t label = 0;               // kLabel: in [0, classes().size()); otherwise 0
+  const Box* boxes = nullptr;      // kBoxes: num_boxes objects (none is an image without objects)
+  int64_t num_boxes = 0;
+  const uint8_t* mask = nullptr;   // kMask: (height, width) class per pixel, kIgnoreIndex = none
   size_t nbytes() const { return static_cast<size_t>(height * width * 3); }
 };
 
@@ -38,6 +62,8 @@ class Dataset {
   virtual Example get(int64_t i) const = 0;
   // Class names; label k names classes()[k].
   virtual const std::vector<std::string>& classes() const = 0;
+  // Which of Example's targets the items carry.
+  virtual TargetKind target_kind() const { return TargetKind::kLabel; }
   // Where item i came from, for messages and predictions: "train/cat/0001.jpg",
   // "data_batch_1.bin#17".
   virtual std::string item_name(int64_t i) const { return "#" + std::to_string(i); }
@@ -49,9 +75,19 @@ class Dataset {
 // one by hand with add().
 class InMemoryDataset : public Dataset {
  public:
-  InMemoryDataset(std::vector<std::string> classes, std::string description = "in-memory");
-  // Copies h*w*3 bytes of HWC RGB. Requires 0 <= label < classes().size() (InputError).
+  InMemoryDataset(std::vector<std::string> classes, std::string description = "in-memory",
+                  TargetKind kind = TargetKind::kLabel);
+  // Copies h*w*3 bytes of HWC RGB. Requires 0 <= label < classes().size() (InputError) and a
+  // dataset of kind kLabel.
   void add(const uint8_t* hwc, int64_t height, int64_t width, int64_t label, std::string name = {});
+  // kBoxes datasets: the image and its objects (classes in range, 0 <= x1 <= x2 <= width,
+  // 0 <= y1 <= y2 <= height; InputError naming the image otherwise).
+  void add_boxes(const uint8_t* hwc, int64_t height, int64_t width, const std::vector<Box>& boxes,
+                 std::string name = {});
+  // kMask datasets: the image and its (height, width) mask (values < classes().size() or
+  // kIgnoreIndex; InputError naming the image and the value otherwise).
+  void add_mask(const uint8_t* hwc, int64_t height, int64_t width, const uint8_t* mask,
+                std::string name = {});
   // Reserves room for `images` images of `pixels` pixels (height * width) in all (an
   // optimisation only).
   void reserve(int64_t images, int64_t pixels);
@@ -59,6 +95,7 @@ class InMemoryDataset : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(items_.size()); }
   Example get(int64_t i) const override;
   const std::vector<std::string>& classes() const override { return classes_; }
+  TargetKind target_kind() const override { return kind_; }
   std::string item_name(int64_t i) const override;
   std::string describe() const override;
   // Number of images per label, (classes().size(),).
@@ -69,10 +106,17 @@ class InMemoryDataset : public Dataset {
     size_t offset;
     int32_t height, width;
     int64_t label;
+    size_t first_box = 0, num_boxes = 0;  // kBoxes: boxes_[first_box, first_box + num_boxes)
+    size_t mask_offset = 0;               // kMask: masks_[mask_offset, + height * width)
   };
+  void add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
+                std::string name, TargetKind kind);
   std::vector<std::string> classes_;
   std::string description_;
+  TargetKind kind_;
   std::vector<uint8_t> pixels_;
+  std::vector<Box> boxes_;
+  std::vector<uint8_t> masks_;
   std::vector<Item> items_;
   std::vector<std::string> names_;  // empty when no image was given a name
 };
@@ -85,6 +129,7 @@ class Subset : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   Example get(int64_t i) const override;
   const std::vector<std::string>& classes() const override { return base_->classes(); }
+  TargetKind target_kind() const override { return base_->target_kind(); }
   std::string item_name(int64_t i) const override;
   const std::vector<int64_t>& indices() const { return indices_; }
   const std::shared_ptr<const Dataset>& base() const { return base_; }
@@ -148,6 +193,10 @@ struct Image {
 Image decode_image(const uint8_t* data, size_t size, const std::string& name);
 // Reads and decodes one file; InputError naming the file when unreadable or undecodable.
 Image read_image_file(const std::string& path);
+// The image files a prediction reads from `path`: the file itself, or every JPEG/PNG file in the
+// folder (not its sub-folders; hidden names skipped), sorted by name. InputError when the path
+// does not exist or a folder holds no image.
+std::vector<std::string> list_image_files(const std::string& path);
 
 // ---------------------------------------------------------------------------------------------
 // Validation split
@@ -169,6 +218,35 @@ TrainValSplit split_train_val(int64_t n_total, int64_t n_val);
 // ---------------------------------------------------------------------------------------------
 // Transforms (torchvision names and semantics)
 // ---------------------------------------------------------------------------------------------
+
+// Every transform moves the example's target with its pixels: boxes are mapped through the same
+// crops, flips and scalings (then clipped to the output; a box left narrower or shorter than one
+// pixel is dropped, as torchvision's SanitizeBoundingBoxes(min_size=1)), and masks are resampled
+// nearest on the same index map, with kIgnoreIndex where the output shows padding.
+
+// Resizes to height x width, bilinear with align_corners=False and no antialiasing (as
+// torch.nn.functional.interpolate), rounding to uint8; masks nearest (source index
+// floor((y + 0.5) * H / height), as torchvision's InterpolationMode.NEAREST_EXACT); boxes scaled.
+// An image already of that size is untouched. Must come first.
+struct Resize {
+  int64_t height = 0;
+  int64_t width = 0;
+};
+// Ultralytics' LetterBox(new_shape=(size, size), auto=False, center=True): scales by
+// r = min(size / H, size / W) (bilinear as Resize) to (round(H r), round(W r)), then pads to
+// size x size with `fill` (114, gray), the image centred (top = round(dh / 2 - 0.1),
+// left = round(dw / 2 - 0.1)); masks get kIgnoreIndex in the padding. Must come first.
+struct Letterbox {
+  int64_t size = 640;
+  uint8_t fill = 114;
+};
+// Where a letterboxed image lies in its size x size square: output = input * scale + (left, top).
+struct LetterboxGeometry {
+  double scale = 1;
+  int64_t new_height = 0, new_width = 0;  // the scaled image
+  int64_t top = 0, left = 0;              // its offset in the square
+};
+LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size);
 
 // uint8 HWC [0, 255] -> float CHW [0, 1]: x = float(v) / 255.
 struct ToTensor {};
@@ -195,13 +273,15 @@ struct RandomHorizontalFlip {
 struct Cutout {
   int64_t size = 16;
 };
-using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout>;
+using Transform =
+    std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout, Resize, Letterbox>;
 
 // A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
 // draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;
 // Normalize (at most one) comes after it; crops and flips come before Normalize (before or after
-// ToTensor: zero fill is the same either way). The whole pipeline runs fused in one pass over the
-// output: no allocation per sample.
+// ToTensor: zero fill is the same either way); Resize or Letterbox (at most one) comes first. The
+// whole pipeline after the resize runs fused in one pass over the output: no allocation per
+// sample (a resize writes into a buffer kept per thread).
 class Compose {
  public:
   Compose();                                            // {ToTensor{}}
@@ -210,7 +290,14 @@ class Compose {
   // Output (3, H, W) for an input of height x width; InputError when a crop does not fit.
   std::array<int64_t, 3> output_shape(int64_t height, int64_t width) const;
   // Writes the transformed sample to out, (3, H, W) float32 per output_shape (overwrites).
-  void apply(const Example& ex, uint64_t sample_seed, float* out) const;
+  void apply(const Example& ex, uint64_t sample_seed, float* out) const {
+    apply(ex, sample_seed, out, nullptr, nullptr);
+  }
+  // The same, moving the target too: boxes_out (when not null) receives ex's boxes as they lie
+  // in the output (replacing its contents); mask_out (when not null and ex has a mask) receives
+  // the (H, W) int64 mask of the output (overwrites). The pixels are the same as apply()'s.
+  void apply(const Example& ex, uint64_t sample_seed, float* out, std::vector<Box>* boxes_out,
+             int64_t* mask_out) const;
   const std::vector<Transform>& transforms() const { return transforms_; }
   std::string str() const;  // "Compose(RandomCrop(32, padding=4), ToTensor(), ...)"
 
@@ -239,7 +326,9 @@ struct DataLoaderOptions {
 
 struct Batch {
   Tensor images;                 // (B, 3, H, W) float32
-  Tensor labels;                 // (B,) int64
+  Tensor labels;                 // (B,) int64 (kLabel datasets; zeros otherwise)
+  std::vector<std::vector<Box>> boxes;  // kBoxes: (B,) lists of objects in output pixels
+  Tensor masks;                  // kMask: (B, H, W) int64, kIgnoreIndex where unlabelled
   int64_t size = 0;              // B
   int64_t index = 0;             // position of this batch in its epoch
   std::vector<int64_t> indices;  // (B,) dataset index of each sample

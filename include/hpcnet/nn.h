@@ -1,6 +1,8 @@
 // Modules as in torch.nn: named parameters and submodules (dotted names like "conv1.weight"),
 // train/eval mode, state_dict, and the layers Conv2d, MaxPool2d, Linear, ReLU, Flatten,
-// Sequential with PyTorch's default initialisation. Models are built by name with make_model().
+// Sequential with PyTorch's default initialisation. A module may return several outputs
+// (forward_all); a Trunk returns feature maps at several strides for separate heads. Models are
+// built by name with make_model(name, ModelOptions).
 #pragma once
 
 #include <map>
@@ -15,11 +17,16 @@
 namespace hpcnet::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// What a model returns: one tensor for a classifier (logits), several for detection heads (one
+// per stride) or a segmentation model with an auxiliary head.
+using Outputs = std::vector<Tensor>;
 
 class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
+  // Every output of the model; {forward(x)} unless a model has several.
+  virtual Outputs forward_all(const Tensor& x) { return {forward(x)}; }
   Tensor operator()(const Tensor& x) { return forward(x); }
 
   // Parameters of this module and its children, depth-first in registration order.
@@ -46,6 +53,8 @@ class Module {
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t);
   Tensor& register_buffer(const std::string& name, Tensor t);
+  // A child named "" is inlined: its parameters and buffers take no prefix ("conv1.weight", not
+  // ".conv1.weight"), so a trunk can be a module of its own under PyTorch's flat names.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
@@ -142,11 +151,40 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
+// A feature extractor: forward_features returns one feature map per stage, (N, channels[k],
+// H / strides[k], W / strides[k]); forward returns the last. Heads (a classifier, detection or
+// segmentation heads) are separate modules fed by these maps.
+class Trunk : public Module {
+ public:
+  virtual Outputs forward_features(const Tensor& x) = 0;
+  Tensor forward(const Tensor& x) override { return forward_features(x).back(); }
+  virtual std::vector<int64_t> feature_strides() const = 0;
+  virtual std::vector<int64_t> feature_channels() const = 0;
+};
+
+// What make_model needs besides the name: the class count, and what heads need.
+struct ModelOptions {
+  int64_t num_classes = 10;
+};
+
+// What a model is for, from the registry: the task it serves and its default input size.
+struct ModelInfo {
+  std::string name;
+  std::string task;     // "classify", ...
+  int64_t imgsz = 32;   // default square input size (the recipe's --imgsz overrides it)
+  bool fixed_size = false;  // true when the model takes only imgsz x imgsz inputs (lenet)
+};
+
 // Models by name: "lenet" (the tutorial Net), "resnet20", "resnet32", "resnet56" (the CIFAR
 // ResNets of He et al. 2016, option-A shortcuts) and "resnet18" (CIFAR variant: 3x3 stem, no
 // max-pool, 1x1 projection shortcuts); names of parameters as the usual PyTorch definitions
 // (bench/pytorch_resnet.py). Unknown names are an InputError listing the known ones.
-std::shared_ptr<Module> make_model(const std::string& name, int64_t num_classes = 10);
+std::shared_ptr<Module> make_model(const std::string& name, const ModelOptions& options);
+inline std::shared_ptr<Module> make_model(const std::string& name, int64_t num_classes = 10) {
+  return make_model(name, ModelOptions{num_classes});
+}
 std::vector<std::string> model_names();
+// The registry's entry for name (InputError listing the known names when there is none).
+const ModelInfo& model_info(const std::string& name);
 
 }  // namespace hpcnet::nn

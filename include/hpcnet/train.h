@@ -1,25 +1,36 @@
-// The training and evaluation loops the `hpcnet` command drives, and checkpoints. A run directory
+// The training loop the `hpcnet` command drives, its recipe and its run files. A run directory
 // holds model.safetensors (PyTorch parameter names; loads with safetensors.torch.load_file),
 // checkpoint.safetensors (model, optimizer state, epoch and data-order state; written atomically
-// after every epoch) and metrics.jsonl (one JSON object per log line and per epoch).
+// after every epoch) and metrics.jsonl (one JSON object per log line and per epoch). What depends
+// on the kind of target (loss, metric, transforms, predictions) is the task's (hpcnet/task.h).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "hpcnet/data.h"
 #include "hpcnet/nn.h"
 #include "hpcnet/optim.h"
+#include "hpcnet/task.h"
 
 namespace hpcnet::train {
 
+// A run's settings. Every field but `given` is declared once more, in the recipe table
+// (recipe_fields(), src/train/recipe.cpp), which yields its flag, its config-file and checkpoint
+// key, its help and its validation.
 struct TrainConfig {
   std::string model = "lenet";
+  std::string task;         // "" = the model's task (classify for every model so far)
+  int64_t imgsz = 0;        // square input size; 0 = the model's default (32 for the CIFAR models)
   std::string dataset = "cifar10";
   std::string data;         // dataset path (folder or archive)
   std::string out;          // run directory
@@ -47,7 +58,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
   int64_t val_split = 0;     // images held out of the training split as "val"
-  bool augment = false;      // RandomCrop(32, padding=4) + RandomHorizontalFlip
+  bool augment = false;      // the task's augmentation (classify: RandomCrop(imgsz, 4) + flip)
   bool download = false;
   std::string download_url;  // empty: the official CIFAR-10 URL
   int threads = 0;           // 0 = all cores
@@ -64,14 +75,61 @@ struct TrainConfig {
   double dist_timeout = 45;   // seconds a rank may wait for its peers in a collective (0 = forever)
   int64_t bucket_kb = 100;    // gradient all-reduce buckets; 0 = one all-reduce after backward
   std::string fail_at;        // testing only: "RANK:STEP[:kill|exit|hang]" (--fail-at-step)
+  // The recipe keys the user set (the CLI fills it from its flags and --config). On --resume a
+  // given recipe key must equal the checkpoint's, and the run keys (data, epochs, threads) that
+  // were not given come from the checkpoint. nullopt: every field was set deliberately.
+  std::optional<std::set<std::string>> given;
 };
+
+// ---- the recipe table ---------------------------------------------------------------------------
+
+// How a field behaves across runs.
+enum class FieldRole {
+  kRecipe,   // saved in the checkpoint; --resume takes it, and refuses a different given value
+  kRun,      // saved; --resume takes it unless given (data, epochs, threads)
+  kLog,      // saved for the record only (workers)
+  kSession,  // this invocation only, not saved (out, resume, device, ...)
+};
+using FieldRef = std::variant<bool TrainConfig::*, int TrainConfig::*, int64_t TrainConfig::*,
+                              uint64_t TrainConfig::*, double TrainConfig::*,
+                              std::string TrainConfig::*, std::vector<int64_t> TrainConfig::*>;
+struct RecipeField {
+  const char* key;   // config-file and checkpoint key ("batch_size"); the flag is --batch-size
+  FieldRef ref;
+  const char* help;
+  FieldRole role;
+  // Field flags: kRequired, in every checkpoint since the first format (absent = corrupt);
+  // kAuto, the default value means "decided later" (never a conflict on resume); kHidden, not in
+  // --help (testing switches).
+  unsigned flags = 0;
+  // The field's validation: "" when the value is fine, else the one-line error.
+  std::function<std::string(const TrainConfig&)> check;
+  std::string flag() const;
+};
+inline constexpr unsigned kRequired = 1, kAuto = 2, kHidden = 4;
+// Every field, in --help order.
+const std::vector<RecipeField>& recipe_fields();
+// Runs every field's check (InputError with the first message), then the cross-field ones.
+void validate(const TrainConfig& c);
+// The saved fields (roles kRecipe, kRun, kLog) as one JSON object, keys as in the table.
+nlohmann::json recipe_json(const TrainConfig& c);
+// Merges a checkpoint's recipe into c, as --resume does (see TrainConfig::given). `where` names
+// the checkpoint in errors. InputError for a corrupt recipe or a given value that differs.
+void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std::string& where);
+// The task and input size a config resolves to (task "" = the model's, imgsz 0 = the model's).
+std::string resolved_task(const TrainConfig& c);
+int64_t resolved_imgsz(const TrainConfig& c);
+task::TaskOptions task_options(const TrainConfig& c);
+// The learning-rate schedule of the recipe (InputError when it is inconsistent).
+optim::LrSchedule make_schedule(const TrainConfig& c);
 
 struct TrainResult {
   double train_seconds = 0;  // wall time of the training steps (data loading overlapped)
   int64_t steps = 0;         // steps run in this invocation
   int64_t images = 0;
   double last_report_loss = 0;
-  double val_accuracy = -1;  // percent, when a val split exists
+  double val_accuracy = -1;  // the task's validation metric (classify: accuracy, percent), when a
+                             // val split exists
   double data_wait_seconds = 0;  // time the training thread waited for the DataLoader
   int world_size = 1;            // processes that trained together (images counts all of them)
 };
@@ -82,23 +140,40 @@ struct TrainResult {
 // to out and to cfg.out, and the losses it prints are means over all ranks.
 TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
 
+// ---- evaluation (classification) -------------------------------------------------------------
+
 struct EvalResult {
   int64_t correct = 0, total = 0;
   std::vector<int64_t> class_correct, class_total;
   std::vector<std::string> classes;
   double accuracy() const { return total ? 100.0 * correct / total : 0.0; }
 };
-// Classifies every image of the loader with the model in eval mode. flip_tta: test-time
-// augmentation, the argmax of the summed logits of each image and its left-right mirror.
+// The classify task's evaluation as counts: classifies every image of the loader with the model
+// in eval mode. flip_tta: test-time augmentation, the argmax of the summed logits of each image
+// and its left-right mirror. (Other tasks: task::evaluate.)
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, bool flip_tta = false);
 
-// x (N, C, H, W), row-major, float32 or float64, on the CPU -> the images mirrored left-right.
+// task::flip_left_right (kept here for callers of the classification API).
 Tensor flip_left_right(const Tensor& x);
 
-// The normalisation the tutorial uses: Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)).
+// The classify task's evaluation transform at 32x32: Resize(32), ToTensor, and the tutorial's
+// Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)).
 data::Compose eval_transform();
 
-// Model weights with metadata (model name, class names, normalisation) for eval and predict.
+// ---- run files ---------------------------------------------------------------------------------
+
+// What a model file records besides its tensors.
+struct ModelMeta {
+  std::string model;                 // "" when the file names none (a PyTorch-saved file)
+  std::string task = "classify";
+  std::vector<std::string> classes;  // class names, label order
+  int64_t imgsz = 0;                 // input size the model was trained at (0: not recorded)
+  int64_t val_split = 0;             // images the run held out as "val"
+};
+
+// Model weights with metadata (model name, task, class names, input size, normalisation) for
+// eval and predict.
+void save_model(const std::string& path, const nn::Module& model, const ModelMeta& meta);
 void save_model(const std::string& path, const nn::Module& model, const std::string& model_name,
                 const std::vector<std::string>& classes, int64_t val_split);
 struct LoadedModel {
@@ -106,9 +181,11 @@ struct LoadedModel {
   std::string name;
   std::vector<std::string> classes;
   int64_t val_split = 0;
+  std::string task = "classify";
+  int64_t imgsz = 32;
 };
 // Builds the model named in the file's metadata (or `model_name` when given; a mismatch is an
-// InputError) and loads its weights.
+// InputError) and loads its weights. Takes a model file or a checkpoint.
 LoadedModel load_model(const std::string& path, const std::string& model_name = "");
 
 // Applies --precision ("fp32" or "bf16") to the kernels; InputError for other values.
@@ -125,6 +202,7 @@ namespace hpcnet::train {
 // and per kernel, with the achieved GFLOP/s against the machine's peak.
 struct BenchConfig {
   std::string model = "lenet";
+  int64_t imgsz = 0;  // 0 = the model's default input size
   int64_t batch_size = 4;
   int64_t steps = 2000;
   int64_t warmup = 50;

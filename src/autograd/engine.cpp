@@ -179,4 +179,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in) {
   for (Node* n : nodes) n->edges.clear();
 }
 
+// Declared in tensor.h (core), defined here: the core layer does not reach up to the engine.
+void Tensor::backward(const Tensor& grad) const { run_backward(*this, grad); }
+
 }  // namespace hpcnet

@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
+#include <type_traits>
+#include <variant>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -14,6 +17,7 @@
 #include "hpcnet/dist.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
+#include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
@@ -69,77 +73,36 @@ std::vector<std::string> expand_config(std::vector<std::string> args, const CLI:
   return args;
 }
 
-// Recipe fields a resumed run takes from its checkpoint.
-void apply_checkpoint_recipe(train::TrainConfig& c, CLI::App& t) {
-  std::string path = (fs::path(c.resume) / "checkpoint.safetensors").string();
-  if (!fs::exists(path))
-    throw InputError("--resume " + c.resume + ": no checkpoint.safetensors there");
-  SafetensorsFile f = load_safetensors(path);
-  auto it = f.metadata.find("hpcnet.config");
-  if (it == f.metadata.end()) throw InputError(path + ": not an hpcnet checkpoint (no config)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(it->second);
-  } catch (const std::exception&) {
-    throw InputError(path + ": corrupt checkpoint: config is not JSON");
+// Registers every field of the recipe table as a flag of `train` (bools as flags, lists
+// comma-separated), in the table's order.
+void add_recipe_flags(CLI::App& t, train::TrainConfig& tc) {
+  for (const train::RecipeField& f : train::recipe_fields()) {
+    CLI::Option* opt = std::visit(
+        [&](auto m) -> CLI::Option* {
+          auto& field = tc.*m;
+          using T = std::decay_t<decltype(field)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            return t.add_flag(f.flag(), field, f.help);
+          } else {
+            CLI::Option* o = t.add_option(f.flag(), field, f.help);
+            if constexpr (std::is_same_v<T, std::vector<int64_t>>) o->delimiter(',');
+            if constexpr (std::is_arithmetic_v<T>) o->capture_default_str();
+            if constexpr (std::is_same_v<T, std::string>)
+              if (!field.empty()) o->capture_default_str();
+            return o;
+          }
+        },
+        f.ref);
+    if (f.flags & train::kHidden) opt->group("");
   }
-  // Keys added after the first checkpoint format (optimizer and later) may be absent: those runs
-  // used the defaults, which the field holds unless a flag set it.
-  auto take = [&](const char* opt, const char* key, auto& field, bool since_v2 = false) {
-    using T = std::decay_t<decltype(field)>;
-    if (since_v2 && !j.contains(key)) return;
-    if (!j.contains(key)) throw InputError(path + ": corrupt checkpoint: config lacks " + key);
-    T saved{};
-    try {
-      saved = j.at(key).get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw InputError(path + ": corrupt checkpoint: config " + key + " has the wrong type");
-    }
-    if (t.count(opt) && saved != field)
-      throw InputError(std::string(opt) + " differs from the recipe in " + path + "; --resume " +
-                       "continues the same run (start a new --out to change it)");
-    field = saved;
-  };
-  take("--model", "model", c.model);
-  auto names = nn::model_names();
-  if (std::find(names.begin(), names.end(), c.model) == names.end())
-    throw InputError(path + ": checkpoint of model '" + c.model +
-                     "', which this build does not have; resume it with a build that does");
-  take("--dataset", "dataset", c.dataset);
-  take("--batch-size", "batch_size", c.batch_size);
-  take("--lr", "lr", c.lr);
-  take("--momentum", "momentum", c.momentum);
-  take("--dampening", "dampening", c.dampening);
-  take("--weight-decay", "weight_decay", c.weight_decay);
-  take("--nesterov", "nesterov", c.nesterov);
-  take("--seed", "seed", c.seed);
-  take("--log-every", "log_every", c.log_every);
-  take("--val-split", "val_split", c.val_split);
-  take("--augment", "augment", c.augment);
-  take("--lr-schedule", "lr_schedule", c.lr_schedule);
-  take("--milestones", "milestones", c.milestones);
-  take("--lr-gamma", "lr_gamma", c.lr_gamma);
-  take("--lr-min", "lr_min", c.lr_min);
-  take("--warmup-epochs", "warmup_epochs", c.warmup_epochs);
-  take("--label-smoothing", "label_smoothing", c.label_smoothing);
-  take("--optimizer", "optimizer", c.optimizer, true);
-  take("--beta1", "beta1", c.beta1, true);
-  take("--beta2", "beta2", c.beta2, true);
-  take("--adam-eps", "adam_eps", c.adam_eps, true);
-  take("--clip-grad-norm", "clip_grad_norm", c.clip_grad_norm, true);
-  take("--ema-decay", "ema_decay", c.ema_decay, true);
-  take("--cutout", "cutout", c.cutout, true);
-  take("--precision", "precision", c.precision, true);
-  try {
-    if (!t.count("--data")) c.data = j.value("data", c.data);
-    if (!t.count("--epochs")) c.epochs = j.value("epochs", c.epochs);
-    // Bit-exact resume needs the same thread count; keep the run's unless told otherwise.
-    if (!t.count("--threads")) c.threads = j.value("threads", c.threads);
-  } catch (const nlohmann::json::exception&) {
-    throw InputError(path +
-                     ": corrupt checkpoint: config data, epochs or threads has the wrong type");
-  }
-  if (c.out.empty()) c.out = c.resume;
+}
+
+// The recipe keys set by flags or by --config (which expand_config turned into flags).
+std::set<std::string> given_recipe_keys(const CLI::App& t) {
+  std::set<std::string> keys;
+  for (const train::RecipeField& f : train::recipe_fields())
+    if (t.count(f.flag()) > 0) keys.insert(f.key);
+  return keys;
 }
 
 // Prints the one-line error and returns the exit code. In a job of several ranks it names the rank
@@ -172,14 +135,11 @@ int cmd_info() {
   std::printf("models: ");
   auto names = nn::model_names();
   for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
+  std::printf("\ntasks: ");
+  auto tasks = task::task_names();
+  for (size_t i = 0; i < tasks.size(); ++i) std::printf("%s%s", i ? ", " : "", tasks[i].c_str());
   std::printf("\ndatasets: cifar10 (binary folder or .tar.gz, or JPEG/PNG image folder), imagefolder\n");
   return 0;
-}
-
-std::string pct1(int64_t a, int64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", b ? 100.0 * a / b : 0.0);
-  return buf;
 }
 
 struct EvalArgs {
@@ -189,6 +149,13 @@ struct EvalArgs {
   bool json = false, tta_flip = false;
   std::string device = "auto";
 };
+
+// The task of a loaded model, at the size it was trained at.
+std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
+  task::TaskOptions o;
+  o.imgsz = m.imgsz;
+  return task::make_task(m.task, o);
+}
 
 int cmd_eval(const EvalArgs& a) {
   const Device dev = train::resolve_device(a.device);
@@ -200,6 +167,7 @@ int cmd_eval(const EvalArgs& a) {
   HPCNET_REQUIRE(a.batch_size >= 1, "--batch-size must be at least 1");
   train::LoadedModel m = train::load_model(a.weights, a.model);
   m.module->to_(dev);
+  const std::unique_ptr<task::Task> task = task_of(m);
   std::shared_ptr<const data::Dataset> ds;
   if (a.split == "test") {
     ds = data::open_dataset(a.dataset, a.data, "test");
@@ -213,58 +181,30 @@ int cmd_eval(const EvalArgs& a) {
   HPCNET_REQUIRE(ds->classes().size() == m.classes.size(),
                  a.weights + ": model has " + std::to_string(m.classes.size()) +
                      " classes, the dataset " + std::to_string(ds->classes().size()));
+  HPCNET_REQUIRE(ds->target_kind() == task->target_kind(),
+                 a.weights + ": a " + task->name() + " model needs a dataset of " +
+                     data::target_kind_name(task->target_kind()) + " targets");
   data::DataLoaderOptions o;
   o.batch_size = a.batch_size;
   o.num_workers = a.workers;
-  data::DataLoader loader(ds, train::eval_transform(), o);
-  train::EvalResult r = train::evaluate(*m.module, loader, a.tta_flip);
+  data::DataLoader loader(ds, task->eval_transform(), o);
+  std::unique_ptr<task::Metric> r = task::evaluate(*task, *m.module, loader, a.tta_flip);
   if (a.json) {
-    nlohmann::json j = {{"split", a.split}, {"images", r.total}, {"correct", r.correct},
-                        {"accuracy", r.accuracy()}, {"tta", a.tta_flip ? "flip" : "none"}};
-    nlohmann::json per = nlohmann::json::object();
-    for (size_t c = 0; c < r.classes.size(); ++c)
-      per[r.classes[c]] = r.class_total[c] ? 100.0 * r.class_correct[c] / r.class_total[c] : 0.0;
-    j["per_class"] = per;
+    nlohmann::json j = {{"split", a.split}, {"tta", a.tta_flip ? "flip" : "none"}};
+    j.update(r->to_json());
     std::cout << j.dump() << std::endl;
     return 0;
   }
   if (a.tta_flip) std::printf("(test-time augmentation: each image and its mirror image)\n");
-  std::printf("Accuracy of the network on the %lld %s images: %d %%\n",
-              static_cast<long long>(r.total), a.split.c_str(),
-              static_cast<int>(100 * r.correct / std::max<int64_t>(r.total, 1)));
-  for (size_t c = 0; c < r.classes.size(); ++c)
-    std::printf("Accuracy for class: %-10s is %s %%\n", r.classes[c].c_str(),
-                pct1(r.class_correct[c], r.class_total[c]).c_str());
-  std::printf("accuracy: %.2f%%\n", r.accuracy());
+  std::fputs(r->report(a.split).c_str(), stdout);
   return 0;
 }
 
-// Bilinear resize of an HWC uint8 image (align_corners=False, as torchvision).
-std::vector<uint8_t> resize_bilinear(const data::Image& im, int64_t oh, int64_t ow) {
-  std::vector<uint8_t> out(oh * ow * 3);
-  for (int64_t y = 0; y < oh; ++y) {
-    double sy = std::max(0.0, (y + 0.5) * im.height / oh - 0.5);
-    int64_t y0 = std::min<int64_t>(static_cast<int64_t>(sy), im.height - 1);
-    int64_t y1 = std::min<int64_t>(y0 + 1, im.height - 1);
-    double fy = sy - y0;
-    for (int64_t x = 0; x < ow; ++x) {
-      double sx = std::max(0.0, (x + 0.5) * im.width / ow - 0.5);
-      int64_t x0 = std::min<int64_t>(static_cast<int64_t>(sx), im.width - 1);
-      int64_t x1 = std::min<int64_t>(x0 + 1, im.width - 1);
-      double fx = sx - x0;
-      for (int c = 0; c < 3; ++c) {
-        auto px = [&](int64_t yy, int64_t xx) { return im.pixels[(yy * im.width + xx) * 3 + c]; };
-        double v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x1)) +
-                   fy * ((1 - fx) * px(y1, x0) + fx * px(y1, x1));
-        out[(y * ow + x) * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
-      }
-    }
-  }
-  return out;
-}
-
+// Predicts every image of every path (a file, or a folder's images in sorted order). An image
+// that cannot be read is reported on its own line and the others are still predicted; the exit
+// code is then 2.
 int cmd_predict(const std::string& weights, const std::string& model_name,
-                const std::vector<std::string>& images, int top, bool json, int threads,
+                const std::vector<std::string>& paths, int top, bool json, int threads,
                 const std::string& device) {
   const Device dev = train::resolve_device(device);
   HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
@@ -272,33 +212,48 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   HPCNET_REQUIRE(top >= 1, "--top must be at least 1");
   train::LoadedModel m = train::load_model(weights, model_name);
   m.module->to_(dev);
-  data::Compose tf = train::eval_transform();
+  const std::unique_ptr<task::Task> task = task_of(m);
+  const data::Compose tf = task->eval_transform();
+  task::PredictOptions po;
+  po.top = top;
+  std::vector<std::string> images;
+  for (const std::string& p : paths) {
+    std::vector<std::string> files = data::list_image_files(p);
+    images.insert(images.end(), files.begin(), files.end());
+  }
   NoGradGuard no_grad;
-  int k = std::min<int>(top, static_cast<int>(m.classes.size()));
+  int64_t failed = 0;
   for (const std::string& path : images) {
-    data::Image im = data::read_image_file(path);
-    std::vector<uint8_t> px = (im.height == 32 && im.width == 32) ? im.pixels
-                                                                  : resize_bilinear(im, 32, 32);
-    data::Example ex{px.data(), 32, 32, 0};
-    Tensor x = Tensor::empty({1, 3, 32, 32});
+    data::Image im;
+    try {
+      im = data::read_image_file(path);
+    } catch (const InputError& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "hpcnet: error: %s\n", e.what());
+      ++failed;
+      continue;
+    }
+    data::Example ex{im.pixels.data(), im.height, im.width, 0};
+    const auto shape = tf.output_shape(im.height, im.width);
+    Tensor x = Tensor::empty({1, shape[0], shape[1], shape[2]});
     tf.apply(ex, 0, x.data<float>());
-    Tensor logp = F::log_softmax(m.module->forward(x.to(dev))).to(cpu_device());
-    std::vector<float> lp = logp.to_vector();
-    std::vector<int> idx(lp.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
-    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return lp[a] > lp[b]; });
+    task::Outputs out = task->infer(*m.module, x.to(dev), false);
+    for (Tensor& t : out) t = t.to(cpu_device());
+    task::Prediction p = task->predict(out, 0, m.classes, po);
     if (json) {
-      nlohmann::json j = {{"image", path}, {"top", nlohmann::json::array()}};
-      for (int i = 0; i < k; ++i)
-        j["top"].push_back({{"class", m.classes[idx[i]]}, {"probability", std::exp(lp[idx[i]])}});
+      nlohmann::json j = {{"image", path}};
+      j.update(p.json);
       std::cout << j.dump() << std::endl;
     } else {
-      std::printf("%s:", path.c_str());
-      for (int i = 0; i < k; ++i)
-        std::printf("%s %s %.3f", i ? "," : "", m.classes[idx[i]].c_str(), std::exp(lp[idx[i]]));
-      std::printf("\n");
+      std::printf("%s:%s\n", path.c_str(), p.line.c_str());
     }
   }
+  if (failed > 0 && images.size() > 1) {  // one image: its own line says it all
+    std::fflush(stdout);
+    std::fprintf(stderr, "hpcnet: error: %lld of %zu images could not be read (see above)\n",
+                 static_cast<long long>(failed), images.size());
+  }
+  if (failed > 0) return 2;
   return 0;
 }
 
@@ -358,68 +313,9 @@ int main(int argc, char** argv) {
   std::string config_file;  // read by expand_config() before parsing; listed here for --help
   t->add_option("--config", config_file,
                 "a JSON run recipe (configs/*.json); flags on the command line override it");
-  t->add_option("--model", tc.model, "lenet, resnet20, resnet32, resnet56 or resnet18")->capture_default_str();
-  t->add_option("--dataset", tc.dataset, "cifar10 or imagefolder")->capture_default_str();
-  t->add_option("--data", tc.data,
-                "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an "
-                "image folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz");
-  t->add_option("--out", tc.out, "run directory for model.safetensors, checkpoint, metrics.jsonl");
-  t->add_option("--resume", tc.resume, "continue the run in this directory from its last checkpoint");
-  t->add_option("--epochs", tc.epochs, "epochs to train (in total, counting resumed ones)")->capture_default_str();
-  t->add_option("--batch-size", tc.batch_size, "mini-batch size")->capture_default_str();
-  t->add_option("--lr", tc.lr, "learning rate (the peak, with a schedule)")->capture_default_str();
-  t->add_option("--momentum", tc.momentum, "SGD momentum")->capture_default_str();
-  t->add_option("--dampening", tc.dampening, "SGD dampening")->capture_default_str();
-  t->add_option("--weight-decay", tc.weight_decay, "weight decay (L2 for sgd, decoupled for adamw)")->capture_default_str();
-  t->add_flag("--nesterov", tc.nesterov, "Nesterov momentum");
-  t->add_option("--lr-schedule", tc.lr_schedule,
-                "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min) or onecycle "
-                "(peak --lr)")->capture_default_str();
-  t->add_option("--milestones", tc.milestones, "multistep: epochs where the rate is multiplied by --lr-gamma")
-      ->delimiter(',');
-  t->add_option("--lr-gamma", tc.lr_gamma, "multistep factor")->capture_default_str();
-  t->add_option("--lr-min", tc.lr_min, "cosine: final learning rate")->capture_default_str();
-  t->add_option("--warmup-epochs", tc.warmup_epochs, "linear warm-up from lr/10 over this many epochs")
-      ->capture_default_str();
-  t->add_option("--label-smoothing", tc.label_smoothing, "cross-entropy label smoothing")
-      ->capture_default_str();
-  t->add_option("--optimizer", tc.optimizer, "sgd or adamw")->capture_default_str();
-  t->add_option("--beta1", tc.beta1, "adamw: first-moment decay")->capture_default_str();
-  t->add_option("--beta2", tc.beta2, "adamw: second-moment decay")->capture_default_str();
-  t->add_option("--adam-eps", tc.adam_eps, "adamw: denominator epsilon")->capture_default_str();
-  t->add_option("--clip-grad-norm", tc.clip_grad_norm,
-                "clip the gradients' total 2-norm to this before each step (0 = off)")
-      ->capture_default_str();
-  t->add_option("--ema-decay", tc.ema_decay,
-                "keep an exponential moving average of the weights (e.g. 0.999); evaluation and "
-                "model.safetensors use it (0 = off)")
-      ->capture_default_str();
-  t->add_option("--cutout", tc.cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)")
-      ->capture_default_str();
-  t->add_option("--precision", tc.precision,
-                "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights")
-      ->capture_default_str();
-  t->add_option("--workers", tc.workers, "data-loading threads (0 = in the training thread)")->capture_default_str();
-  t->add_option("--seed", tc.seed, "seed for initialisation, data order and augmentation")->capture_default_str();
-  t->add_option("--log-every", tc.log_every, "mini-batches between loss lines")->capture_default_str();
-  t->add_option("--val-split", tc.val_split, "hold out N training images (fixed shuffle) as split 'val'")->capture_default_str();
-  t->add_flag("--augment", tc.augment, "RandomCrop(32, padding=4) and RandomHorizontalFlip");
-  t->add_flag("--download", tc.download, "fetch CIFAR-10 into --data when it is missing");
-  t->add_option("--download-url", tc.download_url, "where --download fetches from");
-  t->add_option("--threads", tc.threads, "CPU threads for the kernels (0 = all cores)")->capture_default_str();
-  t->add_option("--device", tc.device, "auto, cpu or cuda")->capture_default_str();
-  t->add_option("--steps", tc.max_steps, "stop after this many steps (0 = run all epochs)");
+  add_recipe_flags(*t, tc);
   bool no_progress = false;
   t->add_flag("--no-progress", no_progress, "never draw the progress bar");
-  t->add_option("--dist-timeout", tc.dist_timeout,
-                "with several ranks (mpirun/srun): seconds a rank may wait for the others in a "
-                "collective before the job is aborted, naming the missing ranks (0 = forever)")
-      ->capture_default_str();
-  t->add_option("--bucket-kb", tc.bucket_kb,
-                "with several ranks: KiB of gradients per all-reduce bucket, started during "
-                "backward (0 = one all-reduce after backward)")
-      ->capture_default_str();
-  t->add_option("--fail-at-step", tc.fail_at, "testing: RANK:STEP[:kill|exit|hang]")->group("");
 
   EvalArgs ea;
   CLI::App* e = app.add_subcommand("eval", "accuracy of trained weights on a split, per class");
@@ -442,19 +338,21 @@ int main(int argc, char** argv) {
   std::vector<std::string> images;
   int top = 3, pthreads = 0;
   bool pjson = false;
-  CLI::App* p = app.add_subcommand("predict", "top classes of images (JPEG or PNG) by name");
+  CLI::App* p = app.add_subcommand("predict", "predict images (JPEG or PNG): files or folders");
   p->add_option("--weights", pw, "model.safetensors")->required();
   p->add_option("--model", pm, "model name (default: from the weights file)");
   p->add_option("--top", top, "classes to show per image")->capture_default_str();
   p->add_option("--threads", pthreads, "CPU threads (0 = all cores)");
   p->add_option("--device", pdevice, "auto, cpu or cuda")->capture_default_str();
   p->add_flag("--json", pjson, "one JSON object per image");
-  p->add_option("images", images, "image files")->required();
+  p->add_option("images", images, "image files, or folders (every image in them, sorted)")
+      ->required();
 
   train::BenchConfig bc;
   bool bjson = false, bnoprof = false;
   CLI::App* b = app.add_subcommand("bench", "time training steps on synthetic data, per kernel");
   b->add_option("--model", bc.model, "model name")->capture_default_str();
+  b->add_option("--imgsz", bc.imgsz, "input size (0 = the model's default)")->capture_default_str();
   b->add_option("--batch-size", bc.batch_size, "mini-batch size")->capture_default_str();
   b->add_option("--steps", bc.steps, "timed steps")->capture_default_str();
   b->add_option("--warmup", bc.warmup, "untimed steps first")->capture_default_str();
@@ -488,7 +386,7 @@ int main(int argc, char** argv) {
     if (t->parsed()) {
       dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
       tc.progress = no_progress ? 0 : -1;
-      if (!tc.resume.empty()) apply_checkpoint_recipe(tc, *t);
+      tc.given = given_recipe_keys(*t);
       train::run_training(tc, std::cout);
       dist::finalize();
       return 0;

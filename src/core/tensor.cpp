@@ -7,7 +7,6 @@
 #include <cstring>
 #include <sstream>
 
-#include "hpcnet/autograd.h"
 #include "src/core/allocator.h"
 #include "src/core/cuda_device.h"
 
@@ -565,7 +564,5 @@ const std::shared_ptr<Node>& Tensor::grad_fn() const {
   return defined() ? impl_->grad_fn : none;
 }
 void Tensor::set_grad_fn(std::shared_ptr<Node> fn) { impl_->grad_fn = std::move(fn); }
-
-void Tensor::backward(const Tensor& grad) const { run_backward(*this, grad); }
 
 }  // namespace hpcnet

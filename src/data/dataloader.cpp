@@ -113,6 +113,15 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
   out.indices.assign(order.begin() + start, order.begin() + start + count);
   float* images = out.images.data<float>();      // (B, 3, H, W)
   int64_t* labels = out.labels.data<int64_t>();  // (B,)
+  const TargetKind kind = dataset_->target_kind();
+  int64_t* masks = nullptr;  // (B, H, W)
+  if (kind == TargetKind::kMask) {
+    out.masks = Tensor::empty({count, shape[1], shape[2]}, DType::kInt64);
+    masks = out.masks.data<int64_t>();
+  } else {
+    out.masks = Tensor();
+  }
+  out.boxes.assign(kind == TargetKind::kBoxes ? static_cast<size_t>(count) : 0, {});
   for (int64_t i = 0; i < count; ++i) {
     const int64_t idx = out.indices[static_cast<size_t>(i)];
     const Example ex = i == 0 ? first : dataset_->get(idx);
@@ -125,7 +134,8 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
     }
     transform_.apply(
         ex, mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(idx)),
-        images + i * sample);
+        images + i * sample, kind == TargetKind::kBoxes ? &out.boxes[static_cast<size_t>(i)] : nullptr,
+        masks ? masks + i * shape[1] * shape[2] : nullptr);
     labels[i] = ex.label;
   }
 }

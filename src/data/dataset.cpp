@@ -23,13 +23,39 @@ std::string Dataset::describe() const {
 
 // ---- InMemoryDataset --------------------------------------------------------------------------
 
-InMemoryDataset::InMemoryDataset(std::vector<std::string> classes, std::string description)
-    : classes_(std::move(classes)), description_(std::move(description)) {}
+const char* target_kind_name(TargetKind k) {
+  switch (k) {
+    case TargetKind::kLabel: return "label";
+    case TargetKind::kBoxes: return "boxes";
+    case TargetKind::kMask: return "mask";
+  }
+  return "?";
+}
+
+InMemoryDataset::InMemoryDataset(std::vector<std::string> classes, std::string description,
+                                 TargetKind kind)
+    : classes_(std::move(classes)), description_(std::move(description)), kind_(kind) {}
 
 void InMemoryDataset::reserve(int64_t images, int64_t pixels) {
   pixels_.reserve(static_cast<size_t>(pixels * 3));
   items_.reserve(static_cast<size_t>(images));
   names_.reserve(static_cast<size_t>(images));
+}
+
+void InMemoryDataset::add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
+                               std::string name, TargetKind kind) {
+  HPCNET_REQUIRE(kind == kind_, std::string("dataset: adding a ") + target_kind_name(kind) +
+                                    " example to a dataset of " + target_kind_name(kind_) +
+                                    " targets");
+  HPCNET_REQUIRE(height > 0 && width > 0 && height < (1 << 30) && width < (1 << 30),
+                 "dataset: image " + name + " has size " + std::to_string(height) + "x" +
+                     std::to_string(width));
+  Item it{pixels_.size(), static_cast<int32_t>(height), static_cast<int32_t>(width), label};
+  it.first_box = boxes_.size();
+  it.mask_offset = masks_.size();
+  pixels_.insert(pixels_.end(), hwc, hwc + height * width * 3);
+  items_.push_back(it);
+  names_.push_back(std::move(name));
 }
 
 void InMemoryDataset::add(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
@@ -38,20 +64,56 @@ void InMemoryDataset::add(const uint8_t* hwc, int64_t height, int64_t width, int
                  "dataset: label " + std::to_string(label) + " of image " +
                      (name.empty() ? "#" + std::to_string(items_.size()) : name) +
                      " is outside 0.." + std::to_string(classes_.size()) + " - 1");
-  HPCNET_REQUIRE(height > 0 && width > 0 && height < (1 << 30) && width < (1 << 30),
-                 "dataset: image " + name + " has size " + std::to_string(height) + "x" +
-                     std::to_string(width));
-  Item it{pixels_.size(), static_cast<int32_t>(height), static_cast<int32_t>(width), label};
-  pixels_.insert(pixels_.end(), hwc, hwc + height * width * 3);
-  items_.push_back(it);
-  names_.push_back(std::move(name));
+  add_item(hwc, height, width, label, std::move(name), TargetKind::kLabel);
+}
+
+void InMemoryDataset::add_boxes(const uint8_t* hwc, int64_t height, int64_t width,
+                                const std::vector<Box>& boxes, std::string name) {
+  const std::string who = name.empty() ? "#" + std::to_string(items_.size()) : name;
+  for (size_t k = 0; k < boxes.size(); ++k) {
+    const Box& b = boxes[k];
+    HPCNET_REQUIRE(b.cls >= 0 && b.cls < static_cast<int64_t>(classes_.size()),
+                   "dataset: image " + who + " box " + std::to_string(k) + " has class " +
+                       std::to_string(b.cls) + ", outside 0.." +
+                       std::to_string(classes_.size()) + " - 1");
+    HPCNET_REQUIRE(b.x1 >= 0 && b.y1 >= 0 && b.x1 <= b.x2 && b.y1 <= b.y2 &&
+                       b.x2 <= static_cast<float>(width) && b.y2 <= static_cast<float>(height),
+                   "dataset: image " + who + " box " + std::to_string(k) +
+                       " is not inside the image (" + std::to_string(width) + "x" +
+                       std::to_string(height) + ")");
+  }
+  add_item(hwc, height, width, 0, std::move(name), TargetKind::kBoxes);
+  items_.back().num_boxes = boxes.size();
+  boxes_.insert(boxes_.end(), boxes.begin(), boxes.end());
+}
+
+void InMemoryDataset::add_mask(const uint8_t* hwc, int64_t height, int64_t width,
+                               const uint8_t* mask, std::string name) {
+  const int64_t n = height * width;
+  for (int64_t p = 0; p < n; ++p)
+    HPCNET_REQUIRE(mask[p] < classes_.size() || mask[p] == kIgnoreIndex,
+                   "dataset: mask of image " +
+                       (name.empty() ? "#" + std::to_string(items_.size()) : name) +
+                       " has class " + std::to_string(mask[p]) + " at pixel (" +
+                       std::to_string(p / width) + ", " + std::to_string(p % width) +
+                       "), outside 0.." + std::to_string(classes_.size()) + " - 1 and not " +
+                       std::to_string(kIgnoreIndex) + " (ignore)");
+  add_item(hwc, height, width, 0, std::move(name), TargetKind::kMask);
+  masks_.insert(masks_.end(), mask, mask + n);
 }
 
 Example InMemoryDataset::get(int64_t i) const {
   HPCNET_CHECK(i >= 0 && i < size(), "dataset index " + std::to_string(i) + " out of range (size " +
                                          std::to_string(size()) + ")");
   const Item& it = items_[static_cast<size_t>(i)];
-  return Example{pixels_.data() + it.offset, it.height, it.width, it.label};
+  Example ex{pixels_.data() + it.offset, it.height, it.width, it.label};
+  if (kind_ == TargetKind::kBoxes) {
+    ex.boxes = boxes_.data() + it.first_box;
+    ex.num_boxes = static_cast<int64_t>(it.num_boxes);
+  } else if (kind_ == TargetKind::kMask) {
+    ex.mask = masks_.data() + it.mask_offset;
+  }
+  return ex;
 }
 
 std::string InMemoryDataset::item_name(int64_t i) const {

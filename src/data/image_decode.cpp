@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <filesystem>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
@@ -202,6 +204,26 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
 Image read_image_file(const std::string& path) {
   std::vector<uint8_t> bytes = detail::read_whole_file(path, "image");
   return decode_image(bytes.data(), bytes.size(), path);
+}
+
+std::vector<std::string> list_image_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    HPCNET_REQUIRE(fs::exists(path, ec), path + ": no such file or folder");
+    return {path};
+  }
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.' || !detail::is_image_name(name)) continue;
+    if (!e.is_regular_file(ec)) continue;
+    files.push_back(e.path().string());
+  }
+  HPCNET_REQUIRE(!ec, path + ": cannot list the folder (" + ec.message() + ")");
+  HPCNET_REQUIRE(!files.empty(), path + ": the folder holds no .jpg, .jpeg or .png file");
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace hpcnet::data

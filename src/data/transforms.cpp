@@ -1,7 +1,11 @@
-// Compose of ToTensor / Normalize / RandomCrop / RandomHorizontalFlip, run fused: the geometric
-// transforms compose into one index map per axis (source = offset + sign * output, plus the
-// window of source pixels that are not padding), and ToTensor + Normalize into a 256-entry table
-// per channel computed with torch's float32 arithmetic ((v / 255 - mean) / std).
+// Compose of Resize / Letterbox, then ToTensor / Normalize / RandomCrop / RandomHorizontalFlip /
+// Cutout. A resize runs first into a per-thread buffer (pixels bilinear, mask nearest, boxes
+// scaled); the rest runs fused: the geometric transforms compose into one index map per axis
+// (source = offset + sign * output, plus the window of source pixels that are not padding), and
+// ToTensor + Normalize into a 256-entry table per channel computed with torch's float32
+// arithmetic ((v / 255 - mean) / std). Masks follow the same index map, boxes its continuous form.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <type_traits>
 
@@ -43,17 +47,120 @@ struct Axis {
     offset += sign * (size - 1);
     sign = -sign;
   }
+  // A box edge at source coordinate u (pixel s covers [s, s+1)) in output coordinates, clipped to
+  // the visible source window and to the output.
+  float map_edge(float u) const {
+    u = std::clamp(u, static_cast<float>(lo), static_cast<float>(hi));
+    const float v = sign > 0 ? u - static_cast<float>(offset) : static_cast<float>(offset + 1) - u;
+    return std::clamp(v, 0.f, static_cast<float>(size));
+  }
 };
 
+// The resampled example a Resize or Letterbox produces (buffers kept per thread).
+struct Resampled {
+  std::vector<uint8_t> pixels, mask;
+  std::vector<Box> boxes;
+};
+
+// Bilinear, align_corners=False, no antialiasing, into dst (oh, ow, 3) at (top, left) of a dst
+// row stride of dst_w pixels.
+void resize_bilinear_into(const Example& ex, int64_t oh, int64_t ow, uint8_t* dst, int64_t dst_w,
+                          int64_t top, int64_t left) {
+  const int64_t H = ex.height, W = ex.width;
+  for (int64_t y = 0; y < oh; ++y) {
+    const double sy = std::max(0.0, (y + 0.5) * static_cast<double>(H) / oh - 0.5);
+    const int64_t y0 = std::min<int64_t>(static_cast<int64_t>(sy), H - 1);
+    const int64_t y1 = std::min<int64_t>(y0 + 1, H - 1);
+    const double fy = sy - y0;
+    uint8_t* row = dst + ((top + y) * dst_w + left) * 3;
+    for (int64_t x = 0; x < ow; ++x) {
+      const double sx = std::max(0.0, (x + 0.5) * static_cast<double>(W) / ow - 0.5);
+      const int64_t x0 = std::min<int64_t>(static_cast<int64_t>(sx), W - 1);
+      const int64_t x1 = std::min<int64_t>(x0 + 1, W - 1);
+      const double fx = sx - x0;
+      for (int c = 0; c < 3; ++c) {
+        auto px = [&](int64_t yy, int64_t xx) { return ex.pixels[(yy * W + xx) * 3 + c]; };
+        const double v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x1)) +
+                         fy * ((1 - fx) * px(y1, x0) + fx * px(y1, x1));
+        row[x * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
+      }
+    }
+  }
+}
+
+// Nearest (pixel centres) into dst (oh, ow) at (top, left) of a row stride of dst_w.
+void resize_nearest_into(const uint8_t* src, int64_t H, int64_t W, int64_t oh, int64_t ow,
+                         uint8_t* dst, int64_t dst_w, int64_t top, int64_t left) {
+  for (int64_t y = 0; y < oh; ++y) {
+    const int64_t sy = std::min<int64_t>(static_cast<int64_t>((y + 0.5) * H / oh), H - 1);
+    for (int64_t x = 0; x < ow; ++x) {
+      const int64_t sx = std::min<int64_t>(static_cast<int64_t>((x + 0.5) * W / ow), W - 1);
+      dst[(top + y) * dst_w + left + x] = src[sy * W + sx];
+    }
+  }
+}
+
+// ex resized to (oh, ow) and placed at (top, left) of an (out_h, out_w) canvas filled with `fill`
+// (mask: kIgnoreIndex); boxes scaled by (ow / W, oh / H) and shifted. Returns the new example.
+Example resample(const Example& ex, int64_t oh, int64_t ow, int64_t out_h, int64_t out_w,
+                 int64_t top, int64_t left, uint8_t fill, Resampled& buf) {
+  buf.pixels.assign(static_cast<size_t>(out_h * out_w * 3), fill);
+  resize_bilinear_into(ex, oh, ow, buf.pixels.data(), out_w, top, left);
+  Example r{buf.pixels.data(), out_h, out_w, ex.label};
+  if (ex.mask) {
+    buf.mask.assign(static_cast<size_t>(out_h * out_w), static_cast<uint8_t>(kIgnoreIndex));
+    resize_nearest_into(ex.mask, ex.height, ex.width, oh, ow, buf.mask.data(), out_w, top, left);
+    r.mask = buf.mask.data();
+  }
+  if (ex.boxes) {
+    const float sx = static_cast<float>(ow) / static_cast<float>(ex.width);
+    const float sy = static_cast<float>(oh) / static_cast<float>(ex.height);
+    buf.boxes.resize(static_cast<size_t>(ex.num_boxes));
+    for (int64_t k = 0; k < ex.num_boxes; ++k) {
+      const Box& b = ex.boxes[k];
+      buf.boxes[static_cast<size_t>(k)] = {b.cls, b.x1 * sx + left, b.y1 * sy + top,
+                                           b.x2 * sx + left, b.y2 * sy + top};
+    }
+    r.boxes = buf.boxes.data();
+    r.num_boxes = ex.num_boxes;
+  }
+  return r;
+}
+
 }  // namespace
+
+LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size) {
+  HPCNET_REQUIRE(height > 0 && width > 0 && size > 0, "letterbox: sizes must be positive");
+  LetterboxGeometry g;
+  g.scale = std::min(static_cast<double>(size) / height, static_cast<double>(size) / width);
+  // Python's round() (half to even), as Ultralytics computes the new shape and the padding.
+  g.new_height = static_cast<int64_t>(std::nearbyint(height * g.scale));
+  g.new_width = static_cast<int64_t>(std::nearbyint(width * g.scale));
+  g.top = static_cast<int64_t>(std::nearbyint((size - g.new_height) / 2.0 - 0.1));
+  g.left = static_cast<int64_t>(std::nearbyint((size - g.new_width) / 2.0 - 0.1));
+  return g;
+}
 
 Compose::Compose() : Compose(std::vector<Transform>{ToTensor{}}) {}
 
 Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(transforms)) {
   int to_tensor = 0, normalize = 0, cutout = 0;
   Normalize norm;
+  bool first = true;
   for (const Transform& t : transforms_) {
+    const bool is_first = first;
+    first = false;
     std::visit(Overloaded{
+                   [&](const Resize& r) {
+                     HPCNET_REQUIRE(is_first, "transforms: Resize must come first");
+                     HPCNET_REQUIRE(r.height > 0 && r.width > 0,
+                                    "transforms: Resize needs a positive size, got " +
+                                        std::to_string(r.height) + "x" + std::to_string(r.width));
+                   },
+                   [&](const Letterbox& l) {
+                     HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
+                     HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
+                   },
                    [&](const ToTensor&) {
                      HPCNET_REQUIRE(to_tensor == 0, "transforms: ToTensor appears twice");
                      to_tensor++;
@@ -106,7 +213,12 @@ Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(tran
 
 std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) const {
   for (const Transform& t : transforms_) {
-    if (const auto* c = std::get_if<RandomCrop>(&t)) {
+    if (const auto* r = std::get_if<Resize>(&t)) {
+      height = r->height;
+      width = r->width;
+    } else if (const auto* l = std::get_if<Letterbox>(&t)) {
+      height = width = l->size;
+    } else if (const auto* c = std::get_if<RandomCrop>(&t)) {
       HPCNET_REQUIRE(c->size <= height + 2 * c->padding && c->size <= width + 2 * c->padding,
                      "transforms: RandomCrop(" + std::to_string(c->size) +
                          ", padding=" + std::to_string(c->padding) + ") does not fit a " +
@@ -118,7 +230,20 @@ std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) cons
   return {3, height, width};
 }
 
-void Compose::apply(const Example& ex, uint64_t sample_seed, float* out) const {
+void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
+                    std::vector<Box>* boxes_out, int64_t* mask_out) const {
+  Example ex = ex_in;
+  if (!transforms_.empty()) {
+    thread_local Resampled buf;
+    if (const auto* r = std::get_if<Resize>(&transforms_.front())) {
+      if (r->height != ex.height || r->width != ex.width)
+        ex = resample(ex_in, r->height, r->width, r->height, r->width, 0, 0, 0, buf);
+    } else if (const auto* l = std::get_if<Letterbox>(&transforms_.front())) {
+      const LetterboxGeometry g = letterbox_geometry(ex.height, ex.width, l->size);
+      ex = resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill,
+                    buf);
+    }
+  }
   Rng rng(sample_seed, 0);
   Axis ay{ex.height, 0, 1, 0, ex.height};
   Axis ax{ex.width, 0, 1, 0, ex.width};
@@ -190,6 +315,28 @@ void Compose::apply(const Example& ex, uint64_t sample_seed, float* out) const {
       for (int64_t y = holes[h].y0; y < holes[h].y1; ++y)
         for (int64_t x = holes[h].x0; x < holes[h].x1; ++x) plane[y * W + x] = 0.f;
   }
+  if (mask_out && ex.mask) {  // the pixels' index map, nearest by construction
+    for (int64_t y = 0; y < H; ++y) {
+      const int64_t sy = ay.offset + ay.sign * y;
+      const bool row_in = sy >= ay.lo && sy < ay.hi;
+      for (int64_t x = 0; x < W; ++x) {
+        const int64_t sx = ax.offset + ax.sign * x;
+        mask_out[y * W + x] = row_in && sx >= ax.lo && sx < ax.hi
+                                  ? static_cast<int64_t>(ex.mask[sy * ex.width + sx])
+                                  : kIgnoreIndex;
+      }
+    }
+  }
+  if (boxes_out) {
+    boxes_out->clear();
+    for (int64_t k = 0; k < ex.num_boxes; ++k) {
+      const Box& b = ex.boxes[k];
+      float xa = ax.map_edge(b.x1), xb = ax.map_edge(b.x2);
+      float ya = ay.map_edge(b.y1), yb = ay.map_edge(b.y2);
+      Box o{b.cls, std::min(xa, xb), std::min(ya, yb), std::max(xa, xb), std::max(ya, yb)};
+      if (o.x2 - o.x1 >= 1.f && o.y2 - o.y1 >= 1.f) boxes_out->push_back(o);
+    }
+  }
 }
 
 std::string Compose::str() const {
@@ -210,6 +357,14 @@ std::string Compose::str() const {
                           ", padding=" + std::to_string(c.padding) + ")";
                    },
                    [&](const Cutout& c) { s += "Cutout(" + std::to_string(c.size) + ")"; },
+                   [&](const Resize& r) {
+                     s += "Resize((" + std::to_string(r.height) + ", " + std::to_string(r.width) +
+                          "))";
+                   },
+                   [&](const Letterbox& l) {
+                     s += "Letterbox(" + std::to_string(l.size) +
+                          ", fill=" + std::to_string(l.fill) + ")";
+                   },
                    [&](const RandomHorizontalFlip& f) {
                      char buf[32];
                      std::snprintf(buf, sizeof(buf), "%g", f.p);

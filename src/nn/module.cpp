@@ -20,7 +20,8 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
 
 void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
   for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+  for (const auto& [name, child] : children_)
+    child->collect(name.empty() ? prefix : prefix + name + ".", params, out);
 }
 
 NamedTensors Module::named_parameters() const {

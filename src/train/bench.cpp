@@ -7,6 +7,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/profile.h"
 #include "hpcnet/rng.h"
+#include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "src/ops/ops.h"
 
@@ -37,24 +38,38 @@ BenchResult run_bench(const BenchConfig& cfg) {
                  "bench: --batch-size and --steps must be positive");
   ops::set_num_threads(cfg.threads);
   apply_precision(cfg.precision);
+  const nn::ModelInfo& info = nn::model_info(cfg.model);
+  const int64_t imgsz = cfg.imgsz > 0 ? cfg.imgsz : info.imgsz;
+  HPCNET_REQUIRE(!info.fixed_size || imgsz == info.imgsz,
+                 "bench: " + cfg.model + " takes " + std::to_string(info.imgsz) + "x" +
+                     std::to_string(info.imgsz) + " images only");
+  task::TaskOptions topt;
+  topt.imgsz = imgsz;
+  const std::unique_ptr<task::Task> task = task::make_task(info.task, topt);
+  HPCNET_REQUIRE(task->target_kind() == data::TargetKind::kLabel,
+                 "bench: synthetic targets for the " + task->name() + " task are not implemented");
+  constexpr int64_t kClasses = 10;
   manual_seed(0);
-  auto model = nn::make_model(cfg.model);
+  auto model = nn::make_model(cfg.model, nn::ModelOptions{kClasses});
   optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});
   // A few distinct synthetic batches, cycled.
   Rng rng(1);
-  std::vector<Tensor> xs, ys;
+  std::vector<data::Batch> batches;
   for (int i = 0; i < 8; ++i) {
-    Tensor x = Tensor::empty({cfg.batch_size, 3, 32, 32});
-    float* p = x.data<float>();
-    for (int64_t k = 0; k < x.numel(); ++k) p[k] = static_cast<float>(rng.normal());
+    data::Batch b;
+    b.size = cfg.batch_size;
+    b.images = Tensor::empty({cfg.batch_size, 3, imgsz, imgsz});
+    float* p = b.images.data<float>();
+    for (int64_t k = 0; k < b.images.numel(); ++k) p[k] = static_cast<float>(rng.normal());
     std::vector<int64_t> labels(cfg.batch_size);
-    for (auto& l : labels) l = static_cast<int64_t>(rng.randint(10));
-    xs.push_back(x);
-    ys.push_back(Tensor::from_labels(labels));
+    for (auto& l : labels) l = static_cast<int64_t>(rng.randint(kClasses));
+    b.labels = Tensor::from_labels(labels);
+    batches.push_back(std::move(b));
   }
   auto step = [&](int64_t i) {
+    const data::Batch& b = batches[static_cast<size_t>(i % 8)];
     opt.zero_grad();
-    Tensor loss = F::cross_entropy(model->forward(xs[i % 8]), ys[i % 8]);
+    Tensor loss = task->loss(model->forward_all(b.images), b);
     loss.backward();
     opt.step();
     return loss.item();

@@ -28,18 +28,32 @@ class BasicBlock : public Module {
   int64_t stride, pad_channels = 0;      // option A when pad_channels > 0 or stride > 1
 };
 
-// CIFAR ResNets: conv1 3x3 (3 -> widths[0]), bn1, relu, stages layer1.. of blocks, global
-// average pool, linear. resnet20/32/56: widths 16/32/64, 3/5/9 blocks per stage, option A,
-// Kaiming-normal conv and linear weights (He et al. 2016). resnet18: widths 64..512, 2 blocks per
-// stage, option B, PyTorch's default initialisation.
+// The CIFAR ResNets' trunk: conv1 3x3 (3 -> widths[0]), bn1, relu, then stages layer1.. of
+// basic blocks, the first block of every stage after the first at stride 2. forward_features
+// returns each stage's output: strides 1, 2, 4, ... of the input, widths[k] channels.
+class ResNetTrunk : public Trunk {
+ public:
+  ResNetTrunk(const std::vector<int64_t>& widths, int64_t blocks_per_stage, bool projection);
+  Outputs forward_features(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override;  // the last stage only (no copies of the others)
+  std::vector<int64_t> feature_strides() const override;
+  std::vector<int64_t> feature_channels() const override { return widths; }
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<BatchNorm2d> bn1;
+  std::vector<std::shared_ptr<Sequential>> layers;
+  std::vector<int64_t> widths;
+};
+
+// CIFAR ResNets: the trunk (inlined: its parameters keep PyTorch's names conv1.*, layer1.*, ...)
+// and the classifier head, global average pool then linear. resnet20/32/56: widths 16/32/64,
+// 3/5/9 blocks per stage, option A, Kaiming-normal conv and linear weights (He et al. 2016).
+// resnet18: widths 64..512, 2 blocks per stage, option B, PyTorch's default initialisation.
 class CifarResNet : public Module {
  public:
   CifarResNet(const std::vector<int64_t>& widths, int64_t blocks_per_stage, bool projection,
               bool kaiming_init, int64_t num_classes);
   Tensor forward(const Tensor& x) override;
-  std::shared_ptr<Conv2d> conv1;
-  std::shared_ptr<BatchNorm2d> bn1;
-  std::vector<std::shared_ptr<Sequential>> layers;
+  std::shared_ptr<ResNetTrunk> trunk;
   std::shared_ptr<Linear> linear;
 };
 

@@ -1,44 +1,55 @@
-// Model factory: the one place that maps a model name to its constructor.
+// Model factory: the one place that maps a model name to its constructor, its task and its
+// default input size. Adding a model is one line here (and its files in src/nn/models/).
 #include <functional>
 
 #include "src/nn/models/models.h"
 
 namespace hpcnet::nn {
 namespace {
-using Factory = std::function<std::shared_ptr<Module>(int64_t)>;
-std::shared_ptr<Module> cifar_resnet(int64_t blocks, int64_t num_classes) {
+using Factory = std::function<std::shared_ptr<Module>(const ModelOptions&)>;
+struct Entry {
+  ModelInfo info;
+  Factory make;
+};
+std::shared_ptr<Module> cifar_resnet(int64_t blocks, const ModelOptions& o) {
   return std::make_shared<CifarResNet>(std::vector<int64_t>{16, 32, 64}, blocks, false, true,
-                                       num_classes);
+                                       o.num_classes);
 }
-const std::vector<std::pair<std::string, Factory>>& registry() {
-  static const std::vector<std::pair<std::string, Factory>> r = {
-      {"lenet", [](int64_t nc) { return std::make_shared<LeNet>(nc); }},
-      {"resnet20", [](int64_t nc) { return cifar_resnet(3, nc); }},
-      {"resnet32", [](int64_t nc) { return cifar_resnet(5, nc); }},
-      {"resnet56", [](int64_t nc) { return cifar_resnet(9, nc); }},
-      {"resnet18",
-       [](int64_t nc) {
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> r = {
+      {{"lenet", "classify", 32, true}, [](auto& o) { return std::make_shared<LeNet>(o.num_classes); }},
+      {{"resnet20", "classify", 32}, [](auto& o) { return cifar_resnet(3, o); }},
+      {{"resnet32", "classify", 32}, [](auto& o) { return cifar_resnet(5, o); }},
+      {{"resnet56", "classify", 32}, [](auto& o) { return cifar_resnet(9, o); }},
+      {{"resnet18", "classify", 32},
+       [](auto& o) {
          return std::make_shared<CifarResNet>(std::vector<int64_t>{64, 128, 256, 512}, 2, true,
-                                              false, nc);
+                                              false, o.num_classes);
        }},
   };
   return r;
+}
+
+const Entry& find(const std::string& name) {
+  for (auto& e : registry())
+    if (e.info.name == name) return e;
+  std::string known;
+  for (auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("unknown model '" + name + "' (known: " + known + ")");
 }
 }  // namespace
 
 std::vector<std::string> model_names() {
   std::vector<std::string> out;
-  for (auto& [n, f] : registry()) out.push_back(n);
+  for (auto& e : registry()) out.push_back(e.info.name);
   return out;
 }
 
-std::shared_ptr<Module> make_model(const std::string& name, int64_t num_classes) {
-  HPCNET_REQUIRE(num_classes >= 1, "number of classes must be positive");
-  for (auto& [n, f] : registry())
-    if (n == name) return f(num_classes);
-  std::string known;
-  for (auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError("unknown model '" + name + "' (known: " + known + ")");
+const ModelInfo& model_info(const std::string& name) { return find(name).info; }
+
+std::shared_ptr<Module> make_model(const std::string& name, const ModelOptions& options) {
+  HPCNET_REQUIRE(options.num_classes >= 1, "number of classes must be positive");
+  return find(name).make(options);
 }
 
 }  // namespace hpcnet::nn

@@ -46,8 +46,8 @@ Tensor BasicBlock::forward(const Tensor& x) {
   return bn2->forward_act(conv2->forward(out), sc, true);
 }
 
-CifarResNet::CifarResNet(const std::vector<int64_t>& widths, int64_t blocks, bool projection,
-                         bool kaiming_init, int64_t num_classes) {
+ResNetTrunk::ResNetTrunk(const std::vector<int64_t>& widths_, int64_t blocks, bool projection)
+    : widths(widths_) {
   conv1 = register_module("conv1", std::make_shared<Conv2d>(3, widths[0], 3, 1, 1, false));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(widths[0]));
   int64_t in_planes = widths[0];
@@ -60,7 +60,38 @@ CifarResNet::CifarResNet(const std::vector<int64_t>& widths, int64_t blocks, boo
     }
     layers.push_back(register_module("layer" + std::to_string(s + 1), layer));
   }
-  linear = register_module("linear", std::make_shared<Linear>(in_planes, num_classes));
+}
+
+std::vector<int64_t> ResNetTrunk::feature_strides() const {
+  std::vector<int64_t> s;
+  for (size_t k = 0; k < layers.size(); ++k) s.push_back(int64_t{1} << k);
+  return s;
+}
+
+Outputs ResNetTrunk::forward_features(const Tensor& input) {
+  HPCNET_REQUIRE(input.dim() == 4 && input.size(1) == 3,
+                 "resnet takes (N, 3, H, W) images, got " + shape_str(input.shape()));
+  Outputs out;
+  Tensor x = bn1->forward_act(conv1->forward(input), Tensor(), true);
+  for (auto& layer : layers) {
+    x = layer->forward(x);
+    out.push_back(x);
+  }
+  return out;
+}
+
+Tensor ResNetTrunk::forward(const Tensor& input) {
+  HPCNET_REQUIRE(input.dim() == 4 && input.size(1) == 3,
+                 "resnet takes (N, 3, H, W) images, got " + shape_str(input.shape()));
+  Tensor x = bn1->forward_act(conv1->forward(input), Tensor(), true);
+  for (auto& layer : layers) x = layer->forward(x);
+  return x;
+}
+
+CifarResNet::CifarResNet(const std::vector<int64_t>& widths, int64_t blocks, bool projection,
+                         bool kaiming_init, int64_t num_classes) {
+  trunk = register_module("", std::make_shared<ResNetTrunk>(widths, blocks, projection));
+  linear = register_module("linear", std::make_shared<Linear>(widths.back(), num_classes));
   if (kaiming_init) {
     // As in the reference CIFAR ResNet code: every conv and linear weight, after construction.
     for (auto& [name, p] : named_parameters())
@@ -69,11 +100,7 @@ CifarResNet::CifarResNet(const std::vector<int64_t>& widths, int64_t blocks, boo
 }
 
 Tensor CifarResNet::forward(const Tensor& input) {
-  HPCNET_REQUIRE(input.dim() == 4 && input.size(1) == 3,
-                 "resnet takes (N, 3, H, W) images, got " + shape_str(input.shape()));
-  Tensor x = bn1->forward_act(conv1->forward(input), Tensor(), true);
-  for (auto& layer : layers) x = layer->forward(x);
-  return linear->forward(F::global_avg_pool2d(x));
+  return linear->forward(F::global_avg_pool2d(trunk->forward(input)));
 }
 
 }  // namespace hpcnet::nn

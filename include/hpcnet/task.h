@@ -1,0 +1,105 @@
+// Tasks: what a model is trained to do. A task owns everything that depends on what a label is:
+// which target its datasets carry, its default transforms (which move the target with the
+// pixels), its loss, its metric (a state of numbers that add up across ranks, so evaluation is
+// distributed the same way for every task), its predict output (a JSON object and a text line per
+// image, and a picture where one helps) and the test-time augmentation it supports. The training
+// loop, evaluation and the CLI call a Task and never look inside a target.
+//
+// Layering: task sits above nn, optim and data, below train and cli. Each task lives in
+// src/task/<name>/ and is registered by one line in src/task/tasks.inc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hpcnet/data.h"
+#include "hpcnet/nn.h"
+
+namespace hpcnet::task {
+
+using nn::Outputs;
+
+// The recipe's fields a task reads (train::TrainConfig fills it).
+struct TaskOptions {
+  int64_t imgsz = 32;            // square input size of the model
+  bool augment = false;          // the task's training augmentation
+  int64_t cutout = 0;            // classify: Cutout(size) after the other transforms (0 = off)
+  double label_smoothing = 0.0;  // classify: cross-entropy label smoothing
+};
+
+// A metric summed over batches. Its whole state is a vector of numbers that add up: the state of
+// several shards (ranks) summed elementwise and set_state()d gives the metric of all the data.
+class Metric {
+ public:
+  virtual ~Metric() = default;
+  // Adds one batch: the model's outputs for batch.images (in eval mode) and the batch's targets.
+  virtual void add(const Outputs& outputs, const data::Batch& batch) = 0;
+  virtual std::vector<double> state() const = 0;
+  // Requires s.size() == state().size() (InputError otherwise).
+  virtual void set_state(const std::vector<double>& s) = 0;
+  // The headline number, higher is better (classify: accuracy in percent), and its name in
+  // metrics.jsonl ("val_accuracy").
+  virtual double value() const = 0;
+  virtual std::string value_key() const = 0;
+  // The items (images) added.
+  virtual int64_t count() const = 0;
+  // `hpcnet eval`'s text (the summary line last) and its --json object.
+  virtual std::string report(const std::string& split) const = 0;
+  virtual nlohmann::json to_json() const = 0;
+};
+
+// How predict shows one image's result.
+struct PredictOptions {
+  int top = 3;  // classify: classes listed per image
+};
+struct Prediction {
+  nlohmann::json json;  // one object, written as one line by `predict --json`
+  std::string line;     // the text line after "IMAGE:"
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  virtual data::TargetKind target_kind() const = 0;
+  const TaskOptions& options() const { return options_; }
+
+  // Training transforms (augmentation per options()) and evaluation / predict transforms; both
+  // bring an image of any size to options().imgsz.
+  virtual data::Compose train_transform() const = 0;
+  virtual data::Compose eval_transform() const = 0;
+  // The scalar loss of a batch (autograd graph attached), outputs = model.forward_all(images).
+  virtual Tensor loss(const Outputs& outputs, const data::Batch& batch) const = 0;
+  virtual std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const = 0;
+  // The outputs used for evaluation and prediction of images (N, 3, H, W) on the model's device,
+  // the model in eval mode: model.forward_all(images), or with flip_tta the task's test-time
+  // augmentation with the left-right mirror (InputError where the task has none).
+  virtual Outputs infer(nn::Module& model, const Tensor& images, bool flip_tta) const;
+  // Image i of a predicted batch (outputs on the CPU) for `hpcnet predict`.
+  virtual Prediction predict(const Outputs& outputs, int64_t i,
+                             const std::vector<std::string>& classes,
+                             const PredictOptions& options) const = 0;
+
+ protected:
+  explicit Task(TaskOptions options) : options_(options) {}
+
+ private:
+  TaskOptions options_;
+};
+
+// Tasks by name ("classify"); InputError listing the known names for any other.
+std::unique_ptr<Task> make_task(const std::string& name, const TaskOptions& options = {});
+std::vector<std::string> task_names();
+
+// Runs the model in eval mode (no gradients) over one pass of the loader and returns the metric
+// (the model's mode is restored). flip_tta: Task::infer's test-time augmentation.
+std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::DataLoader& loader,
+                                 bool flip_tta = false);
+
+// x (N, C, H, W), row-major, float32 or float64, on the CPU -> the images mirrored left-right.
+Tensor flip_left_right(const Tensor& x);
+
+}  // namespace hpcnet::task

@@ -1,0 +1,89 @@
+// The task registry (from tasks.inc), the shared evaluation pass and the default inference.
+#include "hpcnet/task.h"
+
+#include <algorithm>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/functional.h"
+
+namespace hpcnet::task {
+
+#define HPCNET_TASK(name) std::unique_ptr<Task> make_##name##_task(const TaskOptions&);
+#include "src/task/tasks.inc"
+#undef HPCNET_TASK
+
+namespace {
+using Factory = std::unique_ptr<Task> (*)(const TaskOptions&);
+const std::vector<std::pair<std::string, Factory>>& registry() {
+#define HPCNET_TASK(name) {#name, &make_##name##_task},
+  static const std::vector<std::pair<std::string, Factory>> r = {
+#include "src/task/tasks.inc"
+  };
+#undef HPCNET_TASK
+  return r;
+}
+}  // namespace
+
+std::vector<std::string> task_names() {
+  std::vector<std::string> out;
+  for (auto& [n, f] : registry()) out.push_back(n);
+  return out;
+}
+
+std::unique_ptr<Task> make_task(const std::string& name, const TaskOptions& options) {
+  HPCNET_REQUIRE(options.imgsz >= 1, "--imgsz must be at least 1 (got " +
+                                         std::to_string(options.imgsz) + ")");
+  for (auto& [n, f] : registry())
+    if (n == name) return f(options);
+  std::string known;
+  for (auto& n : task_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("unknown task '" + name + "' (known: " + known + ")");
+}
+
+Outputs Task::infer(nn::Module& model, const Tensor& images, bool flip_tta) const {
+  HPCNET_REQUIRE(!flip_tta, "--tta-flip: the " + name() + " task has no test-time augmentation");
+  return model.forward_all(images);
+}
+
+std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::DataLoader& loader,
+                                 bool flip_tta) {
+  std::unique_ptr<Metric> metric = task.make_metric(loader.dataset().classes());
+  const bool was_training = model.is_training();
+  const Device device = model.parameters().empty() ? cpu_device() : model.parameters()[0].device();
+  model.eval();
+  NoGradGuard no_grad;
+  loader.begin_epoch(0);
+  data::Batch b;
+  while (loader.next(b)) {
+    Outputs out = task.infer(model, device.is_cpu() ? b.images : b.images.to(device), flip_tta);
+    if (!device.is_cpu())
+      for (Tensor& t : out) t = t.to(cpu_device());
+    metric->add(out, b);
+  }
+  model.train(was_training);
+  return metric;
+}
+
+Tensor flip_left_right(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.dim() == 4 && x_in.device().is_cpu() &&
+                   (x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64),
+               "flip_left_right: needs an (N, C, H, W) float tensor on the CPU, got " +
+                   shape_str(x_in.shape()));
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  const int64_t rows = x.size(0) * x.size(1) * x.size(2), w = x.size(3);
+  auto mirror_rows = [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      std::reverse_copy(src + r * w, src + (r + 1) * w, dst + r * w);
+  };
+  if (x.dtype() == DType::kFloat32)
+    mirror_rows(float{});
+  else
+    mirror_rows(double{});
+  return y;
+}
+
+}  // namespace hpcnet::task

@@ -1,0 +1,169 @@
+// The run-file format (see checkpoint.h): one writer, one reader, and save_model / load_model on
+// top of them.
+#include "src/train/checkpoint.h"
+
+#include "hpcnet/io.h"
+
+namespace hpcnet::train {
+namespace {
+
+constexpr const char* kNormalize = "{\"mean\":[0.5,0.5,0.5],\"std\":[0.5,0.5,0.5]}";
+
+std::map<std::string, std::string> meta_strings(const ModelMeta& m) {
+  return {{"format", "pt"},
+          {"hpcnet.model", m.model},
+          {"hpcnet.task", m.task},
+          {"hpcnet.classes", nlohmann::json(m.classes).dump()},
+          {"hpcnet.imgsz", std::to_string(m.imgsz)},
+          {"hpcnet.normalize", kNormalize},
+          {"hpcnet.val_split", std::to_string(m.val_split)}};
+}
+
+void append_host(nn::NamedTensors& out, const std::string& prefix, const nn::NamedTensors& ts) {
+  for (auto& [n, t] : ts) out.emplace_back(prefix + n, t.device().is_cpu() ? t : t.to(cpu_device()));
+}
+
+void write_run_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
+                    const nn::NamedTensors* optim, const nn::NamedTensors* ema,
+                    const TrainState* state) {
+  nn::NamedTensors tensors;
+  append_host(tensors, state ? "model." : "", model);
+  if (optim) append_host(tensors, "optim.", *optim);
+  if (ema) append_host(tensors, "", *ema);
+  auto m = meta_strings(meta);
+  if (state) {
+    nlohmann::json rng = nlohmann::json::array();
+    for (uint64_t v : state->rng) rng.push_back(std::to_string(v));
+    m["hpcnet.format"] = kCheckpointFormat;
+    m["hpcnet.epochs_done"] = std::to_string(state->epochs_done);
+    m["hpcnet.steps"] = std::to_string(state->steps);
+    m["hpcnet.config"] = state->recipe.dump();
+    m["hpcnet.rng_state"] = rng.dump();
+    m["hpcnet.world_size"] = std::to_string(state->world_size);
+  }
+  save_safetensors(path, tensors, m);
+}
+
+int64_t parse_int(const std::string& text, const std::string& path, const std::string& what) {
+  try {
+    size_t end = 0;
+    const long long v = std::stoll(text, &end);
+    if (end == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw InputError(path + ": corrupt metadata: " + what + " is not an integer ('" + text + "')");
+}
+
+}  // namespace
+
+void write_model_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model) {
+  write_run_file(path, meta, model, nullptr, nullptr, nullptr);
+}
+
+void write_checkpoint(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
+                      const nn::NamedTensors& optim, const nn::NamedTensors& ema,
+                      const TrainState& state) {
+  write_run_file(path, meta, model, &optim, &ema, &state);
+}
+
+RunFile read_run_file(const std::string& path) {
+  SafetensorsFile f = load_safetensors(path);
+  RunFile r;
+  r.path = path;
+  auto get = [&](const std::string& k) {
+    auto it = f.metadata.find(k);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  r.meta.model = get("hpcnet.model");
+  if (!get("hpcnet.task").empty()) r.meta.task = get("hpcnet.task");  // files before tasks: classify
+  if (std::string c = get("hpcnet.classes"); !c.empty()) {
+    try {
+      r.meta.classes = nlohmann::json::parse(c).get<std::vector<std::string>>();
+    } catch (const std::exception&) {
+      throw InputError(path + ": metadata hpcnet.classes is not a JSON list of names");
+    }
+  }
+  if (std::string s = get("hpcnet.imgsz"); !s.empty()) {
+    r.meta.imgsz = parse_int(s, path, "hpcnet.imgsz");
+    HPCNET_REQUIRE(r.meta.imgsz >= 1, path + ": corrupt metadata: hpcnet.imgsz " + s);
+  }
+  if (std::string s = get("hpcnet.val_split"); !s.empty())
+    r.meta.val_split = parse_int(s, path, "hpcnet.val_split");
+  const bool is_checkpoint = get("hpcnet.format") == kCheckpointFormat;
+  for (auto& [n, t] : f.tensors) {
+    if (!is_checkpoint)
+      r.model.emplace(n, t);
+    else if (n.rfind("model.", 0) == 0)
+      r.model.emplace(n.substr(6), t);
+    else if (n.rfind("optim.", 0) == 0)
+      r.optim.emplace(n.substr(6), t);
+    else if (n.rfind("ema.", 0) == 0)
+      r.ema.emplace(n, t);
+  }
+  if (!is_checkpoint) return r;
+  TrainState st;
+  try {
+    st.epochs_done = std::stoll(f.metadata.at("hpcnet.epochs_done"));
+    st.steps = std::stoll(f.metadata.at("hpcnet.steps"));
+  } catch (const std::exception&) {
+    throw InputError(path + ": corrupt checkpoint: bad epoch or step count");
+  }
+  try {
+    auto j = nlohmann::json::parse(get("hpcnet.rng_state"));
+    for (size_t i = 0; i < 4; ++i) st.rng[i] = std::stoull(j.at(i).get<std::string>());
+  } catch (const std::exception&) {
+    throw InputError(path + ": corrupt checkpoint: bad rng_state");
+  }
+  const std::string config = get("hpcnet.config");
+  HPCNET_REQUIRE(!config.empty(), path + ": not an hpcnet checkpoint (no config)");
+  try {
+    st.recipe = nlohmann::json::parse(config);
+  } catch (const std::exception&) {
+    throw InputError(path + ": corrupt checkpoint: config is not JSON");
+  }
+  if (std::string ws = get("hpcnet.world_size"); !ws.empty())
+    st.world_size = static_cast<int>(parse_int(ws, path, "hpcnet.world_size"));
+  r.train = std::move(st);
+  return r;
+}
+
+void save_model(const std::string& path, const nn::Module& model, const ModelMeta& meta) {
+  write_model_file(path, meta, model.state_dict());
+}
+
+void save_model(const std::string& path, const nn::Module& model, const std::string& model_name,
+                const std::vector<std::string>& classes, int64_t val_split) {
+  ModelMeta m;
+  m.model = model_name;
+  m.classes = classes;
+  m.val_split = val_split;
+  m.imgsz = nn::model_info(model_name).imgsz;
+  m.task = nn::model_info(model_name).task;
+  save_model(path, model, m);
+}
+
+LoadedModel load_model(const std::string& path, const std::string& model_name) {
+  RunFile f = read_run_file(path);
+  LoadedModel m;
+  m.name = f.meta.model;
+  if (m.name.empty()) {
+    HPCNET_REQUIRE(!model_name.empty(), path + ": no model name in the file's metadata; pass --model");
+    m.name = model_name;
+  } else if (!model_name.empty() && model_name != m.name) {
+    throw InputError(path + ": holds weights of model '" + m.name + "', not '" + model_name + "'");
+  }
+  m.classes = f.meta.classes.empty() ? data::cifar10_class_names() : f.meta.classes;
+  m.val_split = f.meta.val_split;
+  m.task = f.meta.task;
+  m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;
+  m.module = nn::make_model(m.name, nn::ModelOptions{static_cast<int64_t>(m.classes.size())});
+  try {
+    m.module->load_state_dict(f.model);
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what() + " (is this a " + m.name + " weights file?)");
+  }
+  m.module->eval();
+  return m;
+}
+
+}  // namespace hpcnet::train

@@ -1,0 +1,50 @@
+// The run-file format: the one writer and the one reader of model.safetensors and
+// checkpoint.safetensors. A model file holds the model's state_dict under PyTorch's names plus
+// metadata (hpcnet.model, .task, .classes, .imgsz, .normalize, .val_split); a checkpoint holds
+// the same metadata, "model."-, "optim."- and "ema."-prefixed tensors and the training state
+// (hpcnet.format = hpcnet-checkpoint-1, .epochs_done, .steps, .config, .rng_state, .world_size).
+// Both are written through save_safetensors (temporary file, flush, rename).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "hpcnet/rng.h"
+#include "hpcnet/train.h"
+
+namespace hpcnet::train {
+
+inline constexpr const char* kCheckpointFormat = "hpcnet-checkpoint-1";
+
+// What a checkpoint holds besides the model: where the run stands.
+struct TrainState {
+  int64_t epochs_done = 0;
+  int64_t steps = 0;
+  Rng::State rng{};
+  nlohmann::json recipe;  // recipe_json() of the run
+  int world_size = 1;     // informational: resume works on any rank count
+};
+
+// A run file as read: its metadata and its tensors by kind.
+struct RunFile {
+  std::string path;
+  ModelMeta meta;
+  std::map<std::string, Tensor> model, optim, ema;  // names without their "model."/"optim." prefix
+                                                    // (ema keeps its "ema." names)
+  std::optional<TrainState> train;                  // set for checkpoints
+};
+
+// Reads a model file or a checkpoint (any safetensors file: one without hpcnet metadata reads as
+// a model file of no named model). InputError naming the file for anything malformed.
+RunFile read_run_file(const std::string& path);
+
+// Writes a model file (tensors: the state_dict, moved to the CPU).
+void write_model_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model);
+// Writes a checkpoint.
+void write_checkpoint(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
+                      const nn::NamedTensors& optim, const nn::NamedTensors& ema,
+                      const TrainState& state);
+
+}  // namespace hpcnet::train

@@ -1,0 +1,41 @@
+// Run-wide settings the CLI and the loop share: --precision for the kernels and --device.
+#include "hpcnet/train.h"
+#include "src/core/cuda_device.h"
+#include "src/ops/ops.h"
+
+namespace hpcnet::train {
+
+void apply_precision(const std::string& precision) {
+  HPCNET_REQUIRE(precision == "fp32" || precision == "bf16",
+                 "--precision must be fp32 or bf16 (got '" + precision + "')");
+  ops::set_conv_precision(precision == "bf16" ? ops::Precision::kBFloat16
+                                              : ops::Precision::kFloat32);
+}
+
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return cpu_device();
+  const bool want_cuda = name == "cuda" || name.rfind("cuda:", 0) == 0;
+  if (name == "auto") return cuda_available() ? cuda_device(0) : cpu_device();
+  if (!want_cuda) throw InputError("unknown device '" + name + "' (use auto, cpu or cuda)");
+  if (!cuda_built())
+    throw InputError("--device " + name +
+                     ": this build has no CUDA backend (reconfigure with -DHPCNET_CUDA=ON); use "
+                     "--device cpu");
+  if (!cuda_available())
+    throw InputError("--device " + name + ": no usable GPU (" + cuda_unavailable_reason() +
+                     "); use --device cpu");
+  int index = 0;
+  if (name.size() > 5) {
+    try {
+      index = std::stoi(name.substr(5));
+    } catch (const std::exception&) {
+      throw InputError("--device " + name + ": expected cuda:N");
+    }
+  }
+  HPCNET_REQUIRE(index >= 0 && index < cuda_device_count(),
+                 "--device " + name + ": this machine has " + std::to_string(cuda_device_count()) +
+                     " GPU(s)");
+  return cuda_device(index);
+}
+
+}  // namespace hpcnet::train

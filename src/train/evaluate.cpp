@@ -1,0 +1,42 @@
+// Evaluation for the loop and the CLI: a task's metric over a loader, summed across the ranks of a
+// process group; and the classification API of earlier versions (counts, the 32x32 transform)
+// expressed through the classify task.
+#include "src/train/evaluate.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hpcnet::train {
+
+std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const task::Task& task,
+                                               nn::Module& model, data::DataLoader& loader) {
+  std::unique_ptr<task::Metric> m = task::evaluate(task, model, loader);
+  if (pg.world_size() == 1) return m;
+  std::vector<double> s = m->state();
+  pg.allreduce_sum(s.data(), s.size());
+  m->set_state(s);
+  return m;
+}
+
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, bool flip_tta) {
+  auto t = task::make_task("classify");
+  std::unique_ptr<task::Metric> m = task::evaluate(*t, model, loader, flip_tta);
+  // The classify metric's state: [correct, total, class_correct[C], class_total[C]].
+  const std::vector<double> s = m->state();
+  EvalResult r;
+  r.classes = loader.dataset().classes();
+  const size_t nc = r.classes.size();
+  HPCNET_CHECK(s.size() == 2 + 2 * nc, "classify metric state of unexpected size");
+  r.correct = static_cast<int64_t>(s[0]);
+  r.total = static_cast<int64_t>(s[1]);
+  for (size_t c = 0; c < nc; ++c) {
+    r.class_correct.push_back(static_cast<int64_t>(s[2 + c]));
+    r.class_total.push_back(static_cast<int64_t>(s[2 + nc + c]));
+  }
+  return r;
+}
+
+Tensor flip_left_right(const Tensor& x) { return task::flip_left_right(x); }
+
+data::Compose eval_transform() { return task::make_task("classify", {})->eval_transform(); }
+
+}  // namespace hpcnet::train

@@ -1,0 +1,16 @@
+// Evaluation inside the training loop: a task's metric over this rank's loader, summed over the
+// ranks of the process group (each rank evaluates its own slice; the metric's state adds up).
+#pragma once
+
+#include <memory>
+
+#include "hpcnet/dist.h"
+#include "hpcnet/task.h"
+#include "hpcnet/train.h"
+
+namespace hpcnet::train {
+
+std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const task::Task& task,
+                                               nn::Module& model, data::DataLoader& loader);
+
+}  // namespace hpcnet::train

@@ -1,0 +1,414 @@
+// The training loop behind `hpcnet train`: the tutorial's program (data -> model -> the task's
+// loss -> backward -> SGD, loss lines every log_every mini-batches), plus checkpoints after every
+// epoch, exact resume, metrics.jsonl and a progress bar on terminals; data-parallel over the ranks
+// of dist::world() (DistributedSampler shares, bucketed gradient all-reduce, rank 0 writes). What a
+// target is, the loop leaves to the task; the recipe is recipe.cpp's, the run files checkpoint.cpp's.
+#include "hpcnet/train.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "hpcnet/dist.h"
+#include "hpcnet/functional.h"
+#include "hpcnet/io.h"
+#include "hpcnet/rng.h"
+#include "src/ops/ops.h"
+#include "src/train/checkpoint.h"
+#include "src/train/evaluate.h"
+#include "src/train/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace hpcnet::train {
+namespace {
+
+struct Data {
+  std::shared_ptr<const data::Dataset> train, val;
+  std::vector<std::string> classes;
+};
+
+Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
+  std::shared_ptr<data::Dataset> full;
+  // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
+  const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
+  if (!shared_download || pg.rank() == 0) {
+    try {
+      full = data::open_dataset(c.dataset, c.data, "train");
+    } catch (const InputError& e) {
+      if (!c.download || c.dataset != "cifar10") throw;
+      std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
+                   c.data.c_str());
+      fs::create_directories(c.data);
+      data::download_cifar10(c.data, c.download_url.empty() ? data::kCifar10Url : c.download_url);
+      full = data::open_dataset(c.dataset, c.data, "train");
+    }
+  }
+  if (shared_download) {
+    const double timeout = pg.timeout();
+    pg.set_timeout(0);  // a download takes as long as it takes; a dead rank 0 ends the job anyway
+    pg.barrier();
+    pg.set_timeout(timeout);
+    if (!full) full = data::open_dataset(c.dataset, c.data, "train");
+  }
+  Data d;
+  d.classes = full->classes();
+  if (c.val_split > 0) {
+    HPCNET_REQUIRE(c.val_split < full->size(),
+                   "--val-split " + std::to_string(c.val_split) + " leaves no training images (" +
+                       std::to_string(full->size()) + " in the training split)");
+    auto split = data::split_train_val(full->size(), c.val_split);
+    d.train = std::make_shared<data::Subset>(full, split.train);
+    d.val = std::make_shared<data::Subset>(full, split.val);
+  } else {
+    d.train = full;
+  }
+  return d;
+}
+
+// metrics.jsonl, kept by rank 0 alone (other ranks' writes are dropped).
+class RankZeroMetrics {
+ public:
+  RankZeroMetrics(bool lead, const std::string& path, bool append) {
+    if (lead) log_.emplace(path, append);
+  }
+  void write(const nlohmann::json& record) {
+    if (log_) log_->write(record);
+  }
+
+ private:
+  std::optional<MetricsLog> log_;
+};
+
+// --fail-at-step RANK:STEP[:MODE] (testing): rank RANK fails just before its step STEP (counted
+// from 1 in this invocation) by SIGKILL to itself ("kill", as kill -9), exit(1) without leaving
+// MPI ("exit"), or sleeping forever ("hang").
+struct FailPoint {
+  int rank = -1;
+  int64_t step = 0;
+  std::string mode = "kill";
+};
+
+FailPoint parse_fail_at(const std::string& text) {
+  FailPoint f;
+  if (text.empty()) return f;
+  const std::string usage = "--fail-at-step " + text + ": expected RANK:STEP[:kill|exit|hang]";
+  size_t a = text.find(':');
+  HPCNET_REQUIRE(a != std::string::npos, usage);
+  size_t b = text.find(':', a + 1);
+  try {
+    f.rank = std::stoi(text.substr(0, a));
+    f.step = std::stoll(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1));
+  } catch (const std::exception&) {
+    throw InputError(usage);
+  }
+  if (b != std::string::npos) f.mode = text.substr(b + 1);
+  HPCNET_REQUIRE(
+      f.rank >= 0 && f.step >= 1 && (f.mode == "kill" || f.mode == "exit" || f.mode == "hang"),
+      usage);
+  return f;
+}
+
+void fail_now(const FailPoint& f) {
+  std::fprintf(stderr, "hpcnet: rank %d: --fail-at-step: %s before step %lld (testing)\n", f.rank,
+               f.mode.c_str(), static_cast<long long>(f.step));
+  std::fflush(stderr);
+  if (f.mode == "kill") ::kill(::getpid(), SIGKILL);
+  if (f.mode == "exit") std::_Exit(1);
+  for (;;) ::pause();  // hang
+}
+
+// Reads the checkpoint of --resume (the one reader of the format) and merges its recipe into c,
+// before anything is written.
+RunFile read_resume(TrainConfig& c) {
+  const std::string path = (fs::path(c.resume) / "checkpoint.safetensors").string();
+  HPCNET_REQUIRE(fs::exists(path), "--resume " + c.resume + ": no checkpoint.safetensors there");
+  RunFile f = read_run_file(path);
+  HPCNET_REQUIRE(f.train.has_value(), path + ": not an hpcnet checkpoint");
+  merge_resumed_recipe(c, f.train->recipe, path);
+  auto names = nn::model_names();
+  if (std::find(names.begin(), names.end(), c.model) == names.end())
+    throw InputError(path + ": checkpoint of model '" + c.model +
+                     "', which this build does not have; resume it with a build that does");
+  HPCNET_REQUIRE(f.meta.model == c.model, path + ": checkpoint is for model '" + f.meta.model +
+                                              "', not '" + c.model + "'");
+  return f;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
+  TrainConfig cfg = cfg_in;
+  // Resume state is read (once) and checked, and the run's recipe merged in, before anything is
+  // written.
+  std::optional<RunFile> ckpt;
+  if (!cfg.resume.empty()) ckpt = read_resume(cfg);
+  validate(cfg);
+  const FailPoint fail_at = parse_fail_at(cfg.fail_at);
+  const Device device = resolve_device(cfg.device);
+  // Data parallelism: this process's place in the group (rank 0 of 1 without a launcher).
+  dist::ProcessGroup& pg = dist::world();
+  const int rank = pg.rank(), world = pg.world_size();
+  const bool lead = rank == 0;
+  std::ostream null_out(nullptr);  // other ranks print nothing
+  std::ostream& out = lead ? out_all : null_out;
+  HPCNET_REQUIRE(world == 1 || device.is_cpu(),
+                 "--device " + cfg.device + " with " + std::to_string(world) +
+                     " ranks needs the NCCL process group, which is not implemented yet; use "
+                     "--device cpu");
+  if (cfg.threads == 0 && pg.local_size() > 1) {
+    // Ranks sharing a node split its cores rather than each taking all of them.
+    ops::set_num_threads(0);
+    ops::set_num_threads(std::max(1, ops::get_num_threads() / pg.local_size()));
+  } else {
+    ops::set_num_threads(cfg.threads);
+  }
+  TrainState st;
+  if (ckpt) {
+    st.epochs_done = ckpt->train->epochs_done;
+    st.steps = ckpt->train->steps;
+  }
+  const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
+
+  Data d = load_data(cfg, pg);
+  manual_seed(cfg.seed);
+  std::shared_ptr<nn::Module> model =
+      nn::make_model(cfg.model, nn::ModelOptions{static_cast<int64_t>(d.classes.size())});
+  HPCNET_REQUIRE(d.train->target_kind() == task->target_kind(),
+                 "--task " + task->name() + " needs a dataset of " +
+                     data::target_kind_name(task->target_kind()) + " targets; --dataset " +
+                     cfg.dataset + " holds " + data::target_kind_name(d.train->target_kind()));
+  ModelMeta meta;
+  meta.model = cfg.model;
+  meta.task = task->name();
+  meta.classes = d.classes;
+  meta.imgsz = task->options().imgsz;
+  meta.val_split = cfg.val_split;
+  model->to_(device);
+  const optim::LrSchedule schedule = make_schedule(cfg);
+  HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
+                 "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
+                 "with --device " + cfg.device);
+  apply_precision(cfg.precision);
+  std::unique_ptr<optim::Optimizer> opt_ptr;
+  if (cfg.optimizer == "adamw")
+    opt_ptr = std::make_unique<optim::AdamW>(
+        model->named_parameters(),
+        optim::AdamWOptions{cfg.lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay});
+  else
+    opt_ptr = std::make_unique<optim::SGD>(
+        model->named_parameters(),
+        optim::SGDOptions{cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
+  optim::Optimizer& opt = *opt_ptr;
+  std::unique_ptr<optim::EMA> ema;
+  if (cfg.ema_decay > 0) ema = std::make_unique<optim::EMA>(*model, cfg.ema_decay);
+  if (ckpt) {
+    try {
+      model->load_state_dict(ckpt->model);
+      opt.load_state_dict(ckpt->optim, st.steps);
+      if (ema) ema->load_state_dict(ckpt->ema);
+    } catch (const InputError& e) {
+      throw InputError(ckpt->path + ": " + e.what());
+    }
+    default_rng().set_state(ckpt->train->rng);
+    if (lead && ckpt->train->world_size != world)
+      std::fprintf(stderr,
+                   "hpcnet: resuming a run of %d ranks on %d: the global batch is now %lld "
+                   "(%d x %lld per rank)\n",
+                   ckpt->train->world_size, world, static_cast<long long>(world * cfg.batch_size),
+                   world, static_cast<long long>(cfg.batch_size));
+    ckpt.reset();
+  }
+  // Every replica starts from rank 0's state (ranks wait here for the slowest data loading, hence
+  // the longer timeout), and gradients are averaged over ranks in buckets during backward.
+  std::unique_ptr<dist::GradReducer> reducer;
+  if (world > 1) {
+    pg.set_timeout(cfg.dist_timeout > 0 ? std::max(cfg.dist_timeout, 600.0) : 0);
+    for (auto& [n, t] : model->state_dict()) pg.broadcast(t, 0);
+    for (auto& [n, t] : opt.state_dict()) pg.broadcast(t, 0);
+    if (ema)
+      for (auto& [n, t] : ema->state_dict()) pg.broadcast(t, 0);
+    pg.set_timeout(cfg.dist_timeout);
+    reducer = std::make_unique<dist::GradReducer>(
+        pg, model->parameters(), dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
+  }
+
+  data::DataLoaderOptions lo;
+  lo.batch_size = cfg.batch_size;
+  lo.shuffle = true;
+  lo.drop_last = false;
+  lo.num_workers = cfg.workers;
+  // Small batches are cheap to hold: a deeper ring lets workers run ahead in bursts.
+  lo.prefetch_factor = cfg.workers > 0 ? std::max<int64_t>(2, 16 / cfg.workers) : 2;
+  lo.seed = cfg.seed;
+  lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
+  lo.world_size = world;
+  data::DataLoader loader(d.train, task->train_transform(), lo);
+  std::unique_ptr<data::DataLoader> val_loader;
+  if (d.val) {
+    data::DataLoaderOptions vo;
+    vo.batch_size = 500;
+    vo.num_workers = std::min(cfg.workers, 1);
+    std::shared_ptr<const data::Dataset> val = d.val;
+    if (world > 1) {  // this rank's slice: positions rank, rank + W, ...
+      std::vector<int64_t> mine;
+      for (int64_t i = rank; i < val->size(); i += world) mine.push_back(i);
+      val = std::make_shared<data::Subset>(val, std::move(mine));
+    }
+    val_loader = std::make_unique<data::DataLoader>(val, task->eval_transform(), vo);
+  }
+
+  if (lead) {
+    // An unusable --out is the user's to fix (exit 2), like bad data.
+    std::error_code ec;
+    fs::create_directories(cfg.out, ec);
+    if (ec || !fs::is_directory(cfg.out))
+      throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
+                       (ec ? ec.message() : std::string("not a directory")) + ")");
+  }
+  const std::string ckpt_path = (fs::path(cfg.out) / "checkpoint.safetensors").string();
+  const std::string model_path = (fs::path(cfg.out) / "model.safetensors").string();
+  RankZeroMetrics metrics(lead, (fs::path(cfg.out) / "metrics.jsonl").string(), st.epochs_done > 0);
+  {
+    nlohmann::json rec = {{"event", "start"}, {"config", recipe_json(cfg)},
+                          {"train_images", d.train->size()},
+                          {"val_images", d.val ? d.val->size() : 0},
+                          {"start_epoch", st.epochs_done + 1}, {"threads", ops::get_num_threads()}};
+    if (world > 1) {
+      rec["world_size"] = world;
+      rec["global_batch_size"] = world * cfg.batch_size;
+      rec["allreduce_floats_per_step"] = reducer->num_floats();
+      rec["allreduce_buckets"] = reducer->num_buckets();
+    }
+    metrics.write(rec);
+  }
+
+  bool show_bar = lead && (cfg.progress == 1 || (cfg.progress == -1 && stdout_is_tty()));
+  TrainResult res;
+  res.world_size = world;
+  model->train();
+  using clock = std::chrono::steady_clock;
+  auto t_start = clock::now();
+  bool stop = false, partial = false;
+  for (int64_t epoch = st.epochs_done; epoch < cfg.epochs && !stop; ++epoch) {
+    auto t_epoch = clock::now();
+    loader.begin_epoch(epoch);
+    ProgressBar bar(show_bar, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
+                    loader.num_batches(), world * cfg.batch_size);
+    double running_loss = 0, epoch_loss = 0;
+    int64_t epoch_steps = 0;
+    data::Batch batch;
+    auto next_batch = [&] {  // times how long the step waits for data
+      auto t0 = clock::now();
+      bool more = loader.next(batch);
+      res.data_wait_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+      return more;
+    };
+    for (int64_t i = 0; next_batch(); ++i) {
+      if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
+      opt.set_lr(schedule.lr_at(st.steps, loader.num_batches(), cfg.epochs));
+      opt.zero_grad();
+      if (!device.is_cpu()) {
+        batch.images = batch.images.to(device);
+        batch.labels = batch.labels.to(device);
+        if (batch.masks.defined()) batch.masks = batch.masks.to(device);
+      }
+      Tensor loss = task->loss(model->forward_all(batch.images), batch);
+      if (reducer)
+        reducer->backward(loss);  // gradients averaged over ranks
+      else
+        loss.backward();
+      if (cfg.clip_grad_norm > 0) optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
+      opt.step();
+      if (ema) ema->update(*model);
+      double l = loss.item();
+      HPCNET_CHECK(std::isfinite(l), "loss became " + std::to_string(l) + " at epoch " +
+                                         std::to_string(epoch + 1) + " step " + std::to_string(i + 1) +
+                                         "; lower --lr");
+      running_loss += l;
+      epoch_loss += l;
+      ++epoch_steps;
+      ++st.steps;
+      ++res.steps;
+      res.images += batch.size * world;  // batch b has the same size on every rank
+      if ((i + 1) % cfg.log_every == 0) {
+        bar.clear();
+        if (world > 1) pg.allreduce_sum(&running_loss, 1);  // the mean over every rank's batches
+        double avg = running_loss / (cfg.log_every * world);
+        char line[64];
+        std::snprintf(line, sizeof line, "[%lld, %5lld] loss: %.3f", static_cast<long long>(epoch + 1),
+                      static_cast<long long>(i + 1), avg);
+        if (!cfg.quiet) out << line << std::endl;
+        res.last_report_loss = avg;
+        double el = std::chrono::duration<double>(clock::now() - t_start).count();
+        metrics.write({{"event", "log"}, {"epoch", epoch + 1}, {"step", i + 1},
+                       {"loss", avg}, {"lr", opt.lr()}, {"elapsed_s", el}});
+        running_loss = 0;
+      }
+      bar.update(i + 1);
+      if (cfg.max_steps > 0 && res.steps >= cfg.max_steps) {
+        stop = true;
+        break;
+      }
+    }
+    // The step limit may fall on the epoch's last batch: that epoch is complete.
+    partial = stop && epoch_steps < loader.num_batches();
+    bar.clear();
+    double epoch_s = std::chrono::duration<double>(clock::now() - t_epoch).count();
+    res.train_seconds += epoch_s;
+    if (world > 1) pg.allreduce_sum(&epoch_loss, 1);
+    nlohmann::json rec = {
+        {"event", "epoch"},
+        {"epoch", epoch + 1},
+        {"steps", epoch_steps},
+        {"train_loss", epoch_steps ? epoch_loss / (epoch_steps * world) : 0.0},
+        {"seconds", epoch_s},
+        {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size * world / epoch_s : 0}};
+    if (partial) break;  // a partial epoch is not checkpointed
+    st.epochs_done = epoch + 1;
+    // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
+    dist::check_same_on_all_ranks(pg, model->parameters(),
+                                  "model parameters after epoch " + std::to_string(epoch + 1));
+    if (lead) {
+      st.rng = default_rng().state();
+      st.recipe = recipe_json(cfg);
+      st.world_size = world;
+      write_checkpoint(ckpt_path, meta, model->state_dict(), opt.state_dict(),
+                       ema ? ema->state_dict() : nn::NamedTensors{}, st);
+    }
+    // With an EMA, evaluation and the model file use the averaged weights.
+    if (ema) ema->swap(*model);
+    if (val_loader) {
+      std::unique_ptr<task::Metric> ev = evaluate_sharded(pg, *task, *model, *val_loader);
+      res.val_accuracy = ev->value();
+      rec[ev->value_key()] = ev->value();
+    }
+    metrics.write(rec);
+    if (lead) save_model(model_path, *model, meta);
+    if (ema) ema->swap(*model);
+  }
+  if (partial && lead) {
+    if (ema) ema->swap(*model);
+    save_model(model_path, *model, meta);
+    if (ema) ema->swap(*model);
+  }
+  metrics.write({{"event", "end"},
+                 {"steps", res.steps},
+                 {"images", res.images},
+                 {"train_seconds", res.train_seconds},
+                 {"images_per_sec", res.train_seconds > 0 ? res.images / res.train_seconds : 0.0},
+                 {"last_report_loss", res.last_report_loss},
+                 {"val_accuracy", res.val_accuracy},
+                 {"data_wait_seconds", res.data_wait_seconds}});
+  if (!cfg.quiet) out << "Finished Training" << std::endl;
+  return res;
+}
+
+}  // namespace hpcnet::train

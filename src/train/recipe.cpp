@@ -1,0 +1,279 @@
+// The recipe table: every field of TrainConfig once, with its key (config file, checkpoint and,
+// with dashes, the flag), help, role across runs and validation. Adding a field is one row here
+// (and its member in TrainConfig); the CLI, config files, checkpoints and --resume follow.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <type_traits>
+
+#include "hpcnet/train.h"
+
+namespace hpcnet::train {
+namespace {
+
+using C = TrainConfig;
+constexpr FieldRole kRecipe = FieldRole::kRecipe, kRun = FieldRole::kRun, kLog = FieldRole::kLog,
+                    kSession = FieldRole::kSession;
+
+template <class T>
+std::string got(const T& v) {
+  std::ostringstream os;
+  os << v;
+  return " (got " + os.str() + ")";
+}
+std::string got(const std::string& v) { return " (got '" + v + "')"; }
+
+// A check: "" when ok, else "<flag> <what>" and the value.
+template <class T>
+std::string need(bool ok, const char* flag, const char* what, const T& v) {
+  return ok ? std::string() : std::string(flag) + " " + what + got(v);
+}
+
+const std::vector<RecipeField> kFields = {
+    {"model", &C::model, "lenet, resnet20, resnet32, resnet56 or resnet18", kRecipe, kRequired,
+     [](const C& c) {
+       nn::model_info(c.model);  // InputError listing the known models
+       return std::string();
+     }},
+    {"task", &C::task, "classify (default: the model's task)", kRecipe, kAuto,
+     [](const C& c) {
+       if (!c.task.empty()) task::make_task(c.task);  // InputError listing the known tasks
+       return std::string();
+     }},
+    {"imgsz", &C::imgsz, "input size in pixels, square (0 = the model's default: 32)", kRecipe,
+     kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); }},
+    {"dataset", &C::dataset, "cifar10 or imagefolder", kRecipe, kRequired,
+     [](const C& c) {
+       return c.dataset == "cifar10" || c.dataset == "imagefolder"
+                  ? std::string()
+                  : "unknown dataset '" + c.dataset + "' (known: cifar10, imagefolder)";
+     }},
+    {"data", &C::data,
+     "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an image "
+     "folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz",
+     kRun, 0,
+     [](const C& c) {
+       return c.data.empty() ? "--data is required: the dataset folder or archive" : "";
+     }},
+    {"out", &C::out, "run directory for model.safetensors, checkpoint, metrics.jsonl", kSession, 0,
+     [](const C& c) { return c.out.empty() ? "--out is required: the run directory to write" : ""; }},
+    {"resume", &C::resume, "continue the run in this directory from its last checkpoint", kSession},
+    {"epochs", &C::epochs, "epochs to train (in total, counting resumed ones)", kRun, 0,
+     [](const C& c) { return need(c.epochs >= 1, "--epochs", "must be at least 1", c.epochs); }},
+    {"batch_size", &C::batch_size, "mini-batch size", kRecipe, kRequired,
+     [](const C& c) {
+       return need(c.batch_size >= 1, "--batch-size", "must be at least 1", c.batch_size);
+     }},
+    {"lr", &C::lr, "learning rate (the peak, with a schedule)", kRecipe, kRequired,
+     [](const C& c) {
+       return need(std::isfinite(c.lr) && c.lr >= 0, "--lr", "must be a non-negative number", c.lr);
+     }},
+    {"momentum", &C::momentum, "SGD momentum", kRecipe, kRequired,
+     [](const C& c) {
+       return need(c.momentum >= 0 && c.momentum < 1 + 1e-12, "--momentum", "must be in [0, 1]",
+                   c.momentum);
+     }},
+    {"dampening", &C::dampening, "SGD dampening", kRecipe, kRequired,
+     [](const C& c) {
+       return need(c.dampening >= 0 && c.dampening <= 1, "--dampening", "must be in [0, 1]",
+                   c.dampening);
+     }},
+    {"weight_decay", &C::weight_decay, "weight decay (L2 for sgd, decoupled for adamw)", kRecipe,
+     kRequired,
+     [](const C& c) { return need(c.weight_decay >= 0, "--weight-decay", "must be >= 0", c.weight_decay); }},
+    {"nesterov", &C::nesterov, "Nesterov momentum", kRecipe, kRequired},
+    {"lr_schedule", &C::lr_schedule,
+     "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min) or onecycle (peak --lr)",
+     kRecipe, kRequired},
+    {"milestones", &C::milestones, "multistep: epochs where the rate is multiplied by --lr-gamma",
+     kRecipe, kRequired},
+    {"lr_gamma", &C::lr_gamma, "multistep factor", kRecipe, kRequired},
+    {"lr_min", &C::lr_min, "cosine: final learning rate", kRecipe, kRequired},
+    {"warmup_epochs", &C::warmup_epochs, "linear warm-up from lr/10 over this many epochs", kRecipe,
+     kRequired},
+    {"label_smoothing", &C::label_smoothing, "cross-entropy label smoothing", kRecipe, kRequired,
+     [](const C& c) {
+       return need(c.label_smoothing >= 0 && c.label_smoothing <= 1, "--label-smoothing",
+                   "must be in [0, 1]", c.label_smoothing);
+     }},
+    {"optimizer", &C::optimizer, "sgd or adamw", kRecipe, 0,
+     [](const C& c) {
+       return need(c.optimizer == "sgd" || c.optimizer == "adamw", "--optimizer",
+                   "must be sgd or adamw", c.optimizer);
+     }},
+    {"beta1", &C::beta1, "adamw: first-moment decay", kRecipe, 0,
+     [](const C& c) { return need(c.beta1 >= 0 && c.beta1 < 1, "--beta1", "must be in [0, 1)", c.beta1); }},
+    {"beta2", &C::beta2, "adamw: second-moment decay", kRecipe, 0,
+     [](const C& c) { return need(c.beta2 >= 0 && c.beta2 < 1, "--beta2", "must be in [0, 1)", c.beta2); }},
+    {"adam_eps", &C::adam_eps, "adamw: denominator epsilon", kRecipe, 0,
+     [](const C& c) { return need(c.adam_eps >= 0, "--adam-eps", "must be >= 0", c.adam_eps); }},
+    {"clip_grad_norm", &C::clip_grad_norm,
+     "clip the gradients' total 2-norm to this before each step (0 = off)", kRecipe, 0,
+     [](const C& c) {
+       return need(c.clip_grad_norm >= 0, "--clip-grad-norm", "must be >= 0 (0 = off)",
+                   c.clip_grad_norm);
+     }},
+    {"ema_decay", &C::ema_decay,
+     "keep an exponential moving average of the weights (e.g. 0.999); evaluation and "
+     "model.safetensors use it (0 = off)",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.ema_decay == 0 || (c.ema_decay > 0 && c.ema_decay < 1), "--ema-decay",
+                   "must be in (0, 1), e.g. 0.999 (0 = off)", c.ema_decay);
+     }},
+    {"cutout", &C::cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.cutout >= 0 && c.cutout <= 32, "--cutout", "must be in [0, 32] pixels (0 = off)",
+                   c.cutout);
+     }},
+    {"precision", &C::precision,
+     "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights", kRecipe, 0,
+     [](const C& c) {
+       return need(c.precision == "fp32" || c.precision == "bf16", "--precision",
+                   "must be fp32 or bf16", c.precision);
+     }},
+    {"workers", &C::workers, "data-loading threads (0 = in the training thread)", kLog, 0,
+     [](const C& c) {
+       return need(c.workers >= 0 && c.workers <= 64, "--workers", "must be in [0, 64]", c.workers);
+     }},
+    {"seed", &C::seed, "seed for initialisation, data order and augmentation", kRecipe, kRequired},
+    {"log_every", &C::log_every, "mini-batches between loss lines", kRecipe, kRequired,
+     [](const C& c) { return need(c.log_every >= 1, "--log-every", "must be at least 1", c.log_every); }},
+    {"val_split", &C::val_split, "hold out N training images (fixed shuffle) as split 'val'",
+     kRecipe, kRequired,
+     [](const C& c) { return need(c.val_split >= 0, "--val-split", "must be >= 0", c.val_split); }},
+    {"augment", &C::augment, "the task's augmentation (classify: RandomCrop(imgsz, padding=4) and "
+     "RandomHorizontalFlip)", kRecipe, kRequired},
+    {"download", &C::download, "fetch CIFAR-10 into --data when it is missing", kSession},
+    {"download_url", &C::download_url, "where --download fetches from", kSession},
+    {"threads", &C::threads, "CPU threads for the kernels (0 = all cores)", kRun, 0,
+     [](const C& c) {
+       return need(c.threads >= 0, "--threads", "must be >= 0 (0 = all cores)", c.threads);
+     }},
+    {"device", &C::device, "auto, cpu or cuda", kSession},
+    {"steps", &C::max_steps, "stop after this many steps (0 = run all epochs)", kSession, 0,
+     [](const C& c) { return need(c.max_steps >= 0, "--steps", "must be >= 0", c.max_steps); }},
+    {"dist_timeout", &C::dist_timeout,
+     "with several ranks (mpirun/srun): seconds a rank may wait for the others in a collective "
+     "before the job is aborted, naming the missing ranks (0 = forever)",
+     kSession, 0,
+     [](const C& c) {
+       return need(c.dist_timeout >= 0, "--dist-timeout", "must be >= 0 (0 = wait forever)",
+                   c.dist_timeout);
+     }},
+    {"bucket_kb", &C::bucket_kb,
+     "with several ranks: KiB of gradients per all-reduce bucket, started during backward (0 = "
+     "one all-reduce after backward)",
+     kSession, 0,
+     [](const C& c) {
+       return need(c.bucket_kb >= 0, "--bucket-kb", "must be >= 0 (0 = one all-reduce per step)",
+                   c.bucket_kb);
+     }},
+    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang]", kSession, kHidden},
+};
+
+bool given(const C& c, const RecipeField& f) { return !c.given || c.given->count(f.key) > 0; }
+
+}  // namespace
+
+std::string RecipeField::flag() const {
+  std::string s = std::string("--") + key;
+  for (char& ch : s)
+    if (ch == '_') ch = '-';
+  return s;
+}
+
+const std::vector<RecipeField>& recipe_fields() { return kFields; }
+
+std::string resolved_task(const TrainConfig& c) {
+  return c.task.empty() ? nn::model_info(c.model).task : c.task;
+}
+
+int64_t resolved_imgsz(const TrainConfig& c) {
+  return c.imgsz > 0 ? c.imgsz : nn::model_info(c.model).imgsz;
+}
+
+task::TaskOptions task_options(const TrainConfig& c) {
+  task::TaskOptions o;
+  o.imgsz = resolved_imgsz(c);
+  o.augment = c.augment;
+  o.cutout = c.cutout;
+  o.label_smoothing = c.label_smoothing;
+  return o;
+}
+
+void validate(const TrainConfig& c) {
+  for (const RecipeField& f : kFields)
+    if (f.check) {
+      std::string msg = f.check(c);
+      if (!msg.empty()) throw InputError(msg);
+    }
+  const nn::ModelInfo& info = nn::model_info(c.model);
+  const std::string t = resolved_task(c);
+  HPCNET_REQUIRE(t == info.task, "--task " + t + ": model " + c.model + " is a " + info.task +
+                                     " model (use --task " + info.task + " or another model)");
+  HPCNET_REQUIRE(!info.fixed_size || resolved_imgsz(c) == info.imgsz,
+                 "--imgsz " + std::to_string(c.imgsz) + ": " + c.model + " takes " +
+                     std::to_string(info.imgsz) + "x" + std::to_string(info.imgsz) +
+                     " images only");
+  make_schedule(c);  // throws for a bad schedule
+}
+
+optim::LrSchedule make_schedule(const TrainConfig& c) {
+  optim::LrSchedule s;
+  s.kind = c.lr_schedule;
+  s.lr = c.lr;
+  s.milestones = c.milestones;
+  s.gamma = c.lr_gamma;
+  s.eta_min = c.lr_min;
+  s.warmup_epochs = c.warmup_epochs;
+  s.validate();
+  return s;
+}
+
+nlohmann::json recipe_json(const TrainConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const RecipeField& f : kFields)
+    if (f.role != FieldRole::kSession) std::visit([&](auto m) { j[f.key] = c.*m; }, f.ref);
+  return j;
+}
+
+void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std::string& where) {
+  HPCNET_REQUIRE(saved.is_object(), where + ": corrupt checkpoint: config is not a JSON object");
+  for (const RecipeField& f : kFields) {
+    if (f.role != FieldRole::kRecipe && f.role != FieldRole::kRun) continue;
+    std::visit(
+        [&](auto m) {
+          using T = std::decay_t<decltype(c.*m)>;
+          if (!saved.contains(f.key)) {
+            // Keys added after the first checkpoint format may be absent: those runs used the
+            // defaults, which the field holds unless a flag set it.
+            if (f.flags & kRequired)
+              throw InputError(where + ": corrupt checkpoint: config lacks " + f.key);
+            return;
+          }
+          T value{};
+          try {
+            value = saved.at(f.key).get<T>();
+          } catch (const nlohmann::json::exception&) {
+            throw InputError(where + ": corrupt checkpoint: config " + f.key +
+                             " has the wrong type");
+          }
+          const bool is_auto = (f.flags & kAuto) && c.*m == TrainConfig{}.*m;
+          if (f.role == FieldRole::kRecipe) {
+            if (given(c, f) && !is_auto && value != c.*m)
+              throw InputError(f.flag() + " differs from the recipe in " + where +
+                               "; --resume continues the same run (start a new --out to change "
+                               "it)");
+            c.*m = value;
+          } else if (!given(c, f)) {
+            c.*m = value;  // kRun: the run's value unless given (bit-exact resume needs threads)
+          }
+        },
+        f.ref);
+  }
+  if (c.out.empty()) c.out = c.resume;
+}
+
+}  // namespace hpcnet::train
