@@ -17,6 +17,11 @@ the same validation split, the same hyper-parameters and the same number of thre
     python3 bench/compare.py                          # quick-b4, quick-b128 at 1 and 2 threads
     python3 bench/compare.py --workloads tutorial --threads 1,2 --torch /usr/bin/python3
     python3 bench/compare.py --repeat 3 --markdown --json-out /tmp/compare.json
+    python3 bench/compare.py --baseline /tmp/old/build/hpcnet --torch ''   # before vs after
+
+With --baseline, a second hpcnet binary (an earlier build) runs in every cell too, interleaved
+with the others, and its row's speed ratio is baseline train s / hpcnet train s (above 1: the
+current build is faster).
 
 Absolute times on a shared machine are noisy; the ratios from one run are what counts.
 """
@@ -147,10 +152,11 @@ def launch(args, cmd, threads, workdir, tag):
     return res, so
 
 
-def run_hpcnet(args, wl, threads, workdir, tag):
+def run_hpcnet(args, wl, threads, workdir, tag, binary=None):
+    binary = binary or args.hpcnet
     outdir = os.path.join(workdir, tag)
     shutil.rmtree(outdir, ignore_errors=True)
-    cmd = ([args.hpcnet, "train", "--out", outdir] + workload_flags(args, wl, threads)
+    cmd = ([binary, "train", "--out", outdir] + workload_flags(args, wl, threads)
            + ["--no-progress"])
     res, _ = launch(args, cmd, threads, workdir, tag)
     if "error" in res:
@@ -177,7 +183,7 @@ def run_hpcnet(args, wl, threads, workdir, tag):
         # Stopped mid-epoch (--steps): evaluate the saved weights in a separate process, so
         # neither the timing nor the peak memory of the training process changes.
         weights = os.path.join(outdir, "model.safetensors")
-        ecmd = [args.hpcnet, "eval", "--weights", weights, "--data", args.data, "--split", "val",
+        ecmd = [binary, "eval", "--weights", weights, "--data", args.data, "--split", "val",
                 "--val-split", str(args.val_split), "--workers", str(args.workers),
                 "--threads", str(threads), "--json"]
         try:
@@ -372,13 +378,17 @@ def fmt(v, spec, none="—"):
     return none if v is None else format(v, spec)
 
 
+BASELINE = "hpcnet baseline"
+
+
 def build_rows(results, torches):
     rows = []
     for cell in results:
         h = cell["impls"]["hpcnet"]
         rows.append(dict(workload=cell["workload"], threads=cell["threads"], impl="hpcnet",
                          s=h, speed=None, mem=None))
-        for t in torches:
+        others = ([{"label": BASELINE}] if BASELINE in cell["impls"] else []) + list(torches)
+        for t in others:
             ts = cell["impls"][t["label"]]
             speed = mem = None
             if "error" not in h and "error" not in ts:
@@ -444,6 +454,10 @@ def render_header(meta, markdown):
         f"seed {meta['seed']}; lr {meta['lr']}; momentum {meta['momentum']}; "
         f"repeat {meta['repeat']} (median)",
     ]
+    if meta.get("baseline"):
+        lines.append(f"baseline: {meta['baseline']['path']}, sha256 "
+                     f"{meta['baseline']['sha256'][:12]} (row '{BASELINE}': speed ratio = "
+                     f"baseline train s / hpcnet train s)")
     if meta.get("startup_rss_mb"):
         lines.append("startup peak RSS (`hpcnet --version`; `python -c 'import torch'`): " +
                      ", ".join(f"{k} {fmt(v, '.0f')} MB" for k, v in meta["startup_rss_mb"].items()))
@@ -510,6 +524,8 @@ def parse_args(argv=None):
                    help="data-loading workers, the same for both sides")
     p.add_argument("--data", default=DEFAULT_DATA, help="dataset both sides read")
     p.add_argument("--hpcnet", default=DEFAULT_HPCNET, help="hpcnet binary")
+    p.add_argument("--baseline", default=None,
+                   help="an earlier hpcnet binary to run in every cell too (before vs after)")
     p.add_argument("--val-split", type=int, default=5000)
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--momentum", type=float, default=0.9)
@@ -542,6 +558,8 @@ def parse_args(argv=None):
         p.error(f"--data {a.data} does not exist")
     if not os.access(a.hpcnet, os.X_OK):
         p.error(f"--hpcnet {a.hpcnet} is not an executable (build it: cd build && ninja)")
+    if a.baseline and not os.access(a.baseline, os.X_OK):
+        p.error(f"--baseline {a.baseline} is not an executable")
     a.data = os.path.abspath(a.data)
     return a
 
@@ -581,12 +599,18 @@ def main(argv=None):
               .isoformat(timespec="seconds")}
     args.hpcnet = os.path.join(workdir, "hpcnet")
     shutil.copy2(binary["path"], args.hpcnet)
+    baseline = None
+    if args.baseline:
+        baseline = {"path": os.path.abspath(args.baseline), "sha256": sha256_file(args.baseline)}
+        args.baseline = os.path.join(workdir, "hpcnet-baseline")
+        shutil.copy2(baseline["path"], args.baseline)
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "argv": sys.argv,
         "machine": machine_info(),
         "loadavg_start": loadavg(),
         "hpcnet": dict(hpcnet_version(args.hpcnet), binary=binary),
+        "baseline": baseline,
         "torches": torches,
         "data": args.data, "val_split": args.val_split, "workers": args.workers,
         "seed": args.seed, "lr": args.lr, "momentum": args.momentum, "repeat": args.repeat,
@@ -606,7 +630,8 @@ def main(argv=None):
                                   os.devnull, os.devnull)
         meta["startup_rss_mb"][name] = round(kib / 1024.0, 1) if rc == 0 else None
 
-    impls = [("hpcnet", None)] + [(t["label"], t) for t in torches]
+    impls = [("hpcnet", None)] + ([(BASELINE, "baseline")] if args.baseline else []) + \
+        [(t["label"], t) for t in torches]
     results = []
     for w in args.workload_list:
         wl = WORKLOADS[w]
@@ -620,6 +645,8 @@ def main(argv=None):
                         f"(load {loadavg()}) ...")
                     if t is None:
                         r = run_hpcnet(args, wl, th, workdir, tag)
+                    elif t == "baseline":
+                        r = run_hpcnet(args, wl, th, workdir, tag, binary=args.baseline)
                     else:
                         r = run_torch(args, t["interp"], wl, th, workdir, tag)
                     if "error" in r:

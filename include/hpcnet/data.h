@@ -109,8 +109,9 @@ class InMemoryDataset : public Dataset {
     size_t first_box = 0, num_boxes = 0;  // kBoxes: boxes_[first_box, first_box + num_boxes)
     size_t mask_offset = 0;               // kMask: masks_[mask_offset, + height * width)
   };
+  void check_kind(TargetKind kind, const std::string& name) const;
   void add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
-                std::string name, TargetKind kind);
+                std::string name);
   std::vector<std::string> classes_;
   std::string description_;
   TargetKind kind_;
@@ -240,7 +241,9 @@ struct Letterbox {
   int64_t size = 640;
   uint8_t fill = 114;
 };
-// Where a letterboxed image lies in its size x size square: output = input * scale + (left, top).
+// Where a letterboxed image lies in its size x size square: scaled to new_height x new_width
+// (a point maps as x * new_width / width + left, y * new_height / height + top, as the pixels do)
+// at offset (top, left).
 struct LetterboxGeometry {
   double scale = 1;
   int64_t new_height = 0, new_width = 0;  // the scaled image

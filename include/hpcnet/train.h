@@ -24,7 +24,8 @@
 
 namespace hpcnet::train {
 
-// A run's settings. Every field but `given` is declared once more, in the recipe table
+// A run's settings. Every field but `progress`, `quiet` (how this invocation shows itself) and
+// `given` is declared once more, in the recipe table
 // (recipe_fields(), src/train/recipe.cpp), which yields its flag, its config-file and checkpoint
 // key, its help and its validation.
 struct TrainConfig {
@@ -103,7 +104,10 @@ struct RecipeField {
   // --help (testing switches).
   unsigned flags = 0;
   // The field's validation: "" when the value is fine, else the one-line error.
-  std::function<std::string(const TrainConfig&)> check;
+  std::function<std::string(const TrainConfig&)> check = nullptr;
+  // kAuto fields: the value the field resolves to (as text), so that resuming a run saved with
+  // the auto value accepts the explicit value it stood for (a run of imgsz 0 = 32 and --imgsz 32).
+  std::function<std::string(const TrainConfig&)> resolved = nullptr;
   std::string flag() const;
 };
 inline constexpr unsigned kRequired = 1, kAuto = 2, kHidden = 4;

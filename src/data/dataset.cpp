@@ -42,14 +42,18 @@ void InMemoryDataset::reserve(int64_t images, int64_t pixels) {
   names_.reserve(static_cast<size_t>(images));
 }
 
-void InMemoryDataset::add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
-                               std::string name, TargetKind kind) {
-  HPCNET_REQUIRE(kind == kind_, std::string("dataset: adding a ") + target_kind_name(kind) +
+void InMemoryDataset::check_kind(TargetKind kind, const std::string& name) const {
+  HPCNET_REQUIRE(kind == kind_, "dataset: image " + (name.empty() ? "#" + std::to_string(items_.size()) : name) +
+                                    ": adding a " + target_kind_name(kind) +
                                     " example to a dataset of " + target_kind_name(kind_) +
                                     " targets");
+}
+
+void InMemoryDataset::add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
+                               std::string name) {
   HPCNET_REQUIRE(height > 0 && width > 0 && height < (1 << 30) && width < (1 << 30),
-                 "dataset: image " + name + " has size " + std::to_string(height) + "x" +
-                     std::to_string(width));
+                 "dataset: image " + (name.empty() ? "#" + std::to_string(items_.size()) : name) +
+                     " has size " + std::to_string(height) + "x" + std::to_string(width));
   Item it{pixels_.size(), static_cast<int32_t>(height), static_cast<int32_t>(width), label};
   it.first_box = boxes_.size();
   it.mask_offset = masks_.size();
@@ -60,15 +64,17 @@ void InMemoryDataset::add_item(const uint8_t* hwc, int64_t height, int64_t width
 
 void InMemoryDataset::add(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
                           std::string name) {
+  check_kind(TargetKind::kLabel, name);
   HPCNET_REQUIRE(label >= 0 && label < static_cast<int64_t>(classes_.size()),
                  "dataset: label " + std::to_string(label) + " of image " +
                      (name.empty() ? "#" + std::to_string(items_.size()) : name) +
                      " is outside 0.." + std::to_string(classes_.size()) + " - 1");
-  add_item(hwc, height, width, label, std::move(name), TargetKind::kLabel);
+  add_item(hwc, height, width, label, std::move(name));
 }
 
 void InMemoryDataset::add_boxes(const uint8_t* hwc, int64_t height, int64_t width,
                                 const std::vector<Box>& boxes, std::string name) {
+  check_kind(TargetKind::kBoxes, name);
   const std::string who = name.empty() ? "#" + std::to_string(items_.size()) : name;
   for (size_t k = 0; k < boxes.size(); ++k) {
     const Box& b = boxes[k];
@@ -82,13 +88,14 @@ void InMemoryDataset::add_boxes(const uint8_t* hwc, int64_t height, int64_t widt
                        " is not inside the image (" + std::to_string(width) + "x" +
                        std::to_string(height) + ")");
   }
-  add_item(hwc, height, width, 0, std::move(name), TargetKind::kBoxes);
+  add_item(hwc, height, width, 0, std::move(name));
   items_.back().num_boxes = boxes.size();
   boxes_.insert(boxes_.end(), boxes.begin(), boxes.end());
 }
 
 void InMemoryDataset::add_mask(const uint8_t* hwc, int64_t height, int64_t width,
                                const uint8_t* mask, std::string name) {
+  check_kind(TargetKind::kMask, name);
   const int64_t n = height * width;
   for (int64_t p = 0; p < n; ++p)
     HPCNET_REQUIRE(mask[p] < classes_.size() || mask[p] == kIgnoreIndex,
@@ -98,7 +105,7 @@ void InMemoryDataset::add_mask(const uint8_t* hwc, int64_t height, int64_t width
                        std::to_string(p / width) + ", " + std::to_string(p % width) +
                        "), outside 0.." + std::to_string(classes_.size()) + " - 1 and not " +
                        std::to_string(kIgnoreIndex) + " (ignore)");
-  add_item(hwc, height, width, 0, std::move(name), TargetKind::kMask);
+  add_item(hwc, height, width, 0, std::move(name));
   masks_.insert(masks_.end(), mask, mask + n);
 }
 

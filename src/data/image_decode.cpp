@@ -214,11 +214,14 @@ std::vector<std::string> list_image_files(const std::string& path) {
     return {path};
   }
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(path, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || name[0] == '.' || !detail::is_image_name(name)) continue;
-    if (!e.is_regular_file(ec)) continue;
-    files.push_back(e.path().string());
+  fs::directory_iterator it(path, ec), end;
+  while (!ec && it != end) {
+    const std::string name = it->path().filename().string();
+    std::error_code entry_ec;  // a dangling link is skipped, not a failure of the listing
+    if (!name.empty() && name[0] != '.' && detail::is_image_name(name) &&
+        it->is_regular_file(entry_ec))
+      files.push_back(it->path().string());
+    it.increment(ec);
   }
   HPCNET_REQUIRE(!ec, path + ": cannot list the folder (" + ec.message() + ")");
   HPCNET_REQUIRE(!files.empty(), path + ": the folder holds no .jpg, .jpeg or .png file");

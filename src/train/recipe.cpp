@@ -39,9 +39,11 @@ const std::vector<RecipeField> kFields = {
      [](const C& c) {
        if (!c.task.empty()) task::make_task(c.task);  // InputError listing the known tasks
        return std::string();
-     }},
+     },
+     [](const C& c) { return resolved_task(c); }},
     {"imgsz", &C::imgsz, "input size in pixels, square (0 = the model's default: 32)", kRecipe,
-     kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); }},
+     kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
+     [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
     {"dataset", &C::dataset, "cifar10 or imagefolder", kRecipe, kRequired,
      [](const C& c) {
        return c.dataset == "cifar10" || c.dataset == "imagefolder"
@@ -124,7 +126,10 @@ const std::vector<RecipeField> kFields = {
     {"cutout", &C::cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)",
      kRecipe, 0,
      [](const C& c) {
-       return need(c.cutout >= 0 && c.cutout <= 32, "--cutout", "must be in [0, 32] pixels (0 = off)",
+       const int64_t s = resolved_imgsz(c);
+       return need(c.cutout >= 0 && c.cutout <= s, "--cutout",
+                   ("must be in [0, " + std::to_string(s) + "] pixels, the input size (0 = off)")
+                       .c_str(),
                    c.cutout);
      }},
     {"precision", &C::precision,
@@ -241,6 +246,13 @@ nlohmann::json recipe_json(const TrainConfig& c) {
 
 void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std::string& where) {
   HPCNET_REQUIRE(saved.is_object(), where + ": corrupt checkpoint: config is not a JSON object");
+  auto refuse = [&](const RecipeField& f) {
+    throw InputError(f.flag() + " differs from the recipe in " + where +
+                     "; --resume continues the same run (start a new --out to change it)");
+  };
+  // kAuto fields saved with their auto value and given explicitly: compared once the rest of the
+  // recipe (the model) is merged, by what each resolves to.
+  std::vector<std::pair<const RecipeField*, TrainConfig>> deferred;
   for (const RecipeField& f : kFields) {
     if (f.role != FieldRole::kRecipe && f.role != FieldRole::kRun) continue;
     std::visit(
@@ -260,18 +272,28 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
             throw InputError(where + ": corrupt checkpoint: config " + f.key +
                              " has the wrong type");
           }
-          const bool is_auto = (f.flags & kAuto) && c.*m == TrainConfig{}.*m;
+          const bool auto_field = (f.flags & kAuto) != 0;
+          const bool given_auto = auto_field && c.*m == TrainConfig{}.*m;
+          const bool saved_auto = auto_field && value == TrainConfig{}.*m;
           if (f.role == FieldRole::kRecipe) {
-            if (given(c, f) && !is_auto && value != c.*m)
-              throw InputError(f.flag() + " differs from the recipe in " + where +
-                               "; --resume continues the same run (start a new --out to change "
-                               "it)");
+            if (given(c, f) && !given_auto && value != c.*m) {
+              if (!saved_auto) refuse(f);
+              TrainConfig explicit_value;  // only the given value matters here
+              explicit_value.*m = c.*m;
+              deferred.emplace_back(&f, explicit_value);
+            }
             c.*m = value;
           } else if (!given(c, f)) {
             c.*m = value;  // kRun: the run's value unless given (bit-exact resume needs threads)
           }
         },
         f.ref);
+  }
+  for (auto& [f, explicit_value] : deferred) {
+    TrainConfig with_given = c;  // the merged recipe with the explicit value put back
+    std::visit([&](auto m) { with_given.*m = explicit_value.*m; }, f->ref);
+    if (!f->resolved || f->resolved(with_given) != f->resolved(c)) refuse(*f);
+    c = with_given;
   }
   if (c.out.empty()) c.out = c.resume;
 }
