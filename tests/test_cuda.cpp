@@ -72,10 +72,27 @@ void expect_equal_ints(const Tensor& on_gpu, const Tensor& on_cpu, const std::st
 const DType kFloatTypes[] = {DType::kFloat32, DType::kFloat64};
 
 // The ops of the op table (and the non-differentiable ones) that have a parity test below.
-const std::set<std::string> kParityTested = {
-    "conv2d",   "max_pool2d",    "linear", "relu", "add",    "reshape", "log_softmax",
-    "nll_loss", "cross_entropy", "sum",    "mean", "argmax", "sgd_step",
-    "batch_norm", "global_avg_pool2d", "subsample_pad", "dropout", "adamw_step"};
+const std::set<std::string> kParityTested = {"conv2d",
+                                             "max_pool2d",
+                                             "linear",
+                                             "relu",
+                                             "add",
+                                             "reshape",
+                                             "log_softmax",
+                                             "nll_loss",
+                                             "cross_entropy",
+                                             "sum",
+                                             "mean",
+                                             "argmax",
+                                             "sgd_step",
+                                             "batch_norm",
+                                             "global_avg_pool2d",
+                                             "subsample_pad",
+                                             "dropout",
+                                             "adamw_step",
+                                             "upsample_nearest2d",
+                                             "cat",
+                                             "cross_entropy2d"};
 
 }  // namespace
 
@@ -473,6 +490,171 @@ TEST(CudaParity, OutOfRangeLabelIsADeferredInputError) {
   EXPECT_THROW(cuda_synchronize(kGpu), InputError);
   EXPECT_TRUE(std::isnan(loss.item()));
   EXPECT_NO_THROW(cuda_synchronize(kGpu));  // reported once
+}
+
+TEST(CudaParity, UpsampleNearest2d) {
+  REQUIRE_CUDA();
+  Rng rng(23);
+  for (DType t : kFloatTypes)
+    for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{3}})
+      for (const Shape& xs : {Shape{2, 3, 5, 7}, Shape{1, 16, 33, 20}}) {
+        std::string tag = std::string("upsample_nearest2d ") + dtype_name(t) + " " + shape_str(xs) +
+                          " scale " + std::to_string(s);
+        Shape ys = {xs[0], xs[1], xs[2] * s, xs[3] * s};
+        Tensor x = randn(xs, rng, t), dy = randn(ys, rng, t);
+        Tensor y = nan_cpu(ys, t), gy = nan_gpu(ys, t);
+        ops::upsample_nearest2d_forward(x, y, s);
+        ops::upsample_nearest2d_forward(gpu(x), gy, s);
+        expect_close(gy, y, 0, tag + " y");
+        Tensor dx = nan_cpu(xs, t), gdx = nan_gpu(xs, t);
+        ops::upsample_nearest2d_backward(dy, dx, s);
+        ops::upsample_nearest2d_backward(gpu(dy), gdx, s);
+        expect_close(gdx, dx, tol_for(t), tag + " dx");
+      }
+}
+
+TEST(CudaParity, CatAlongEveryDim) {
+  REQUIRE_CUDA();
+  Rng rng(24);
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt64})
+    for (int64_t dim = 0; dim < 4; ++dim) {
+      std::string tag = std::string("cat ") + dtype_name(t) + " dim " + std::to_string(dim);
+      std::vector<Tensor> xs, gxs;
+      std::vector<int64_t> sizes;
+      Shape ys = {3, 4, 5, 6};
+      ys[dim] = 0;
+      for (int64_t d : {2, 1, 3}) {
+        Shape s = {3, 4, 5, 6};
+        s[dim] = d;
+        ys[dim] += d;
+        sizes.push_back(d);
+        xs.push_back(randn(s, rng, DType::kFloat64).to(t));
+        gxs.push_back(gpu(xs.back()));
+      }
+      Tensor y = Tensor::full(ys, -7, t), gy = Tensor::full(ys, -7, t, kGpu);
+      ops::cat_forward(xs, y, dim);
+      ops::cat_forward(gxs, gy, dim);
+      expect_equal_ints(gy, y, tag + " y");
+      Tensor dy = randn(ys, rng, DType::kFloat64).to(t);
+      std::vector<Tensor> dxs(3), gdxs(3);
+      for (int i : {0, 2}) {  // the middle input needs no gradient
+        dxs[i] = Tensor::full(xs[i].shape(), -7, t);
+        gdxs[i] = Tensor::full(xs[i].shape(), -7, t, kGpu);
+      }
+      ops::cat_backward(dy, sizes, dxs, dim);
+      ops::cat_backward(gpu(dy), sizes, gdxs, dim);
+      EXPECT_FALSE(gdxs[1].defined()) << tag;
+      for (int i : {0, 2}) expect_equal_ints(gdxs[i], dxs[i], tag + " dx" + std::to_string(i));
+    }
+}
+
+TEST(CudaParity, CrossEntropy2dWeightsAndIgnoredPixels) {
+  REQUIRE_CUDA();
+  Rng rng(25);
+  struct Case {
+    Shape x;
+    bool weighted;
+    int64_t ignore_index;
+  };
+  // The large case runs several hundred blocks in the first pass.
+  for (const Case& c : {Case{{2, 5, 7, 9}, false, 255}, Case{{2, 5, 7, 9}, true, 255},
+                        Case{{3, 21, 33, 40}, true, -100}, Case{{2, 4, 256, 300}, true, 255},
+                        Case{{1, 3, 4, 4}, false, 1}})
+    for (DType t : kFloatTypes) {
+      const int64_t n = c.x[0], cls = c.x[1], h = c.x[2], w = c.x[3];
+      std::string tag = std::string("cross_entropy2d ") + dtype_name(t) + " " + shape_str(c.x) +
+                        (c.weighted ? " weighted" : "") + " ignore " +
+                        std::to_string(c.ignore_index);
+      Tensor x = randn(c.x, rng, t);
+      std::vector<int64_t> labels(n * h * w);
+      for (auto& l : labels)  // about one pixel in five ignored
+        l = rng.uniform() < 0.2 ? c.ignore_index : static_cast<int64_t>(rng.randint(cls));
+      Tensor tgt = Tensor::from_labels(labels).view_nograd({n, h, w}), gtgt = gpu(tgt);
+      Tensor wt;
+      if (c.weighted) {
+        wt = Tensor::empty({cls}, DType::kFloat64);
+        for (int64_t j = 0; j < cls; ++j) wt.data<double>()[j] = 0.25 + rng.uniform();
+        wt = wt.to(t);
+      }
+      Tensor loss = nan_cpu({}, t), prob = nan_cpu(c.x, t), tw = nan_cpu({}, DType::kFloat64);
+      Tensor gloss = nan_gpu({}, t), gprob = nan_gpu(c.x, t), gtw = nan_gpu({}, DType::kFloat64);
+      ops::cross_entropy2d_forward(x, tgt, wt, c.ignore_index, loss, prob, tw);
+      ops::cross_entropy2d_forward(gpu(x), gtgt, gpu(wt), c.ignore_index, gloss, gprob, gtw);
+      expect_close(gloss, loss, tol_for(t), tag + " loss");
+      expect_close(gprob, prob, tol_for(t), tag + " prob");
+      expect_close(gtw, tw, 1e-12, tag + " total_weight");
+      Tensor dl = Tensor::full({}, 1.7, t);
+      Tensor d = nan_cpu(c.x, t), gd = nan_gpu(c.x, t);
+      ops::cross_entropy2d_backward(dl, prob, tgt, wt, tw, c.ignore_index, d);
+      ops::cross_entropy2d_backward(gpu(dl), gprob, gtgt, gpu(wt), gtw, c.ignore_index, gd);
+      expect_close(gd, d, tol_for(t), tag + " dlogits");
+    }
+  // Every pixel ignored: NaN on both backends, as torch; the gradient is 0.
+  for (DType t : kFloatTypes) {
+    Tensor x = randn({2, 3, 2, 2}, rng, t);
+    Tensor tgt = Tensor::full({2, 2, 2}, 255, DType::kInt64);
+    Tensor gloss = nan_gpu({}, t), gprob = nan_gpu(x.shape(), t),
+           gtw = nan_gpu({}, DType::kFloat64);
+    ops::cross_entropy2d_forward(gpu(x), gpu(tgt), Tensor(), 255, gloss, gprob, gtw);
+    EXPECT_TRUE(std::isnan(gloss.item())) << dtype_name(t);
+    EXPECT_EQ(gtw.item(), 0.0);
+    Tensor gd = nan_gpu(x.shape(), t);
+    ops::cross_entropy2d_backward(gpu(Tensor::full({}, 1.0, t)), gprob, gpu(tgt), Tensor(), gtw,
+                                  255, gd);
+    for (double v : gd.to_vector_f64()) ASSERT_EQ(v, 0.0) << dtype_name(t);
+  }
+}
+
+TEST(CudaParity, CrossEntropy2dOutOfRangeLabelIsADeferredInputError) {
+  REQUIRE_CUDA();
+  Tensor x = Tensor::zeros({2, 4, 3, 3}, DType::kFloat32, kGpu);
+  std::vector<int64_t> labels(18, 1);
+  labels[13] = 4;  // image 1
+  Tensor t = gpu(Tensor::from_labels(labels).view_nograd({2, 3, 3}));
+  Tensor loss = nan_gpu({}, DType::kFloat32), prob = nan_gpu({2, 4, 3, 3}, DType::kFloat32);
+  Tensor tw = nan_gpu({}, DType::kFloat64);
+  ops::cross_entropy2d_forward(x, t, Tensor(), 255, loss, prob, tw);  // queued: cannot throw yet
+  try {
+    cuda_synchronize(kGpu);
+    FAIL() << "no deferred error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 4 of sample 1"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::isnan(loss.item()));
+  EXPECT_NO_THROW(cuda_synchronize(kGpu));  // reported once
+}
+
+// A U-Net decoder step on the device: conv, upsample, cat with a skip, conv, cross_entropy2d
+// with weights and ignored pixels, through autograd; the same on the CPU.
+TEST(CudaParity, AutogradThroughAUNetDecoderStep) {
+  REQUIRE_CUDA();
+  Rng rng(26);
+  Tensor x = randn({2, 3, 4, 4}, rng), skip = randn({2, 2, 8, 8}, rng);
+  Tensor w1 = randn({4, 3, 3, 3}, rng), w2 = randn({5, 6, 3, 3}, rng), b2 = randn({5}, rng);
+  Tensor weight = Tensor::from_vector({1, 2, 0.5, 1, 3}, {5});
+  std::vector<int64_t> labels(2 * 8 * 8);
+  for (auto& l : labels) l = rng.uniform() < 0.1 ? 255 : static_cast<int64_t>(rng.randint(5));
+  Tensor tgt = Tensor::from_labels(labels).view_nograd({2, 8, 8});
+  auto run = [&](Device d) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : {x, skip, w1, w2, b2}) {
+      Tensor l = t.to(d);
+      if (l.same(t)) l = t.clone();
+      l.set_requires_grad(true);
+      leaves.push_back(l);
+    }
+    Tensor h = F::conv2d_relu(leaves[0], leaves[2], Tensor(), 1, 1);  // (2, 4, 4, 4)
+    h = F::cat({F::upsample_nearest2d(h, 2), leaves[1]}, 1);          // (2, 6, 8, 8)
+    Tensor logits = F::conv2d(h, leaves[3], leaves[4], 1, 1);         // (2, 5, 8, 8)
+    Tensor loss = F::cross_entropy2d(logits, tgt.to(d), weight.to(d), 255);
+    loss.backward();
+    std::vector<Tensor> out = {loss.detach(), logits.detach()};
+    for (auto& l : leaves) out.push_back(l.grad());
+    return out;
+  };
+  auto c = run(cpu_device()), g = run(kGpu);
+  for (size_t i = 0; i < c.size(); ++i)
+    expect_close(g[i], c[i], 1e-4, "autograd output " + std::to_string(i));
 }
 
 TEST(CudaParity, SgdStepMatchesTheCpu) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -23,8 +24,9 @@ namespace {
 
 const std::string kGoldenDir = std::string(HPCNET_SOURCE_DIR) + "/tests/golden/";
 
+// Also returns the largest |got - want| in *worst when given.
 void expect_near_all(const Tensor& got, const Tensor& want, double abs_tol, double rel_tol,
-                     const std::string& what) {
+                     const std::string& what, double* worst_out = nullptr) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
   auto a = got.to_vector_f64(), b = want.to_vector_f64();
   double worst = 0;
@@ -33,6 +35,7 @@ void expect_near_all(const Tensor& got, const Tensor& want, double abs_tol, doub
     worst = std::max(worst, std::abs(a[i] - b[i]));
     ASSERT_NEAR(a[i], b[i], tol) << what << " element " << i;
   }
+  if (worst_out) *worst_out = std::max(*worst_out, worst);
 }
 
 const SafetensorsFile& ops_golden() {
@@ -46,24 +49,26 @@ const SafetensorsFile& lenet_golden() {
 
 // Runs op on fixture g's inputs <prefix>.<name> (float64 ones get gradients), backprops g's
 // <prefix>.dy, and compares y with <prefix>.y and every float64 input's gradient with
-// <prefix>.d<name>, to 1e-10 (1 + |want|).
-void check_op(const SafetensorsFile& g, const std::string& prefix,
-              const std::vector<std::string>& input_names,
-              const std::function<Tensor(const std::vector<Tensor>&)>& op) {
+// <prefix>.d<name>, to 1e-10 (1 + |want|). Returns the largest absolute difference seen.
+double check_op(const SafetensorsFile& g, const std::string& prefix,
+                const std::vector<std::string>& input_names,
+                const std::function<Tensor(const std::vector<Tensor>&)>& op) {
   std::vector<Tensor> in;
   for (auto& n : input_names) {
     Tensor t = g.at(prefix + "." + n).clone();
     if (t.dtype() == DType::kFloat64) t.set_requires_grad(true);
     in.push_back(t);
   }
+  double worst = 0;
   Tensor y = op(in);
-  expect_near_all(y, g.at(prefix + ".y"), 1e-10, 1e-10, prefix + ".y");
+  expect_near_all(y, g.at(prefix + ".y"), 1e-10, 1e-10, prefix + ".y", &worst);
   y.backward(g.at(prefix + ".dy"));
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i].dtype() != DType::kFloat64) continue;
     expect_near_all(in[i].grad(), g.at(prefix + ".d" + input_names[i]), 1e-10, 1e-10,
-                    prefix + ".d" + input_names[i]);
+                    prefix + ".d" + input_names[i], &worst);
   }
+  return worst;
 }
 
 // Model `name` with every state_dict entry from g's init.<entry>.
@@ -96,6 +101,40 @@ TEST(Golden, OpsMatchPyTorchInFloat64) {
   check_op(g, "sum", {"x"}, [](auto& v) { return F::sum(v[0]); });
   check_op(g, "mean", {"x"}, [](auto& v) { return F::mean(v[0]); });
   check_op(g, "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); });
+}
+
+// The segmentation ops (upsample, cat, per-pixel cross entropy with weights and ignore_index);
+// prints the largest difference from PyTorch of each case.
+TEST(Golden, SegmentationOpsMatchPyTorchInFloat64) {
+  const auto& g = ops_golden();
+  auto report = [](const std::string& name, double worst) {
+    std::printf("[ golden   ] %-28s max |hpcnet - torch| = %.3g\n", name.c_str(), worst);
+  };
+  report("upsample_nearest2d_s2", check_op(g, "upsample_nearest2d_s2", {"x"},
+                                           [](auto& v) { return F::upsample_nearest2d(v[0], 2); }));
+  report("upsample_nearest2d_s3", check_op(g, "upsample_nearest2d_s3", {"x"},
+                                           [](auto& v) { return F::upsample_nearest2d(v[0], 3); }));
+  report("cat_dim1", check_op(g, "cat_dim1", {"a", "b", "c"}, [](auto& v) {
+           return F::cat({v[0], v[1], v[2]}, 1);
+         }));
+  report("cat_dim_last", check_op(g, "cat_dim_last", {"a", "b"}, [](auto& v) {
+           return F::cat({v[0], v[1]}, -1);
+         }));
+  report("cross_entropy2d", check_op(g, "cross_entropy2d", {"x", "target"},
+                                     [](auto& v) { return F::cross_entropy2d(v[0], v[1]); }));
+  const Tensor weight = g.at("cross_entropy2d_weighted.weight");
+  report("cross_entropy2d_weighted",
+         check_op(g, "cross_entropy2d_weighted", {"x", "target"},
+                  [&](auto& v) { return F::cross_entropy2d(v[0], v[1], weight, 255); }));
+  // Every pixel ignored: torch's NaN, and a zero gradient.
+  Tensor x = g.at("cross_entropy2d_all_ignored.x").clone();
+  x.set_requires_grad(true);
+  Tensor y = F::cross_entropy2d(x, g.at("cross_entropy2d_all_ignored.target"));
+  EXPECT_TRUE(std::isnan(g.at("cross_entropy2d_all_ignored.y").item()));
+  EXPECT_TRUE(std::isnan(y.item()));
+  y.backward(g.at("cross_entropy2d_all_ignored.dy"));
+  expect_near_all(x.grad(), g.at("cross_entropy2d_all_ignored.dx"), 0, 0,
+                  "cross_entropy2d_all_ignored.dx");
 }
 
 namespace {

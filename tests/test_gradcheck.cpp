@@ -155,6 +155,58 @@ std::map<std::string, std::vector<Case>> all_cases() {
         return F::dropout(v[0], 0.3, true);
       },
       [](Rng& r) { return std::vector<Tensor>{randn64({4, 6}, r)}; });
+  add("upsample_nearest2d", "upsample_nearest2d scale 2",
+      [](auto& v) { return F::upsample_nearest2d(v[0], 2); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 3, 4}, r)}; });
+  add("upsample_nearest2d", "upsample_nearest2d scale 3 then conv",
+      [](auto& v) { return F::conv2d(F::upsample_nearest2d(v[0], 3), v[1], Tensor(), 1, 1); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 2, 3}, r), randn64({2, 2, 3, 3}, r)}; });
+  add("upsample_nearest2d", "upsample_nearest2d scale 1",
+      [](auto& v) { return F::upsample_nearest2d(v[0], 1); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 3, 2}, r)}; });
+  add("cat", "cat dim 1 of three (N, C, H, W)",
+      [](auto& v) { return F::cat({v[0], v[1], v[2]}, 1); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 2, 3}, r), randn64({2, 1, 2, 3}, r),
+                                   randn64({2, 2, 2, 3}, r)};
+      });
+  add("cat", "cat dim 0 of 2-d, one input twice",
+      [](auto& v) { return F::cat({v[0], v[1], v[0]}, 0); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3}, r), randn64({1, 3}, r)}; });
+  add("cat", "cat dim -1 with a constant between",
+      [](auto& v) {
+        return F::cat({v[0], Tensor::full({2, 2, 1}, 0.5, DType::kFloat64), v[1]}, -1);
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 3}, r), randn64({2, 2, 2}, r)}; });
+  add("cat", "cat upsampled and skip (U-Net decoder)",
+      [](auto& v) {
+        return F::conv2d(F::cat({F::upsample_nearest2d(v[0], 2), v[1]}, 1), v[2], Tensor(), 1, 1);
+      },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 2, 2}, r), randn64({1, 1, 4, 4}, r),
+                                   randn64({2, 3, 3, 3}, r)};
+      });
+  add("cross_entropy2d", "cross_entropy2d",
+      [](auto& v) { return F::cross_entropy2d(v[0], v[1]); },
+      [](Rng& r) {
+        Tensor t = Tensor::from_labels({0, 3, 2, 1, 1, 0, 3, 3, 2, 0, 1, 2});
+        return std::vector<Tensor>{randn64({2, 4, 2, 3}, r, 2.0), t.view_nograd({2, 2, 3})};
+      });
+  add("cross_entropy2d", "cross_entropy2d with class weights and ignored pixels",
+      [](auto& v) {
+        Tensor w = Tensor::from_vector_f64({0.5, 2.0, 1.0, 0.25}, {4});  // a constant
+        return F::cross_entropy2d(v[0], v[1], w, 255);
+      },
+      [](Rng& r) {
+        Tensor t = Tensor::from_labels({0, 255, 2, 1, 255, 0, 3, 3, 255, 0, 1, 2});
+        return std::vector<Tensor>{randn64({2, 4, 3, 2}, r, 2.0), t.view_nograd({2, 3, 2})};
+      });
+  add("cross_entropy2d", "cross_entropy2d ignore_index is a class",
+      [](auto& v) { return F::cross_entropy2d(v[0], v[1], Tensor(), 1); },
+      [](Rng& r) {
+        Tensor t = Tensor::from_labels({0, 1, 2, 1, 2, 0});
+        return std::vector<Tensor>{randn64({1, 3, 2, 3}, r), t.view_nograd({1, 2, 3})};
+      });
   return c;
 }
 

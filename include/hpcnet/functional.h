@@ -1,8 +1,10 @@
 // Differentiable ops (hpcnet::F), as torch.nn.functional: each computes its output with the
 // backend kernels in src/ops/ops.h and, when an input requires grad and grad mode is on, records a
-// Node whose backward sits beside the forward in src/ops/NAME.cpp. Outputs are new tensors; no op
-// here modifies its inputs.
+// Node whose backward sits beside the forward in its family's src/ops/FAMILY.cpp. Outputs are new
+// tensors; no op here modifies its inputs.
 #pragma once
+
+#include <vector>
 
 #include "hpcnet/autograd.h"
 #include "hpcnet/tensor.h"
@@ -52,6 +54,32 @@ Tensor subsample_pad(const Tensor& x, int64_t stride, int64_t pad);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) in training; the
 // identity in eval. The mask comes from default_rng().
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// torch.nn.functional.interpolate(x, scale_factor=scale, mode="nearest") for an integer scale:
+// x (N, C, H, W) -> (N, C, H scale, W scale), y[n, c, i, j] = x[n, c, i / scale, j / scale].
+// Requires scale >= 1 (scale 1 copies). Backward sums each scale x scale block of the gradient.
+// x may be blocked (Layout::kBlocked16); the output is row-major. InputError for a rank other
+// than 4 or a scale < 1.
+Tensor upsample_nearest2d(const Tensor& x, int64_t scale);
+// torch.cat(xs, dim): tensors of one rank, dtype and device whose sizes agree except along dim
+// (-rank <= dim < rank; negative counts from the end) -> their concatenation along dim, a new
+// row-major tensor (also for one input). Any dim and rank >= 1; inputs may be blocked. Any dtype
+// forward; gradients flow to the float inputs that require grad (the backward splits the
+// gradient). InputError for no inputs, mismatched ranks, sizes or dtypes, or dim out of range.
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+// torch.nn.functional.cross_entropy(logits, target, weight=weight, ignore_index=ignore_index,
+// reduction="mean") for dense prediction: logits (N, C, H, W) float32/float64 (may be blocked),
+// target (N, H, W) int64, weight (C,) of logits' dtype or undefined (every class 1) -> 0-d
+//   sum over pixels with target != ignore_index of w[t] * -log_softmax(logits, dim 1)[t]
+//   divided by the sum of w[t] over those pixels
+// (without weight: the mean over the counted pixels). No counted pixel (all ignored, or an empty
+// batch) gives NaN, as torch; the gradient is then 0. A target value outside [0, C) that is not
+// ignore_index is an InputError naming the value and the pixel (on CUDA it is found
+// asynchronously: the loss is NaN and the InputError comes at the next synchronisation, e.g.
+// item()). Gradient for logits only (weight and target are constants): w[t] / total weight *
+// (softmax - onehot) at counted pixels, 0 at ignored ones. InputError for wrong ranks, shapes or
+// dtypes.
+Tensor cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight = Tensor(),
+                       int64_t ignore_index = 255);
 // Not differentiable: (N, C) -> (N,) int64.
 Tensor argmax(const Tensor& x);
 

@@ -171,6 +171,45 @@ HPCNET_HD T nll_grad_scale(T dloss, int64_t n) {
   return static_cast<T>(-dloss / n);
 }
 
+// ---- cross_entropy2d, one pixel of (N, C, H, W) ----
+
+// One pixel's cross entropy: its c logits lie at x[j * stride] (stride = H W). Writes the softmax
+// probabilities to prob[j * stride] (prob must not alias x) and returns -log_softmax(x)[t], or 0
+// when t < 0 (an ignored pixel: probabilities only). The arithmetic of log_softmax_row and
+// cross_entropy_row (T for the shifted logits, the sum of exponentials in double).
+template <class T>
+HPCNET_HD double softmax_nll_strided(const T* x, T* prob, int64_t c, int64_t stride, int64_t t) {
+  T mx = x[0];
+  for (int64_t j = 1; j < c; ++j) mx = x[j * stride] > mx ? x[j * stride] : mx;
+  double s = 0;
+  for (int64_t j = 0; j < c; ++j) s += exp_t(static_cast<double>(x[j * stride] - mx));
+  T lse = static_cast<T>(log_d(s)) + mx;
+  for (int64_t j = 0; j < c; ++j) prob[j * stride] = static_cast<T>(exp_t(x[j * stride] - lse));
+  return t >= 0 ? -static_cast<double>(x[t * stride] - lse) : 0.0;
+}
+
+// The scale of a non-ignored pixel's gradient in cross_entropy2d: dloss * w[t] / total_weight
+// (the mean over weights); dlogits = scale * (prob - onehot) there, 0 on ignored pixels.
+template <class T>
+HPCNET_HD T cross_entropy2d_grad_scale(T dloss, double w, double total_weight) {
+  return static_cast<T>(static_cast<double>(dloss) * w / total_weight);
+}
+
+// ---- upsample_nearest2d ----
+
+// The gradient of input (i, j) of one plane under nearest upsampling by s: the sum of the s x s
+// block dyp[i s + a, j s + b] of the upsampled plane dyp (width w s), rows a outer and columns b
+// inner (the order in which PyTorch's scatter over outputs adds them), in T.
+template <class T>
+HPCNET_HD T upsample_nearest_grad(const T* dyp, int64_t w, int64_t s, int64_t i, int64_t j) {
+  const int64_t ws = w * s;
+  const T* p = dyp + i * s * ws + j * s;
+  T acc = T(0);
+  for (int64_t a = 0; a < s; ++a)
+    for (int64_t b = 0; b < s; ++b) acc += p[a * ws + b];
+  return acc;
+}
+
 // Index of the first maximum of a row (NaN never wins over a number seen before it).
 template <class T>
 HPCNET_HD int64_t argmax_row(const T* p, int64_t c) {

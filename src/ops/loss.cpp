@@ -1,8 +1,11 @@
-// log_softmax, nll_loss, cross_entropy and argmax over dim 1 of (N, C): dispatching kernels and
-// differentiable wrappers with their backward formulas:
+// log_softmax, nll_loss, cross_entropy and argmax over dim 1 of (N, C), and cross_entropy2d
+// over dim 1 of (N, C, H, W): dispatching kernels and differentiable wrappers with their backward
+// formulas:
 //   log_softmax: dx = dy - softmax(x) * rowsum(dy)
 //   nll_loss (mean): dlogp[i, t_i] = -dloss / N
 //   cross_entropy (mean, smoothing eps): dlogits = dloss * (softmax - (1-eps) onehot - eps/C) / N
+//   cross_entropy2d (weighted mean, ignore_index): dlogits = dloss * w[t] / sum(w[t]) *
+//   (softmax - onehot) at counted pixels, 0 at ignored ones
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
@@ -13,6 +16,7 @@ namespace ops {
 HPCNET_DEFINE_OP(log_softmax)
 HPCNET_DEFINE_OP(nll_loss)
 HPCNET_DEFINE_OP(cross_entropy)
+HPCNET_DEFINE_OP(cross_entropy2d)
 
 namespace {
 void check_rows_targets(const char* op, const Tensor& x, const Tensor& target) {
@@ -21,6 +25,34 @@ void check_rows_targets(const char* op, const Tensor& x, const Tensor& target) {
   detail::check_dtype(op, target, DType::kInt64, "target");
   detail::check_shape(op, target, {x.size(0)}, "target");
   detail::check_same_device(op, x.device(), {&x, &target});
+}
+bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+// cross_entropy2d's arguments, as InputErrors naming the op and the shapes: logits (N, C, H, W)
+// float with C >= 1, target (N, H, W) int64, weight undefined or (C,) of logits' dtype.
+void check_cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight) {
+  HPCNET_REQUIRE(logits.defined() && target.defined(),
+                 "cross_entropy2d: logits and target must be defined");
+  const std::string shapes =
+      " (logits " + shape_str(logits.shape()) + ", target " + shape_str(target.shape()) + ")";
+  HPCNET_REQUIRE(logits.dim() == 4, "cross_entropy2d: logits must be (N, C, H, W)" + shapes);
+  HPCNET_REQUIRE(logits.size(1) >= 1, "cross_entropy2d: logits need at least one class" + shapes);
+  HPCNET_REQUIRE(is_float(logits.dtype()),
+                 std::string("cross_entropy2d: logits must be float32 or float64, got ") +
+                     dtype_name(logits.dtype()));
+  HPCNET_REQUIRE(target.dtype() == DType::kInt64,
+                 std::string("cross_entropy2d: target must be int64 class indices, got ") +
+                     dtype_name(target.dtype()));
+  HPCNET_REQUIRE(target.shape() == Shape({logits.size(0), logits.size(2), logits.size(3)}),
+                 "cross_entropy2d: target must be (N, H, W) of logits (N, C, H, W)" + shapes);
+  if (weight.defined()) {
+    HPCNET_REQUIRE(weight.shape() == Shape({logits.size(1)}),
+                   "cross_entropy2d: weight must be (C,) = (" + std::to_string(logits.size(1)) +
+                       ",), got " + shape_str(weight.shape()));
+    HPCNET_REQUIRE(weight.dtype() == logits.dtype(),
+                   std::string("cross_entropy2d: weight has dtype ") + dtype_name(weight.dtype()) +
+                       ", logits " + dtype_name(logits.dtype()));
+  }
 }
 }  // namespace
 
@@ -51,6 +83,34 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& prob, const Tenso
                             double eps, Tensor& dlogits) {
   detail::check_same_device("cross_entropy_backward", prob.device(), {&dloss, &prob, &target, &dlogits});
   HPCNET_DISPATCH(prob.device(), cross_entropy_backward, dloss, prob, target, eps, dlogits);
+}
+void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                             int64_t ignore_index, Tensor& loss, Tensor& prob,
+                             Tensor& total_weight) {
+  check_cross_entropy2d(logits, target, weight);
+  detail::check_shape("cross_entropy2d", prob, logits.shape(), "prob");
+  detail::check_dtype("cross_entropy2d", prob, logits.dtype(), "prob");
+  detail::check_dtype("cross_entropy2d", loss, logits.dtype(), "loss");
+  detail::check_dtype("cross_entropy2d", total_weight, DType::kFloat64, "total_weight");
+  HPCNET_CHECK(loss.numel() == 1 && total_weight.numel() == 1,
+               "cross_entropy2d: loss and total_weight are 0-d");
+  detail::check_same_device("cross_entropy2d", logits.device(),
+                            {&logits, &target, &weight, &loss, &prob, &total_weight});
+  HPCNET_DISPATCH(logits.device(), cross_entropy2d_forward, logits, target, weight, ignore_index,
+                  loss, prob, total_weight);
+}
+void cross_entropy2d_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
+                              const Tensor& weight, const Tensor& total_weight,
+                              int64_t ignore_index, Tensor& dlogits) {
+  check_cross_entropy2d(prob, target, weight);
+  detail::check_shape("cross_entropy2d_backward", dlogits, prob.shape(), "dlogits");
+  detail::check_dtype("cross_entropy2d_backward", dlogits, prob.dtype(), "dlogits");
+  detail::check_dtype("cross_entropy2d_backward", dloss, prob.dtype(), "dloss");
+  detail::check_dtype("cross_entropy2d_backward", total_weight, DType::kFloat64, "total_weight");
+  detail::check_same_device("cross_entropy2d_backward", prob.device(),
+                            {&dloss, &prob, &target, &weight, &total_weight, &dlogits});
+  HPCNET_DISPATCH(prob.device(), cross_entropy2d_backward, dloss, prob, target, weight,
+                  total_weight, ignore_index, dlogits);
 }
 void argmax(const Tensor& x, Tensor& out) {
   HPCNET_CHECK(x.dim() == 2, "argmax: input must be (N, C), got " + shape_str(x.shape()));
@@ -100,6 +160,19 @@ struct CrossEntropyNode : Node {
   void release() override { prob = target = Tensor(); }
 };
 
+struct CrossEntropy2dNode : Node {
+  Tensor prob, target, weight, total_weight;
+  int64_t ignore_index = 255;
+  const char* name() const override { return "CrossEntropy2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(prob.shape(), prob.dtype(), prob.device());
+    ops::cross_entropy2d_backward(g.contiguous(), prob, target, weight, total_weight, ignore_index,
+                                  dx);
+    return {dx};
+  }
+  void release() override { prob = target = weight = total_weight = Tensor(); }
+};
+
 }  // namespace
 
 Tensor F::log_softmax(const Tensor& x_in) {
@@ -140,6 +213,28 @@ Tensor F::cross_entropy(const Tensor& logits_in, const Tensor& target, double la
     node->target = target;
     node->eps = label_smoothing;
     record(node, {&logits_in, &target}, loss);
+  }
+  return loss;
+}
+
+Tensor F::cross_entropy2d(const Tensor& logits_in, const Tensor& target_in, const Tensor& weight_in,
+                          int64_t ignore_index) {
+  ops::check_cross_entropy2d(logits_in, target_in, weight_in);
+  Tensor logits = logits_in.contiguous();  // blocked activations become row-major
+  Tensor target = target_in.contiguous();
+  Tensor weight = weight_in.defined() ? weight_in.contiguous().detach() : Tensor();
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  Tensor prob = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  Tensor total_weight = Tensor::empty({}, DType::kFloat64, logits.device());
+  ops::cross_entropy2d_forward(logits, target, weight, ignore_index, loss, prob, total_weight);
+  if (any_requires_grad({&logits_in})) {
+    auto node = std::make_shared<CrossEntropy2dNode>();
+    node->prob = prob;
+    node->target = target;
+    node->weight = weight;
+    node->total_weight = total_weight;
+    node->ignore_index = ignore_index;
+    record(node, {&logits_in}, loss);
   }
   return loss;
 }

@@ -1,8 +1,9 @@
 // The op table: one line per op, the single list that names every differentiable op. Each op
-// NAME has a backend-neutral autograd wrapper (src/ops/NAME.cpp, F::NAME) that defines
-// HPCNET_DEFINE_OP(NAME), kernels in src/ops/cpu/NAME.cpp (and src/ops/cuda/NAME.cu), and a
-// finite-difference gradient check in tests/test_gradcheck.cpp. A name listed here without its
-// wrapper fails to link; tests/test_gradcheck.cpp fails when an op has no check.
+// NAME has a backend-neutral autograd wrapper (F::NAME, in its family's src/ops/FAMILY.cpp) that
+// defines HPCNET_DEFINE_OP(NAME), kernels in src/ops/cpu/FAMILY.cpp (and src/ops/cuda/FAMILY.cu),
+// a finite-difference gradient check in tests/test_gradcheck.cpp and a CUDA parity test in
+// tests/test_cuda.cpp. A name listed here without its wrapper fails to link; the two tests fail
+// when an op has no check.
 #pragma once
 
 #define HPCNET_OP_TABLE(X) \
@@ -20,7 +21,10 @@
   X(batch_norm)            \
   X(global_avg_pool2d)     \
   X(subsample_pad)         \
-  X(dropout)
+  X(dropout)               \
+  X(upsample_nearest2d)    \
+  X(cat)                   \
+  X(cross_entropy2d)
 
 // Non-differentiable ops (no gradient check): argmax.
 

@@ -1,7 +1,9 @@
-// global_avg_pool2d, subsample_pad (the ResNet option-A shortcut) and dropout: dispatching
-// kernels and the F:: functions, with their backward formulas:
+// global_avg_pool2d, subsample_pad (the ResNet option-A shortcut), dropout and
+// upsample_nearest2d (the U-Net decoder's): dispatching kernels and the F:: functions, with their
+// backward formulas:
 //   global_avg_pool2d: dx = dy / (H W) broadcast;  subsample_pad: dx = dy at the sampled positions
-//   of the kept channels, 0 elsewhere;  dropout: dx = dy * mask / (1 - p).
+//   of the kept channels, 0 elsewhere;  dropout: dx = dy * mask / (1 - p);
+//   upsample_nearest2d (scale s): dx[i, j] = sum of dy over the s x s block [i s, j s].
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
 #include "src/ops/dispatch.h"
@@ -13,6 +15,7 @@ namespace ops {
 HPCNET_DEFINE_OP(global_avg_pool2d)
 HPCNET_DEFINE_OP(subsample_pad)
 HPCNET_DEFINE_OP(dropout)
+HPCNET_DEFINE_OP(upsample_nearest2d)
 
 void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
   detail::check_same_device("global_avg_pool2d", x.device(), {&x, &y});
@@ -34,6 +37,23 @@ void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
   detail::check_same_device("dropout", x.device(), {&x, &mask, &out});
   detail::check_dtype("dropout", mask, DType::kUInt8, "mask");
   HPCNET_DISPATCH(x.device(), mask_scale, x, mask, s, out);
+}
+void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t scale) {
+  HPCNET_CHECK(x.dim() == 4 && scale >= 1, "upsample_nearest2d: need (N, C, H, W) and scale >= 1");
+  detail::check_shape("upsample_nearest2d", y,
+                      {x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, "output");
+  detail::check_dtype("upsample_nearest2d", y, x.dtype(), "output");
+  detail::check_same_device("upsample_nearest2d", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), upsample_nearest2d_forward, x, y, scale);
+}
+void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
+  HPCNET_CHECK(dx.dim() == 4 && scale >= 1,
+               "upsample_nearest2d_backward: need (N, C, H, W) and scale >= 1");
+  detail::check_shape("upsample_nearest2d_backward", dy,
+                      {dx.size(0), dx.size(1), dx.size(2) * scale, dx.size(3) * scale}, "dy");
+  detail::check_dtype("upsample_nearest2d_backward", dy, dx.dtype(), "dy");
+  detail::check_same_device("upsample_nearest2d_backward", dy.device(), {&dy, &dx});
+  HPCNET_DISPATCH(dy.device(), upsample_nearest2d_backward, dy, dx, scale);
 }
 
 }  // namespace ops
@@ -71,6 +91,17 @@ struct DropoutNode : Node {
     return {dx};
   }
   void release() override { mask = Tensor(); }
+};
+
+struct UpsampleNearest2dNode : Node {
+  Shape x_shape;  // (N, C, H, W)
+  int64_t scale = 1;
+  const char* name() const override { return "UpsampleNearest2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
+    ops::upsample_nearest2d_backward(g.contiguous(), dx, scale);
+    return {dx};
+  }
 };
 }  // namespace
 
@@ -125,6 +156,27 @@ Tensor F::dropout(const Tensor& x_in, double p, bool training) {
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<DropoutNode>();
     node->mask = mask;
+    node->scale = scale;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
+  HPCNET_REQUIRE(x_in.dim() == 4,
+                 "upsample_nearest2d: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
+  HPCNET_REQUIRE(scale >= 1, "upsample_nearest2d: scale must be an integer >= 1, got " +
+                                 std::to_string(scale) + " for input " + shape_str(x_in.shape()));
+  HPCNET_REQUIRE(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+                 std::string("upsample_nearest2d: input must be float32 or float64, got ") +
+                     dtype_name(x_in.dtype()));
+  Tensor x = x_in.contiguous();  // blocked activations become row-major
+  Tensor y = Tensor::empty({x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, x.dtype(),
+                           x.device());
+  ops::upsample_nearest2d_forward(x, y, scale);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<UpsampleNearest2dNode>();
+    node->x_shape = x.shape();
     node->scale = scale;
     record(node, {&x_in}, y);
   }

@@ -3,7 +3,8 @@
 gradients, and parameters after 10 steps of three SGD variants) in float32, and single ops in
 float64 with their input gradients. Run by hand from the repository root:
 
-    /usr/bin/python3 tests/golden/make_golden.py
+    /usr/bin/python3 tests/golden/make_golden.py            # both files
+    /usr/bin/python3 tests/golden/make_golden.py ops        # ops_golden.safetensors only
 
 Needs torch >= 1.13 and nothing else (the safetensors writer is below, so the `safetensors`
 package is not needed). Output is deterministic for a given torch version; see README.md.
@@ -235,6 +236,27 @@ def make_ops():
     record("sum", [("x", rand(3, 4, 5))], torch.sum)
     record("mean", [("x", rand(3, 4, 5))], torch.mean)
     record("flatten", [("x", rand(2, 3, 4, 5))], lambda x: torch.flatten(x, 1))
+    # The segmentation ops (drawn after the ops above, so their entries keep their values).
+    record("upsample_nearest2d_s2", [("x", rand(2, 3, 3, 4))],
+           lambda x: F.interpolate(x, scale_factor=2, mode="nearest"))
+    record("upsample_nearest2d_s3", [("x", rand(1, 2, 3, 2))],
+           lambda x: F.interpolate(x, scale_factor=3, mode="nearest"))
+    record("cat_dim1", [("a", rand(2, 3, 2, 3)), ("b", rand(2, 1, 2, 3)), ("c", rand(2, 2, 2, 3))],
+           lambda a, b, c: torch.cat([a, b, c], dim=1))
+    record("cat_dim_last", [("a", rand(2, 2, 3)), ("b", rand(2, 2, 1))],
+           lambda a, b: torch.cat([a, b], dim=-1))
+    target = torch.randint(0, 5, (2, 3, 4), dtype=torch.int64)
+    record("cross_entropy2d", [("x", rand(2, 5, 3, 4) * 2), ("target", target)],
+           lambda x, t: F.cross_entropy(x, t, ignore_index=255))
+    target = torch.randint(0, 5, (2, 3, 4), dtype=torch.int64)
+    target[torch.rand(2, 3, 4) < 0.25] = 255
+    weight = rand(5).abs() + 0.25
+    entries.append(("cross_entropy2d_weighted.weight", weight))  # a constant: no gradient
+    record("cross_entropy2d_weighted", [("x", rand(2, 5, 3, 4) * 2), ("target", target)],
+           lambda x, t: F.cross_entropy(x, t, weight=weight, ignore_index=255))
+    record("cross_entropy2d_all_ignored",
+           [("x", rand(1, 3, 2, 2)), ("target", torch.full((1, 2, 2), 255, dtype=torch.int64))],
+           lambda x, t: F.cross_entropy(x, t, ignore_index=255))
 
     meta = {
         "torch_version": torch.__version__,
@@ -257,14 +279,36 @@ def make_ops():
         "sum": "torch.sum(x (3,4,5)) -> 0-d",
         "mean": "torch.mean(x (3,4,5)) -> 0-d",
         "flatten": "torch.flatten(x (2,3,4,5), 1) -> (2,60)",
+        "upsample_nearest2d_s2": "F.interpolate(x (2,3,3,4), scale_factor=2, mode='nearest') "
+                                 "-> (2,3,6,8)",
+        "upsample_nearest2d_s3": "F.interpolate(x (1,2,3,2), scale_factor=3, mode='nearest') "
+                                 "-> (1,2,9,6)",
+        "cat_dim1": "torch.cat([a (2,3,2,3), b (2,1,2,3), c (2,2,2,3)], dim=1) -> (2,6,2,3)",
+        "cat_dim_last": "torch.cat([a (2,2,3), b (2,2,1)], dim=-1) -> (2,2,4)",
+        "cross_entropy2d": "F.cross_entropy(x (2,5,3,4) logits, target (2,3,4) int64 in [0,5), "
+                           "ignore_index=255), mean over pixels",
+        "cross_entropy2d_weighted": "F.cross_entropy(x (2,5,3,4), target (2,3,4) with some 255, "
+                                    "weight=<op>.weight (5,), ignore_index=255): the weighted "
+                                    "mean over non-ignored pixels; weight is a constant (no "
+                                    "dweight)",
+        "cross_entropy2d_all_ignored": "F.cross_entropy(x (1,3,2,2), target all 255, "
+                                       "ignore_index=255): y is NaN, dx is 0",
     }
     return entries, meta
 
 
+FIXTURES = {"lenet": ("lenet_golden.safetensors", make_lenet),
+            "ops": ("ops_golden.safetensors", make_ops)}
+
+
 def main():
+    """Writes the fixtures named on the command line (lenet, ops), or both."""
+    names = sys.argv[1:] or list(FIXTURES)
+    unknown = [n for n in names if n not in FIXTURES]
+    if unknown:
+        sys.exit(f"unknown fixture {unknown[0]!r}; choose from {', '.join(FIXTURES)}")
     torch.set_num_threads(1)  # one summation order, so reruns give the same bytes
-    for name, make in (("lenet_golden.safetensors", make_lenet),
-                       ("ops_golden.safetensors", make_ops)):
+    for name, make in (FIXTURES[n] for n in names):
         entries, meta = make()
         path = os.path.join(OUT_DIR, name)
         size = save_safetensors(path, entries, meta)

@@ -1,9 +1,13 @@
 // CPU softmax-family ops over dim 1 of (N, C): log_softmax, nll_loss, fused cross_entropy (with
-// label smoothing, as torch.nn.functional.cross_entropy), and argmax. Row maxima are subtracted
-// before exponentiating; sums accumulate in double. The row arithmetic is
-// src/ops/elementwise_math.h's, which the CUDA kernels run too.
+// label smoothing, as torch.nn.functional.cross_entropy), and argmax; and cross_entropy2d over
+// dim 1 of (N, C, H, W) (class weights, ignore_index). Row maxima are subtracted before
+// exponentiating; sums accumulate in double. The row and pixel arithmetic is
+// src/ops/elementwise_math.h's, which the CUDA kernels run too. cross_entropy2d sums its loss
+// over fixed chunks of pixels, then the chunks in order: the same result for any thread count.
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
@@ -16,6 +20,24 @@ void check_label(int64_t label, int64_t c, int64_t row) {
   if (label < 0 || label >= c)
     throw InputError("label " + std::to_string(label) + " of sample " + std::to_string(row) +
                      " is out of range [0, " + std::to_string(c) + ")");
+}
+
+constexpr int64_t kPixelChunk = 1024;      // pixels per partial sum of cross_entropy2d
+constexpr int64_t kParallelMin = 1 << 15;  // elements below which loops stay serial
+
+// The first target of (N, H, W) outside [0, c) that is not ignore_index, as an InputError naming
+// its value and pixel.
+void check_pixel_labels(const Tensor& target, int64_t c, int64_t ignore_index) {
+  const int64_t* t = target.data<int64_t>();
+  const int64_t h = target.size(1), w = target.size(2), total = target.numel();
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t v = t[k];
+    if (v == ignore_index || (v >= 0 && v < c)) continue;
+    throw InputError("cross_entropy2d: label " + std::to_string(v) + " at pixel (n=" +
+                     std::to_string(k / (h * w)) + ", h=" + std::to_string(k / w % h) +
+                     ", w=" + std::to_string(k % w) + ") is out of range [0, " + std::to_string(c) +
+                     ") and is not ignore_index " + std::to_string(ignore_index));
+  }
 }
 
 }  // namespace
@@ -99,6 +121,78 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& prob, const Tenso
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < c; ++j)
         d[i * c + j] = math::cross_entropy_grad(g, pr[i * c + j], j == t[i], on, off);
+  });
+}
+
+void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                             int64_t ignore_index, Tensor& loss, Tensor& prob,
+                             Tensor& total_weight) {
+  const int64_t n = logits.size(0), c = logits.size(1), hw = logits.size(2) * logits.size(3);
+  const int64_t pixels = n * hw;
+  check_pixel_labels(target, c, ignore_index);
+  const int64_t* tg = target.data<int64_t>();
+  dispatch_float(logits.dtype(), "cross_entropy2d", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    T* pr = prob.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const int64_t chunks = (pixels + kPixelChunk - 1) / kPixelChunk;
+    std::vector<double> part(2 * chunks);  // (loss, weight) per chunk
+#pragma omp parallel for schedule(static) if (pixels * c > kParallelMin)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      double acc = 0, wsum = 0;
+      const int64_t end = std::min(pixels, (ch + 1) * kPixelChunk);
+      for (int64_t k = ch * kPixelChunk; k < end; ++k) {
+        const int64_t off = (k / hw) * c * hw + k % hw, t = tg[k];
+        const bool counted = t != ignore_index;
+        double nll = math::softmax_nll_strided(x + off, pr + off, c, hw, counted ? t : -1);
+        if (counted) {
+          const double wt = pw ? static_cast<double>(pw[t]) : 1.0;
+          acc += wt * nll;
+          wsum += wt;
+        }
+      }
+      part[2 * ch] = acc;
+      part[2 * ch + 1] = wsum;
+    }
+    double acc = 0, wsum = 0;
+    for (int64_t ch = 0; ch < chunks; ++ch) acc += part[2 * ch], wsum += part[2 * ch + 1];
+    loss.data<T>()[0] = static_cast<T>(acc / wsum);  // 0 / 0 = NaN when no pixel counts
+    total_weight.data<double>()[0] = wsum;
+  });
+}
+
+void cross_entropy2d_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
+                              const Tensor& weight, const Tensor& total_weight,
+                              int64_t ignore_index, Tensor& dlogits) {
+  const int64_t n = prob.size(0), c = prob.size(1), hw = prob.size(2) * prob.size(3);
+  check_pixel_labels(target, c, ignore_index);
+  const int64_t* tg = target.data<int64_t>();
+  const double tw = total_weight.data<double>()[0];
+  dispatch_float(prob.dtype(), "cross_entropy2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pr = prob.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T g = dloss.data<T>()[0];
+    T* d = dlogits.data<T>();
+    // Plane by plane (b, class j), pixels innermost: contiguous reads and writes.
+#pragma omp parallel for collapse(2) schedule(static) if (prob.numel() > kParallelMin)
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t* tb = tg + b * hw;
+        const T* pp = pr + (b * c + j) * hw;
+        T* dp = d + (b * c + j) * hw;
+        for (int64_t p = 0; p < hw; ++p) {
+          const int64_t t = tb[p];
+          if (t == ignore_index) {
+            dp[p] = T(0);
+            continue;
+          }
+          const T scale =
+              math::cross_entropy2d_grad_scale(g, pw ? static_cast<double>(pw[t]) : 1.0, tw);
+          dp[p] = math::cross_entropy_grad(scale, pp[p], j == t, T(1), T(0));
+        }
+      }
   });
 }
 

@@ -1,10 +1,12 @@
-// CPU kernels for the small data-movement ops of the ResNets: global average pooling, the
-// option-A shortcut (subsample and zero-pad channels) and dropout's mask-and-scale. Contiguous
-// NCHW; plain loops that vectorise, OpenMP over (n, c) planes when the tensor is large.
+// CPU kernels for the small data-movement ops of the ResNets and the U-Net: global average
+// pooling, the option-A shortcut (subsample and zero-pad channels), dropout's mask-and-scale and
+// nearest upsampling by an integer factor. Contiguous NCHW; plain loops that vectorise, OpenMP
+// over (n, c) planes when the tensor is large.
 #include <cstring>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -104,6 +106,41 @@ void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
     const int64_t n = x.numel();
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) po[i] = pm[i] ? px[i] * f : T(0);
+  });
+}
+
+// Each output row i of a plane is input row i / s with every element repeated s times: built once
+// per input row, then copied to the s - 1 rows below it.
+void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t s) {
+  dispatch_float(x.dtype(), "upsample_nearest2d", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), ws = w * s;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+#pragma omp parallel for schedule(static) if (y.numel() > kParallelMin)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t i = 0; i < h; ++i) {
+        const T* src = px + (pl * h + i) * w;
+        T* dst = py + (pl * h + i) * s * ws;
+        for (int64_t j = 0; j < w; ++j)
+          for (int64_t b = 0; b < s; ++b) dst[j * s + b] = src[j];
+        for (int64_t a = 1; a < s; ++a) std::memcpy(dst + a * ws, dst, sizeof(T) * ws);
+      }
+  });
+}
+
+void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t s) {
+  dispatch_float(dy.dtype(), "upsample_nearest2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = dx.size(0) * dx.size(1), h = dx.size(2), w = dx.size(3);
+    const int64_t out_plane = h * s * w * s;
+    const T* pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+#pragma omp parallel for schedule(static) if (dy.numel() > kParallelMin)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          pdx[(pl * h + i) * w + j] = math::upsample_nearest_grad(pdy + pl * out_plane, w, s, i, j);
   });
 }
 

@@ -1,9 +1,12 @@
 // CUDA softmax-family ops over dim 1 of (N, C): log_softmax, nll_loss, fused cross_entropy (with
-// label smoothing) and argmax. One thread per row runs the row arithmetic of
-// src/ops/elementwise_math.h (the CPU's); the mean over rows runs in one block in a fixed order
-// (deterministic), in double. An out-of-range label cannot throw from the device: its row's loss
-// (and probabilities) become NaN and the label is recorded in the device's error slot, raised as
-// an InputError at the next synchronisation (item(), a copy to the CPU, cuda_synchronize).
+// label smoothing) and argmax; and cross_entropy2d over dim 1 of (N, C, H, W). One thread per row
+// (per pixel) runs the arithmetic of src/ops/elementwise_math.h (the CPU's); the mean over rows
+// runs in one block in a fixed order (deterministic), in double; cross_entropy2d's sums go
+// through per-block partials summed by one block, also in a fixed order. An out-of-range label
+// cannot throw from the device: its row's (pixel's) loss and probabilities become NaN and the
+// label is recorded in the device's error slot (cross_entropy2d records the image index as the
+// sample), raised as an InputError at the next synchronisation (item(), a copy to the CPU,
+// cuda_synchronize).
 #include <cmath>
 
 #include "src/ops/cuda/cuda_common.h"
@@ -111,6 +114,99 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ dloss,
     dlogits[k] = math::cross_entropy_grad(g, prob[k], k % c == target[k / c], on, off);
 }
 
+// Block-wide sums of two doubles per thread, in a fixed order; valid in thread 0.
+__device__ void block_sum2(double& a, double& b) {
+  __shared__ double pa[kThreads], pb[kThreads];
+  pa[threadIdx.x] = a;
+  pb[threadIdx.x] = b;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      pa[threadIdx.x] += pa[threadIdx.x + s];
+      pb[threadIdx.x] += pb[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  a = pa[0];
+  b = pb[0];
+}
+
+// Blocks of cross_entropy2d's first pass: each block's partial (loss, weight) sums.
+constexpr int64_t kCe2dMaxBlocks = 1024;
+
+// One thread per pixel (grid-stride): probabilities at every pixel; each block writes its sums
+// of w[t] * nll and w[t] over counted pixels to part[2 block], part[2 block + 1].
+template <class T>
+__global__ void cross_entropy2d_kernel(const T* __restrict__ x, const int64_t* __restrict__ target,
+                                       const T* __restrict__ weight, int64_t ignore_index,
+                                       T* __restrict__ prob, double* __restrict__ part,
+                                       int64_t pixels, int64_t c, int64_t hw,
+                                       DeviceErrorSlot* slot) {
+  double acc = 0, wsum = 0;
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < pixels;
+       k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = k / hw, off = b * c * hw + k % hw, t = target[k];
+    if (t == ignore_index) {
+      math::softmax_nll_strided(x + off, prob + off, c, hw, int64_t{-1});
+    } else if (label_ok(t, c)) {
+      const double wt = weight ? static_cast<double>(weight[t]) : 1.0;
+      acc += wt * math::softmax_nll_strided(x + off, prob + off, c, hw, t);
+      wsum += wt;
+    } else {
+      report_label(slot, b, t, c);
+      for (int64_t j = 0; j < c; ++j) prob[off + j * hw] = static_cast<T>(NAN);
+      acc = NAN;
+    }
+  }
+  block_sum2(acc, wsum);
+  if (threadIdx.x == 0) {
+    part[2 * blockIdx.x] = acc;
+    part[2 * blockIdx.x + 1] = wsum;
+  }
+}
+
+// One block: the sums of the first pass's `blocks` partials -> loss = sum / weight (NaN when no
+// pixel counted) and total_weight.
+template <class T>
+__global__ void cross_entropy2d_reduce_kernel(const double* __restrict__ part, int64_t blocks,
+                                              T* __restrict__ loss,
+                                              double* __restrict__ total_weight) {
+  double acc = 0, wsum = 0;
+  for (int64_t i = threadIdx.x; i < blocks; i += blockDim.x) {
+    acc += part[2 * i];
+    wsum += part[2 * i + 1];
+  }
+  block_sum2(acc, wsum);
+  if (threadIdx.x == 0) {
+    loss[0] = static_cast<T>(acc / wsum);
+    total_weight[0] = wsum;
+  }
+}
+
+// One thread per element of dlogits (N, C, H, W).
+template <class T>
+__global__ void cross_entropy2d_backward_kernel(
+    const T* __restrict__ dloss, const T* __restrict__ prob, const int64_t* __restrict__ target,
+    const T* __restrict__ weight, const double* __restrict__ total_weight, int64_t ignore_index,
+    T* __restrict__ dlogits, int64_t total, int64_t c, int64_t hw) {
+  const T g = dloss[0];
+  const double tw = total_weight[0];
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < total;
+       k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t p = k % hw, j = k / hw % c, b = k / (c * hw);
+    const int64_t t = target[b * hw + p];
+    if (t == ignore_index) {
+      dlogits[k] = T(0);
+    } else if (!label_ok(t, c)) {
+      dlogits[k] = static_cast<T>(NAN);
+    } else {
+      const T scale =
+          math::cross_entropy2d_grad_scale(g, weight ? static_cast<double>(weight[t]) : 1.0, tw);
+      dlogits[k] = math::cross_entropy_grad(scale, prob[k], j == t, T(1), T(0));
+    }
+  }
+}
+
 template <class T>
 __global__ void argmax_kernel(const T* __restrict__ x, int64_t* __restrict__ out, int64_t n,
                               int64_t c) {
@@ -193,6 +289,45 @@ void cross_entropy_backward(const Tensor& dloss, const Tensor& prob, const Tenso
         dloss.data<T>(), prob.data<T>(), target.data<int64_t>(), static_cast<T>(w.on),
         static_cast<T>(w.off), dlogits.data<T>(), n, c);
     HPCNET_CUDA_LAUNCH(cross_entropy_backward_kernel);
+  });
+}
+
+void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                             int64_t ignore_index, Tensor& loss, Tensor& prob,
+                             Tensor& total_weight) {
+  cudaStream_t s = prepare(logits);
+  const int64_t n = logits.size(0), c = logits.size(1), hw = logits.size(2) * logits.size(3);
+  const int64_t pixels = n * hw;
+  const int64_t blocks = grid_for(pixels, kThreads, kCe2dMaxBlocks);
+  DeviceErrorSlot* slot = error_slot(logits.device().index);
+  Scratch part(sizeof(double) * 2 * blocks, logits.device().index);
+  auto* pp = static_cast<double*>(part.get());
+  dispatch_float(logits.dtype(), "cross_entropy2d", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    cross_entropy2d_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
+        logits.data<T>(), target.data<int64_t>(), pw, ignore_index, prob.data<T>(), pp, pixels, c,
+        hw, slot);
+    HPCNET_CUDA_LAUNCH(cross_entropy2d_kernel);
+    cross_entropy2d_reduce_kernel<T>
+        <<<1, kThreads, 0, s>>>(pp, blocks, loss.data<T>(), total_weight.data<double>());
+    HPCNET_CUDA_LAUNCH(cross_entropy2d_reduce_kernel);
+  });
+}
+
+void cross_entropy2d_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
+                              const Tensor& weight, const Tensor& total_weight,
+                              int64_t ignore_index, Tensor& dlogits) {
+  cudaStream_t s = prepare(prob);
+  const int64_t total = prob.numel(), c = prob.size(1), hw = prob.size(2) * prob.size(3);
+  if (total == 0) return;
+  dispatch_float(prob.dtype(), "cross_entropy2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    cross_entropy2d_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        dloss.data<T>(), prob.data<T>(), target.data<int64_t>(), pw, total_weight.data<double>(),
+        ignore_index, dlogits.data<T>(), total, c, hw);
+    HPCNET_CUDA_LAUNCH(cross_entropy2d_backward_kernel);
   });
 }
 

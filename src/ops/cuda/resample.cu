@@ -1,6 +1,9 @@
-// CUDA kernels for global average pooling, the ResNet option-A shortcut (subsample_pad) and
-// dropout's mask-and-scale, with the CPU kernels' semantics (src/ops/cpu/resample.cpp).
+// CUDA kernels for global average pooling, the ResNet option-A shortcut (subsample_pad),
+// dropout's mask-and-scale and nearest upsampling, with the CPU kernels' semantics
+// (src/ops/cpu/resample.cpp); the upsampling gradient sums each block with the CPU's arithmetic
+// (math::upsample_nearest_grad), so both backends give the same bits.
 #include "src/ops/cuda/cuda_common.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cuda {
 namespace {
@@ -64,6 +67,29 @@ __global__ void mask_scale_kernel(const T* __restrict__ x, const uint8_t* __rest
   HPCNET_GRID_LOOP(i, n) out[i] = m[i] ? x[i] * s : T(0);
 }
 
+// One thread per element of y (N, C, H s, W s), gathering from x (N, C, H, W).
+template <class T>
+__global__ void upsample_nearest2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total,
+                                          int64_t h, int64_t w, int64_t s) {
+  const int64_t ws = w * s, hs = h * s;
+  HPCNET_GRID_LOOP(i, total) {
+    int64_t col = i % ws, t = i / ws;
+    int64_t row = t % hs, plane = t / hs;
+    y[i] = x[(plane * h + row / s) * w + col / s];
+  }
+}
+
+// One thread per element of dx (N, C, H, W), summing its s x s block of dy.
+template <class T>
+__global__ void upsample_nearest2d_backward_kernel(const T* __restrict__ dy, T* __restrict__ dx,
+                                                   int64_t total, int64_t h, int64_t w, int64_t s) {
+  HPCNET_GRID_LOOP(i, total) {
+    int64_t col = i % w, t = i / w;
+    int64_t row = t % h, plane = t / h;
+    dx[i] = math::upsample_nearest_grad(dy + plane * h * s * w * s, w, s, row, col);
+  }
+}
+
 }  // namespace
 
 void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
@@ -124,6 +150,30 @@ void mask_scale(const Tensor& x, const Tensor& mask, double f, Tensor& out) {
     mask_scale_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), mask.data<uint8_t>(),
                                                           static_cast<T>(f), out.data<T>(), n);
     HPCNET_CUDA_LAUNCH(mask_scale_kernel);
+  });
+}
+
+void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t scale) {
+  cudaStream_t s = prepare(x);
+  const int64_t total = y.numel();
+  if (total == 0) return;
+  dispatch_float(x.dtype(), "upsample_nearest2d", [&](auto tag) {
+    using T = decltype(tag);
+    upsample_nearest2d_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        x.data<T>(), y.data<T>(), total, x.size(2), x.size(3), scale);
+    HPCNET_CUDA_LAUNCH(upsample_nearest2d_kernel);
+  });
+}
+
+void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
+  cudaStream_t s = prepare(dy);
+  const int64_t total = dx.numel();
+  if (total == 0) return;
+  dispatch_float(dy.dtype(), "upsample_nearest2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    upsample_nearest2d_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        dy.data<T>(), dx.data<T>(), total, dx.size(2), dx.size(3), scale);
+    HPCNET_CUDA_LAUNCH(upsample_nearest2d_backward_kernel);
   });
 }
 

@@ -1,0 +1,136 @@
+// cat (torch.cat along any dim of same-rank tensors): the dispatching kernels and F::cat, with its
+// backward beside it: each input's gradient is its slice of the output gradient along dim.
+#include <string>
+
+#include "hpcnet/functional.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/op_table.h"
+
+namespace hpcnet {
+namespace ops {
+
+HPCNET_DEFINE_OP(cat)
+
+namespace {
+
+// torch's wrap of a possibly negative dim for a rank (InputError outside [-rank, rank)).
+int64_t wrap_dim(int64_t dim, int64_t rank) {
+  HPCNET_REQUIRE(rank >= 1, "cat: zero-dimensional tensors cannot be concatenated");
+  HPCNET_REQUIRE(dim >= -rank && dim < rank, "cat: dim " + std::to_string(dim) +
+                                                 " is out of range for tensors of rank " +
+                                                 std::to_string(rank));
+  return dim < 0 ? dim + rank : dim;
+}
+
+// The shape of cat(xs, dim) (dim already wrapped); InputError naming the offending input when
+// ranks, dtypes or the sizes outside dim disagree.
+Shape cat_shape(const std::vector<Tensor>& xs, int64_t dim) {
+  HPCNET_REQUIRE(!xs.empty(), "cat: needs at least one tensor");
+  const Tensor& first = xs[0];
+  Shape out = first.shape();
+  out[dim] = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& x = xs[i];
+    HPCNET_REQUIRE(x.defined(), "cat: tensor " + std::to_string(i) + " is undefined");
+    const std::string which = "cat: tensor " + std::to_string(i) + " " + shape_str(x.shape());
+    HPCNET_REQUIRE(x.dim() == first.dim(),
+                   which + " has another rank than tensor 0 " + shape_str(first.shape()));
+    HPCNET_REQUIRE(x.dtype() == first.dtype(), which + " has dtype " + dtype_name(x.dtype()) +
+                                                   ", tensor 0 " + dtype_name(first.dtype()));
+    for (int64_t d = 0; d < x.dim(); ++d)
+      HPCNET_REQUIRE(d == dim || x.size(d) == first.size(d),
+                     which + " does not match tensor 0 " + shape_str(first.shape()) +
+                         " outside dim " + std::to_string(dim));
+    out[dim] += x.size(dim);
+  }
+  return out;
+}
+
+}  // namespace
+
+void cat_forward(const std::vector<Tensor>& xs, Tensor& y, int64_t dim) {
+  HPCNET_CHECK(!xs.empty() && dim >= 0 && dim < y.dim(), "cat: need inputs and 0 <= dim < rank");
+  detail::check_shape("cat", y, cat_shape(xs, dim), "output");
+  detail::check_dtype("cat", y, xs[0].dtype(), "output");
+  for (const Tensor& x : xs) detail::check_same_device("cat", y.device(), {&x});
+  detail::check_same_device("cat", y.device(), {&y});
+  HPCNET_DISPATCH(y.device(), cat_forward, xs, y, dim);
+}
+
+void cat_backward(const Tensor& dy, const std::vector<int64_t>& sizes, std::vector<Tensor>& dxs,
+                  int64_t dim) {
+  HPCNET_CHECK(!sizes.empty() && sizes.size() == dxs.size() && dim >= 0 && dim < dy.dim(),
+               "cat_backward: need one size per gradient and 0 <= dim < rank");
+  int64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    total += sizes[i];
+    if (!dxs[i].defined()) continue;
+    Shape want = dy.shape();
+    want[dim] = sizes[i];
+    detail::check_shape("cat_backward", dxs[i], want, "gradient");
+    detail::check_dtype("cat_backward", dxs[i], dy.dtype(), "gradient");
+    detail::check_same_device("cat_backward", dy.device(), {&dxs[i]});
+  }
+  HPCNET_CHECK(total == dy.size(dim),
+               "cat_backward: the sizes along dim do not add up to dy's " + shape_str(dy.shape()));
+  detail::check_same_device("cat_backward", dy.device(), {&dy});
+  HPCNET_DISPATCH(dy.device(), cat_backward, dy, sizes, dxs, dim);
+}
+
+}  // namespace ops
+
+namespace {
+
+struct CatNode : Node {
+  std::vector<Shape> shapes;  // the inputs' shapes, in order
+  int64_t dim = 0;
+  const char* name() const override { return "CatBackward"; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    Tensor g = g_in.contiguous();
+    std::vector<int64_t> sizes(shapes.size());
+    std::vector<Tensor> dxs(shapes.size());  // undefined where the input needs no gradient
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      sizes[i] = shapes[i][dim];
+      if (edges[i].active()) dxs[i] = Tensor::empty(shapes[i], g.dtype(), g.device());
+    }
+    ops::cat_backward(g, sizes, dxs, dim);
+    return dxs;
+  }
+};
+
+}  // namespace
+
+Tensor F::cat(const std::vector<Tensor>& xs_in, int64_t dim_in) {
+  HPCNET_REQUIRE(!xs_in.empty(), "cat: needs at least one tensor");
+  HPCNET_REQUIRE(xs_in[0].defined(), "cat: tensor 0 is undefined");
+  const int64_t dim = ops::wrap_dim(dim_in, xs_in[0].dim());
+  const Shape out_shape = ops::cat_shape(xs_in, dim);
+  std::vector<Tensor> xs;
+  xs.reserve(xs_in.size());
+  for (const Tensor& x : xs_in) xs.push_back(x.contiguous());  // blocked inputs become row-major
+  Tensor y = Tensor::empty(out_shape, xs[0].dtype(), xs[0].device());
+  ops::cat_forward(xs, y, dim);
+  bool needs_grad = false;
+  for (const Tensor& x : xs_in) needs_grad = needs_grad || any_requires_grad({&x});
+  if (needs_grad) {
+    auto node = std::make_shared<CatNode>();
+    node->dim = dim;
+    for (const Tensor& x : xs) node->shapes.push_back(x.shape());
+    // record() takes a fixed list of inputs: connect the output with none, then add one edge per
+    // input as record() would.
+    record(node, {}, y);
+    for (const Tensor& x : xs_in) {
+      Node::Edge e;
+      if (x.requires_grad()) {
+        if (x.grad_fn())
+          e.fn = x.grad_fn();
+        else
+          e.leaf = x.impl_ptr();
+      }
+      node->edges.push_back(std::move(e));
+    }
+  }
+  return y;
+}
+
+}  // namespace hpcnet

@@ -1,0 +1,339 @@
+// The semantic-segmentation ops on the CPU (upsample_nearest2d, cat, cross_entropy2d): values on
+// hand-made inputs, blocked inputs, kernels overwriting garbage-filled outputs, results that do
+// not depend on the thread count, torch's edge cases (every pixel ignored, an empty batch) and
+// the InputErrors for bad arguments. Gradients: tests/test_gradcheck.cpp; PyTorch's numbers:
+// tests/test_golden.cpp; the CUDA kernels: tests/test_cuda.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/rng.h"
+#include "src/ops/ops.h"
+#include "test_util.h"
+
+using namespace hpcnet;
+using hpcnet::test_util::input_error;
+using hpcnet::test_util::same_bytes;
+
+namespace {
+
+Tensor randn(const Shape& s, Rng& rng, DType t = DType::kFloat64) {
+  Tensor x = Tensor::empty(s, DType::kFloat64);
+  double* p = x.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = rng.normal();
+  return x.to(t);
+}
+
+Tensor labels(const std::vector<int64_t>& v, const Shape& s) {
+  return Tensor::from_labels(v).view_nograd(s);
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Threads for one scope.
+struct Threads {
+  explicit Threads(int n) : prev(ops::get_num_threads()) { ops::set_num_threads(n); }
+  ~Threads() { ops::set_num_threads(prev); }
+  int prev;
+};
+
+}  // namespace
+
+// ---- upsample_nearest2d ----
+
+TEST(UpsampleNearest2d, RepeatsEachPixelAndSumsBlocksBackward) {
+  Tensor x = Tensor::from_vector_f64({1, 2, 3, 4, 5, 6}, {1, 1, 2, 3});
+  x.set_requires_grad(true);
+  Tensor y = F::upsample_nearest2d(x, 2);
+  ASSERT_EQ(y.shape(), (Shape{1, 1, 4, 6}));
+  EXPECT_EQ(y.to_vector_f64(), (std::vector<double>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3,
+                                                    4, 4, 5, 5, 6, 6, 4, 4, 5, 5, 6, 6}));
+  std::vector<double> g(24);
+  for (int i = 0; i < 24; ++i) g[i] = i;
+  y.backward(Tensor::from_vector_f64(g, {1, 1, 4, 6}));
+  // Block (0, 0) holds 0, 1, 6, 7; block (1, 2) holds 16, 17, 22, 23.
+  EXPECT_EQ(x.grad().to_vector_f64(), (std::vector<double>{14, 22, 30, 62, 70, 78}));
+}
+
+TEST(UpsampleNearest2d, KernelsOverwriteAndScaleOneCopies) {
+  Rng rng(1);
+  for (DType t : {DType::kFloat32, DType::kFloat64})
+    for (int64_t s : {1, 2, 3}) {
+      Tensor x = randn({2, 3, 4, 5}, rng, t);
+      Tensor y = Tensor::full({2, 3, 4 * s, 5 * s}, NAN, t);
+      ops::upsample_nearest2d_forward(x, y, s);
+      Tensor dx = Tensor::full(x.shape(), NAN, t);
+      ops::upsample_nearest2d_backward(y, dx, s);
+      auto xv = x.to_vector_f64(), yv = y.to_vector_f64(), dv = dx.to_vector_f64();
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        int64_t col = i % (5 * s), row = i / (5 * s) % (4 * s), plane = i / (20 * s * s);
+        ASSERT_EQ(yv[i], xv[(plane * 4 + row / s) * 5 + col / s]) << i;
+      }
+      // Backward of the forward's output: each block holds s * s copies of x.
+      for (int64_t i = 0; i < x.numel(); ++i)
+        ASSERT_NEAR(dv[i], xv[i] * static_cast<double>(s * s), 1e-5 * std::abs(xv[i]) * s * s);
+    }
+}
+
+TEST(UpsampleNearest2d, BlockedInputGivesTheRowMajorResult) {
+  Rng rng(2);
+  Tensor x = randn({1, 16, 3, 2}, rng);
+  Tensor xb = x.to_layout(Layout::kBlocked16);
+  xb.set_requires_grad(true);
+  Tensor y = F::upsample_nearest2d(xb, 2);
+  EXPECT_EQ(y.layout(), Layout::kStrided);
+  EXPECT_TRUE(same_bytes(y, F::upsample_nearest2d(x, 2)));
+  F::sum(y).backward();
+  for (double v : xb.grad().to_vector_f64()) ASSERT_EQ(v, 4.0);
+}
+
+TEST(UpsampleNearest2d, BadArgumentsAreInputErrors) {
+  Tensor x = Tensor::zeros({2, 3, 4});
+  EXPECT_TRUE(contains(input_error([&] { F::upsample_nearest2d(x, 2); }), "(2, 3, 4)"));
+  Tensor x4 = Tensor::zeros({1, 2, 3, 4});
+  EXPECT_TRUE(contains(input_error([&] { F::upsample_nearest2d(x4, 0); }), "scale"));
+  Tensor xi = Tensor::zeros({1, 2, 3, 4}, DType::kInt64);
+  EXPECT_TRUE(contains(input_error([&] { F::upsample_nearest2d(xi, 2); }), "int64"));
+}
+
+// ---- cat ----
+
+TEST(Cat, ConcatenatesAlongAnyDimAndSplitsTheGradient) {
+  Tensor a = Tensor::from_vector_f64({1, 2, 3, 4}, {2, 2});
+  Tensor b = Tensor::from_vector_f64({5, 6}, {2, 1});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  Tensor y = F::cat({a, b}, 1);
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_EQ(y.to_vector_f64(), (std::vector<double>{1, 2, 5, 3, 4, 6}));
+  y.backward(Tensor::from_vector_f64({10, 20, 30, 40, 50, 60}, {2, 3}));
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{10, 20, 40, 50}));
+  EXPECT_EQ(b.grad().to_vector_f64(), (std::vector<double>{30, 60}));
+  // dim 0 and negative dims, as torch.
+  EXPECT_EQ(F::cat({a, a}, 0).shape(), (Shape{4, 2}));
+  EXPECT_EQ(F::cat({a, b}, -1).to_vector_f64(), y.to_vector_f64());
+  // Any dtype forward (no gradient): int64 class maps.
+  Tensor l = F::cat({Tensor::from_labels({1, 2}), Tensor::from_labels({3})}, 0);
+  EXPECT_EQ(l.dtype(), DType::kInt64);
+  EXPECT_EQ(l.to_vector_f64(), (std::vector<double>{1, 2, 3}));
+}
+
+TEST(Cat, OnlyInputsThatRequireGradGetOne) {
+  Rng rng(3);
+  Tensor a = randn({2, 2, 3, 3}, rng), b = randn({2, 1, 3, 3}, rng);
+  a.set_requires_grad(true);
+  F::sum(F::cat({a, b}, 1)).backward();
+  EXPECT_TRUE(a.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+  NoGradGuard ng;
+  EXPECT_FALSE(F::cat({a, b}, 1).requires_grad());
+}
+
+TEST(Cat, KernelsOverwriteAndSkipUndefinedGradients) {
+  Rng rng(4);
+  Tensor a = randn({2, 3, 2, 2}, rng), b = randn({2, 5, 2, 2}, rng);
+  Tensor y = Tensor::full({2, 8, 2, 2}, NAN, DType::kFloat64);
+  ops::cat_forward({a, b}, y, 1);
+  std::vector<Tensor> dxs = {Tensor(), Tensor::full(b.shape(), NAN, DType::kFloat64)};
+  ops::cat_backward(y, {3, 5}, dxs, 1);
+  EXPECT_FALSE(dxs[0].defined());
+  EXPECT_TRUE(same_bytes(dxs[1], b));
+  auto yv = y.to_vector_f64();
+  for (double v : yv) ASSERT_FALSE(std::isnan(v));
+}
+
+TEST(Cat, BlockedAndRowMajorInputsMix) {
+  Rng rng(5);
+  Tensor a = randn({2, 16, 3, 3}, rng), b = randn({2, 4, 3, 3}, rng);
+  Tensor ab = a.to_layout(Layout::kBlocked16);
+  ab.set_requires_grad(true);
+  Tensor y = F::cat({ab, b}, 1);
+  EXPECT_EQ(y.layout(), Layout::kStrided);
+  EXPECT_TRUE(same_bytes(y, F::cat({a, b}, 1)));
+  F::sum(y).backward();
+  for (double v : ab.grad().to_vector_f64()) ASSERT_EQ(v, 1.0);
+}
+
+TEST(Cat, BadArgumentsAreInputErrors) {
+  Tensor a = Tensor::zeros({2, 3, 4, 4}), b = Tensor::zeros({2, 2, 4, 5});
+  EXPECT_TRUE(contains(input_error([] { F::cat({}, 1); }), "at least one"));
+  std::string e = input_error([&] { F::cat({a, b}, 1); });
+  EXPECT_TRUE(contains(e, "tensor 1 (2, 2, 4, 5)") && contains(e, "(2, 3, 4, 4)")) << e;
+  EXPECT_TRUE(contains(input_error([&] { F::cat({a, b}, 3); }), "outside dim 3"));
+  EXPECT_EQ(F::cat({a, Tensor::zeros({2, 3, 4, 5})}, 3).shape(), (Shape{2, 3, 4, 9}));
+  EXPECT_TRUE(contains(input_error([&] { F::cat({a, Tensor::zeros({2, 3, 4})}, 1); }), "rank"));
+  EXPECT_TRUE(contains(input_error([&] { F::cat({a, a.to(DType::kFloat64)}, 1); }), "float64"));
+  EXPECT_TRUE(contains(input_error([&] { F::cat({a, a}, 4); }), "dim 4"));
+  EXPECT_TRUE(contains(input_error([&] { F::cat({a, a}, -5); }), "dim -5"));
+}
+
+// ---- cross_entropy2d ----
+
+namespace {
+// The reference: per-pixel -log_softmax at the target, weighted, in double from the definition.
+double reference_ce2d(const Tensor& logits, const std::vector<int64_t>& t,
+                      const std::vector<double>& w, int64_t ignore) {
+  const int64_t n = logits.size(0), c = logits.size(1), hw = logits.size(2) * logits.size(3);
+  auto x = logits.to_vector_f64();
+  double num = 0, den = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < hw; ++p) {
+      int64_t k = t[b * hw + p];
+      if (k == ignore) continue;
+      double s = 0;
+      for (int64_t j = 0; j < c; ++j) s += std::exp(x[(b * c + j) * hw + p]);
+      double wk = w.empty() ? 1.0 : w[k];
+      num += wk * (std::log(s) - x[(b * c + k) * hw + p]);
+      den += wk;
+    }
+  return num / den;
+}
+}  // namespace
+
+TEST(CrossEntropy2d, IsTheWeightedMeanOverCountedPixels) {
+  Rng rng(6);
+  Tensor x = randn({2, 3, 2, 2}, rng);
+  std::vector<int64_t> t = {0, 2, 255, 1, 1, 255, 0, 2};
+  std::vector<double> w = {0.5, 2.0, 1.5};
+  Tensor wt = Tensor::from_vector_f64(w, {3});
+  EXPECT_NEAR(F::cross_entropy2d(x, labels(t, {2, 2, 2})).item(), reference_ce2d(x, t, {}, 255),
+              1e-14);
+  EXPECT_NEAR(F::cross_entropy2d(x, labels(t, {2, 2, 2}), wt).item(), reference_ce2d(x, t, w, 255),
+              1e-14);
+  // ignore_index may be any value, a class included (255 is then an ordinary bad label).
+  std::vector<int64_t> t2 = {0, 2, 0, 1, 1, 0, 0, 2};
+  EXPECT_NEAR(F::cross_entropy2d(x, labels(t2, {2, 2, 2}), wt, 2).item(),
+              reference_ce2d(x, t2, w, 2), 1e-14);
+}
+
+TEST(CrossEntropy2d, MatchesCrossEntropyOnPixelsAsRows) {
+  Rng rng(7);
+  const int64_t n = 2, c = 5, h = 3, w = 4;
+  Tensor x = randn({n, c, h, w}, rng);
+  std::vector<int64_t> t(n * h * w);
+  for (auto& v : t) v = static_cast<int64_t>(rng.randint(c));
+  // rows (n h w, c) of the same logits
+  auto xv = x.to_vector_f64();
+  std::vector<double> rows(xv.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t p = 0; p < h * w; ++p)
+        rows[(b * h * w + p) * c + j] = xv[(b * c + j) * h * w + p];
+  Tensor xr = Tensor::from_vector_f64(rows, {n * h * w, c});
+  x.set_requires_grad(true);
+  xr.set_requires_grad(true);
+  Tensor a = F::cross_entropy2d(x, labels(t, {n, h, w})),
+         b = F::cross_entropy(xr, Tensor::from_labels(t));
+  EXPECT_NEAR(a.item(), b.item(), 1e-14);
+  a.backward();
+  b.backward();
+  auto ga = x.grad().to_vector_f64(), gb = xr.grad().to_vector_f64();
+  for (int64_t b2 = 0; b2 < n; ++b2)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t p = 0; p < h * w; ++p)
+        ASSERT_NEAR(ga[(b2 * c + j) * h * w + p], gb[(b2 * h * w + p) * c + j], 1e-15);
+}
+
+TEST(CrossEntropy2d, EveryPixelIgnoredOrAnEmptyBatchIsNaNWithZeroGradient) {
+  Rng rng(8);
+  Tensor x = randn({2, 3, 2, 2}, rng);
+  x.set_requires_grad(true);
+  Tensor loss = F::cross_entropy2d(x, Tensor::full({2, 2, 2}, 255, DType::kInt64),
+                                   Tensor::from_vector_f64({1, 2, 3}, {3}));
+  EXPECT_TRUE(std::isnan(loss.item()));
+  loss.backward();
+  for (double v : x.grad().to_vector_f64()) ASSERT_EQ(v, 0.0);
+  Tensor empty = Tensor::zeros({0, 3, 2, 2}, DType::kFloat64);
+  EXPECT_TRUE(
+      std::isnan(F::cross_entropy2d(empty, Tensor::zeros({0, 2, 2}, DType::kInt64)).item()));
+}
+
+TEST(CrossEntropy2d, OutOfRangeLabelsAreInputErrorsNamingValueAndPixel) {
+  Tensor x = Tensor::zeros({2, 4, 2, 3}, DType::kFloat32);
+  std::vector<int64_t> t(12, 1);
+  t[10] = 7;  // image 1, h 1, w 1
+  std::string e = input_error([&] { F::cross_entropy2d(x, labels(t, {2, 2, 3})); });
+  EXPECT_TRUE(contains(e, "label 7") && contains(e, "(n=1, h=1, w=1)") && contains(e, "[0, 4)") &&
+              contains(e, "ignore_index 255"))
+      << e;
+  t[10] = -1;
+  EXPECT_TRUE(contains(input_error([&] {
+                         F::cross_entropy2d(x, labels(t, {2, 2, 3}));
+                       }),
+                       "label -1"));
+  t[10] = 255;  // ignored by default, out of range with another ignore_index
+  EXPECT_EQ(input_error([&] { F::cross_entropy2d(x, labels(t, {2, 2, 3})); }), "no exception");
+  EXPECT_TRUE(contains(input_error([&] {
+                         F::cross_entropy2d(x, labels(t, {2, 2, 3}), Tensor(), -100);
+                       }),
+                       "label 255"));
+}
+
+TEST(CrossEntropy2d, BadArgumentsAreInputErrors) {
+  Tensor x = Tensor::zeros({2, 4, 2, 3});
+  Tensor t = Tensor::zeros({2, 2, 3}, DType::kInt64);
+  EXPECT_TRUE(contains(input_error([&] {
+                         F::cross_entropy2d(Tensor::zeros({2, 4, 6}), t);
+                       }),
+                       "(N, C, H, W)"));
+  std::string e = input_error([&] {
+    F::cross_entropy2d(x, Tensor::zeros({2, 3, 2}, DType::kInt64));
+  });
+  EXPECT_TRUE(contains(e, "(2, 4, 2, 3)") && contains(e, "(2, 3, 2)")) << e;
+  EXPECT_TRUE(contains(input_error([&] {
+                         F::cross_entropy2d(x, Tensor::zeros({2, 2, 3}));
+                       }),
+                       "int64"));
+  e = input_error([&] { F::cross_entropy2d(x, t, Tensor::zeros({3})); });
+  EXPECT_TRUE(contains(e, "weight must be (C,) = (4,), got (3,)")) << e;
+  e = input_error([&] { F::cross_entropy2d(x, t, Tensor::zeros({4}, DType::kFloat64)); });
+  EXPECT_TRUE(contains(e, "weight has dtype float64")) << e;
+  e = input_error([&] { F::cross_entropy2d(x.to(DType::kInt64), t); });
+  EXPECT_TRUE(contains(e, "float32 or float64")) << e;
+}
+
+TEST(CrossEntropy2d, KernelsOverwriteAndIgnoreTheThreadCount) {
+  Rng rng(9);
+  const int64_t n = 3, c = 6, h = 40, w = 50;  // several pixel chunks per image
+  Tensor x = randn({n, c, h, w}, rng, DType::kFloat32);
+  std::vector<int64_t> t(n * h * w);
+  for (auto& v : t) v = rng.uniform() < 0.2 ? 255 : static_cast<int64_t>(rng.randint(c));
+  Tensor tgt = labels(t, {n, h, w});
+  Tensor wt = Tensor::from_vector({1, 0.5, 2, 1, 3, 0.25}, {6});
+  auto run = [&](int threads) {
+    Threads th(threads);
+    Tensor loss = Tensor::full({}, NAN), prob = Tensor::full(x.shape(), NAN);
+    Tensor tw = Tensor::full({}, NAN, DType::kFloat64), d = Tensor::full(x.shape(), NAN);
+    ops::cross_entropy2d_forward(x, tgt, wt, 255, loss, prob, tw);
+    ops::cross_entropy2d_backward(Tensor::full({}, 1.0), prob, tgt, wt, tw, 255, d);
+    return std::vector<Tensor>{loss, prob, tw, d};
+  };
+  auto one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_TRUE(same_bytes(one[i], two[i])) << "output " << i;
+    for (double v : one[i].to_vector_f64()) ASSERT_FALSE(std::isnan(v)) << "output " << i;
+  }
+  // float32 against the float64 kernels on the same inputs.
+  Tensor x64 = x.to(DType::kFloat64);
+  EXPECT_NEAR(one[0].item(), F::cross_entropy2d(x64, tgt, wt.to(DType::kFloat64)).item(), 1e-5);
+}
+
+TEST(CrossEntropy2d, BlockedLogitsGiveTheRowMajorResult) {
+  Rng rng(10);
+  Tensor x = randn({2, 16, 3, 2}, rng);
+  std::vector<int64_t> t(12);
+  for (auto& v : t) v = static_cast<int64_t>(rng.randint(16));
+  t[3] = 255;
+  Tensor xb = x.to_layout(Layout::kBlocked16);
+  xb.set_requires_grad(true);
+  x.set_requires_grad(true);
+  Tensor a = F::cross_entropy2d(xb, labels(t, {2, 3, 2})),
+         b = F::cross_entropy2d(x, labels(t, {2, 3, 2}));
+  EXPECT_EQ(a.item(), b.item());
+  a.backward();
+  b.backward();
+  EXPECT_TRUE(same_bytes(xb.grad(), x.grad()));
+}
