@@ -13,6 +13,7 @@ packages=(
   libarchive-dev                       # .tar / .tar.gz datasets
   libcurl4-openssl-dev libssl-dev      # --download over HTTPS, MD5 check
   nlohmann-json3-dev libfmt-dev libcli11-dev
+  libyaml-cpp-dev                      # dataset YAML (data.yaml names)
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin          # MPI process group: mpirun -np N hpcnet train
 )

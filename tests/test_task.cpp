@@ -92,7 +92,7 @@ Tensor tk_mirror(const Tensor& x) {
 // ---- the registry ------------------------------------------------------------------------------
 
 TEST(TaskRegistry, MakeTaskByNameAndUnknownNamesListTheKnownOnes) {
-  EXPECT_EQ(task::task_names(), (std::vector<std::string>{"classify"}));
+  EXPECT_EQ(task::task_names(), (std::vector<std::string>{"classify", "segment"}));
   task::TaskOptions o;
   o.imgsz = 24;
   auto t = task::make_task("classify", o);

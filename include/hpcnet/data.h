@@ -169,15 +169,34 @@ std::shared_ptr<InMemoryDataset> load_cifar10_binary(const std::string& path,
 std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
                                                    const std::string& split);
 
+// Semantic segmentation: image and class-mask pairs (a kMask dataset), from a folder or a
+// .tar/.tar.gz (one or two top-level folders, e.g. VOCdevkit/VOC2012/, are looked through):
+//   - images/<split>/NAME.{jpg,jpeg,png} with masks/<split>/NAME.png, class names from
+//     classes.txt (line k names mask value k) or, beside an Ultralytics data.yaml, "background"
+//     then its names (mask value 1 + k is class k: the "scenes" convention);
+//   - PASCAL VOC: JPEGImages/NAME.jpg, SegmentationClass/NAME.png, ImageSets/Segmentation/
+//     <split>.txt, the 21 VOC classes.
+// Masks are 8-bit gray or palette PNGs whose value (palette index) is the class, 255 = ignore.
+// Sorted by image path. split: train, val or test. InputError naming the file for an image
+// without a mask, a mask of another size than its image, a class value past the class count
+// (other than 255), an RGB, 16-bit or JPEG mask, an undecodable file or a missing layout.
+std::shared_ptr<InMemoryDataset> load_segmentation(const std::string& path,
+                                                   const std::string& split);
+
 // The dataset factory. name:
 //   "cifar10"     auto-detects: a .tar/.tar.gz holding cifar-10-batches-bin/ or an image folder
 //                 (train/<class>/...); a folder holding cifar-10-batches-bin/ or
 //                 cifar-10-binary.tar.gz; the batches folder itself; or an image-folder layout
 //                 (a folder with train/ or test/).
 //   "imagefolder" load_image_folder(path, split).
-// split: "train" or "test". Unknown name/split or unusable path: InputError.
+//   "segmentation" load_segmentation(path, split) (also "voc": the same loader).
+// split: "train" or "test" ("val" too for segmentation). Unknown name/split or unusable path:
+// InputError.
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& path,
                                       const std::string& split);
+// Whether a dataset of that name holds a split of its own named `split` at path (segmentation:
+// images/<split>/ or ImageSets/Segmentation/<split>.txt), without reading it.
+bool has_split(const std::string& name, const std::string& path, const std::string& split);
 
 // ---------------------------------------------------------------------------------------------
 // Images
@@ -194,6 +213,15 @@ struct Image {
 Image decode_image(const uint8_t* data, size_t size, const std::string& name);
 // Reads and decodes one file; InputError naming the file when unreadable or undecodable.
 Image read_image_file(const std::string& path);
+// PNG files in memory: an RGB image (height, width, 3), or an 8-bit palette image whose pixel is
+// an index into `palette` (at most 256 colours; an index past it is an InputError). Error when
+// libpng fails.
+std::vector<uint8_t> encode_png_rgb(const uint8_t* rgb, int64_t height, int64_t width);
+std::vector<uint8_t> encode_png_index(const uint8_t* index, int64_t height, int64_t width,
+                                      const std::vector<std::array<uint8_t, 3>>& palette);
+// n class colours: PASCAL VOC's colour map (0 black, 1 dark red, 2 dark green, ...; 255 white).
+std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
+
 // The image files a prediction reads from `path`: the file itself, or every JPEG/PNG file in the
 // folder (not its sub-folders; hidden names skipped), sorted by name. InputError when the path
 // does not exist or a folder holds no image.

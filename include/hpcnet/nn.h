@@ -151,6 +151,18 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
+// A named holder of submodules (torch.nn.ModuleDict / ModuleList: children named as given, "0",
+// "1", ... for a list), for models whose parameter names nest (decoder.blocks.0.conv1.0.weight).
+// It has no forward of its own (an InputError if called); its owner calls the children.
+class ModuleDict : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
+  Tensor forward(const Tensor& x) override;
+};
+
 // A feature extractor: forward_features returns one feature map per stage, (N, channels[k],
 // H / strides[k], W / strides[k]); forward returns the last. Heads (a classifier, detection or
 // segmentation heads) are separate modules fed by these maps.

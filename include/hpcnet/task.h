@@ -82,6 +82,14 @@ class Task {
   virtual Prediction predict(const Outputs& outputs, int64_t i,
                              const std::vector<std::string>& classes,
                              const PredictOptions& options) const = 0;
+  // Pictures of image i's prediction for `predict --save`, as PNG files in memory by file-name
+  // suffix ("_mask.png"), at the size of `original` (the decoded input image, of any size: the
+  // model saw it through eval_transform()). None for tasks whose result is a line of text.
+  virtual std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
+      const data::Image& original, const Outputs& outputs, int64_t i,
+      const std::vector<std::string>& classes) const {
+    return {};
+  }
 
  protected:
   explicit Task(TaskOptions options) : options_(options) {}

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <variant>
@@ -169,8 +170,9 @@ int cmd_eval(const EvalArgs& a) {
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
   std::shared_ptr<const data::Dataset> ds;
-  if (a.split == "test") {
-    ds = data::open_dataset(a.dataset, a.data, "test");
+  if (a.split == "test" || (a.val_split < 0 && m.val_split == 0 &&
+                             data::has_split(a.dataset, a.data, a.split))) {
+    ds = data::open_dataset(a.dataset, a.data, a.split);  // the dataset's own split
   } else {
     int64_t vs = a.val_split >= 0 ? a.val_split : m.val_split;
     HPCNET_REQUIRE(vs > 0, "--split val needs --val-split N (the weights file records none)");
@@ -205,7 +207,7 @@ int cmd_eval(const EvalArgs& a) {
 // code is then 2.
 int cmd_predict(const std::string& weights, const std::string& model_name,
                 const std::vector<std::string>& paths, int top, bool json, int threads,
-                const std::string& device) {
+                const std::string& device, const std::string& save) {
   const Device dev = train::resolve_device(device);
   HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(threads);
@@ -220,6 +222,15 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   for (const std::string& p : paths) {
     std::vector<std::string> files = data::list_image_files(p);
     images.insert(images.end(), files.begin(), files.end());
+  }
+  std::optional<MetricsLog> saved_lines;  // --save: predictions.jsonl beside the pictures
+  if (!save.empty()) {
+    std::error_code ec;
+    fs::create_directories(save, ec);
+    HPCNET_REQUIRE(!ec && fs::is_directory(save),
+                   "--save " + save + ": cannot create the folder (" +
+                       (ec ? ec.message() : std::string("not a directory")) + ")");
+    saved_lines.emplace((fs::path(save) / "predictions.jsonl").string(), false);
   }
   NoGradGuard no_grad;
   int64_t failed = 0;
@@ -240,13 +251,22 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
     task::Outputs out = task->infer(*m.module, x.to(dev), false);
     for (Tensor& t : out) t = t.to(cpu_device());
     task::Prediction p = task->predict(out, 0, m.classes, po);
-    if (json) {
-      nlohmann::json j = {{"image", path}};
-      j.update(p.json);
-      std::cout << j.dump() << std::endl;
-    } else {
-      std::printf("%s:%s\n", path.c_str(), p.line.c_str());
+    nlohmann::json j = {{"image", path}};
+    j.update(p.json);
+    if (saved_lines) {
+      for (auto& [suffix, bytes] : task->pictures(im, out, 0, m.classes)) {
+        const std::string file =
+            (fs::path(save) / (fs::path(path).stem().string() + suffix)).string();
+        write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
+                                                 bytes.size()));
+        j["saved"].push_back(file);
+      }
+      saved_lines->write(j);
     }
+    if (json)
+      std::cout << j.dump() << std::endl;
+    else
+      std::printf("%s:%s\n", path.c_str(), p.line.c_str());
   }
   if (failed > 0 && images.size() > 1) {  // one image: its own line says it all
     std::fflush(stdout);
@@ -345,6 +365,10 @@ int main(int argc, char** argv) {
   p->add_option("--threads", pthreads, "CPU threads (0 = all cores)");
   p->add_option("--device", pdevice, "auto, cpu or cuda")->capture_default_str();
   p->add_flag("--json", pjson, "one JSON object per image");
+  std::string psave;
+  p->add_option("--save", psave,
+                "write pictures of the predictions there (segment: NAME_mask.png, an index PNG, "
+                "and NAME_overlay.png) and predictions.jsonl");
   p->add_option("images", images, "image files, or folders (every image in them, sorted)")
       ->required();
 
@@ -392,7 +416,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (e->parsed()) return cmd_eval(ea);
-    if (p->parsed()) return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice);
+    if (p->parsed()) return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave);
     if (b->parsed()) {
       bc.profile = !bnoprof;
       return cmd_bench(bc, bjson);

@@ -254,7 +254,21 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
                                       const std::string& split) {
   if (name == "cifar10") return open_cifar10(path, split);
   if (name == "imagefolder") return load_image_folder(path, split);
-  throw InputError("unknown dataset '" + name + "'; use cifar10 or imagefolder");
+  if (name == "segmentation" || name == "voc") return load_segmentation(path, split);
+  throw InputError("unknown dataset '" + name + "'; use cifar10, imagefolder or segmentation");
+}
+
+bool has_split(const std::string& name, const std::string& path, const std::string& split) {
+  if (name != "segmentation" && name != "voc") return false;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return split != "test";  // an archive: train and val assumed
+  for (const char* root : {"", "VOCdevkit/VOC2012/", "VOCdevkit/VOC2007/", "VOC2012/"}) {
+    const fs::path r = fs::path(path) / root;
+    if (fs::is_directory(r / "images" / split, ec) ||
+        fs::exists(r / "ImageSets" / "Segmentation" / (split + ".txt"), ec))
+      return true;
+  }
+  return false;
 }
 
 }  // namespace hpcnet::data

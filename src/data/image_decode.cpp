@@ -71,8 +71,10 @@ void png_on_error(png_structp png, png_const_charp msg) {
 
 void png_on_warning(png_structp, png_const_charp) {}
 
-// Returns nullptr on success or the error text (in io->message).
-const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int64_t* w) {
+// Returns nullptr on success or the error text (in io->message). index: a class mask, one byte
+// per pixel holding the gray value or palette index (see ImageDecoder::decode_mask).
+const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int64_t* w,
+                       bool index = false) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, io, png_on_error, png_on_warning);
   if (!png) return "out of memory";
   png_infop info = png_create_info_struct(png);
@@ -92,6 +94,27 @@ const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int6
   int color = png_get_color_type(png, info);
   int depth = png_get_bit_depth(png, info);
   if (static_cast<int64_t>(width) * height > kMaxPixels) png_error(png, "image too large");
+  if (index) {
+    if (color != PNG_COLOR_TYPE_PALETTE && color != PNG_COLOR_TYPE_GRAY &&
+        color != PNG_COLOR_TYPE_GRAY_ALPHA)
+      png_error(png, "an RGB mask; save class masks as 8-bit gray or palette PNGs (value = class)");
+    if (depth == 16) png_error(png, "a 16-bit mask; save class masks as 8-bit PNGs");
+    if (depth < 8) png_set_packing(png);  // one byte per pixel, values unscaled
+    if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_channels(png, info) != 1 || png_get_rowbytes(png, info) != size_t{width})
+      png_error(png, "unsupported PNG mask layout");
+    pixels.resize(size_t{width} * height);
+    for (int pass = 0; pass < passes; ++pass)
+      for (png_uint_32 y = 0; y < height; ++y)
+        png_read_row(png, pixels.data() + size_t{y} * width, nullptr);
+    png_read_end(png, nullptr);
+    png_destroy_read_struct(&png, &info, nullptr);
+    *h = height;
+    *w = width;
+    return nullptr;
+  }
   if (depth == 16) png_set_strip_16(png);  // keep the high byte
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
@@ -188,6 +211,22 @@ std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out) {
   }
   if (size == 0) return "empty file";
   return "not a JPEG or PNG file";
+}
+
+std::string ImageDecoder::decode_mask(const uint8_t* data, size_t size,
+                                      std::vector<uint8_t>& pixels, int64_t* height,
+                                      int64_t* width) {
+  *height = *width = 0;
+  if (size >= 8 && png_sig_cmp(data, 0, 8) == 0) {
+    PngIo io{data, size, 0, {0}};
+    const char* e = decode_png(&io, pixels, height, width, true);
+    if (e) return std::string("bad PNG mask (") + e + ")";
+    return {};
+  }
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8)
+    return "a JPEG mask (lossy compression changes class values); save masks as PNG";
+  if (size == 0) return "empty file";
+  return "not a PNG file";
 }
 
 }  // namespace detail

@@ -88,6 +88,11 @@ class ImageDecoder {
   ImageDecoder& operator=(const ImageDecoder&) = delete;
   // Decodes into out (resized). Returns "" on success, else the reason (no throw).
   std::string decode(const uint8_t* data, size_t size, Image& out);
+  // A class mask: an 8-bit (or 1/2/4-bit) gray or palette PNG whose values (palette indices, not
+  // colours) are the classes, into pixels (height * width bytes, one per pixel). RGB masks,
+  // 16-bit masks and JPEGs are refused (the reason says what to save instead).
+  std::string decode_mask(const uint8_t* data, size_t size, std::vector<uint8_t>& pixels,
+                          int64_t* height, int64_t* width);
 
  private:
   struct Jpeg;

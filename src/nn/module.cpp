@@ -172,6 +172,10 @@ Dropout::Dropout(double p) : p_(p) {
   HPCNET_REQUIRE(p >= 0 && p <= 1, "Dropout: p must be in [0, 1]");
 }
 
+Tensor ModuleDict::forward(const Tensor&) {
+  throw InputError("a ModuleDict has no forward; its owner calls its children");
+}
+
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(children().size()), std::move(m));
   return *this;

@@ -46,9 +46,9 @@ BenchResult run_bench(const BenchConfig& cfg) {
   task::TaskOptions topt;
   topt.imgsz = imgsz;
   const std::unique_ptr<task::Task> task = task::make_task(info.task, topt);
-  HPCNET_REQUIRE(task->target_kind() == data::TargetKind::kLabel,
+  HPCNET_REQUIRE(task->target_kind() != data::TargetKind::kBoxes,
                  "bench: synthetic targets for the " + task->name() + " task are not implemented");
-  constexpr int64_t kClasses = 10;
+  const int64_t kClasses = task->target_kind() == data::TargetKind::kMask ? 11 : 10;
   manual_seed(0);
   auto model = nn::make_model(cfg.model, nn::ModelOptions{kClasses});
   optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});
@@ -64,6 +64,11 @@ BenchResult run_bench(const BenchConfig& cfg) {
     std::vector<int64_t> labels(cfg.batch_size);
     for (auto& l : labels) l = static_cast<int64_t>(rng.randint(kClasses));
     b.labels = Tensor::from_labels(labels);
+    if (task->target_kind() == data::TargetKind::kMask) {  // random classes per pixel
+      b.masks = Tensor::empty({cfg.batch_size, imgsz, imgsz}, DType::kInt64);
+      int64_t* m = b.masks.data<int64_t>();
+      for (int64_t k = 0; k < b.masks.numel(); ++k) m[k] = static_cast<int64_t>(rng.randint(kClasses));
+    }
     batches.push_back(std::move(b));
   }
   auto step = [&](int64_t i) {

@@ -69,6 +69,12 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
     d.val = std::make_shared<data::Subset>(full, split.val);
   } else {
     d.train = full;
+    // A dataset with a validation split of its own (segmentation: images/val/) uses it.
+    if (data::has_split(c.dataset, c.data, "val")) {
+      d.val = data::open_dataset(c.dataset, c.data, "val");
+      HPCNET_REQUIRE(d.val->classes() == d.classes,
+                     "--data " + c.data + ": the val split's classes differ from train's");
+    }
   }
   return d;
 }

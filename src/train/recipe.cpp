@@ -44,11 +44,15 @@ const std::vector<RecipeField> kFields = {
     {"imgsz", &C::imgsz, "input size in pixels, square (0 = the model's default: 32)", kRecipe,
      kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
      [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
-    {"dataset", &C::dataset, "cifar10 or imagefolder", kRecipe, kRequired,
+    {"dataset", &C::dataset,
+     "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC",
+     kRecipe, kRequired,
      [](const C& c) {
-       return c.dataset == "cifar10" || c.dataset == "imagefolder"
+       return c.dataset == "cifar10" || c.dataset == "imagefolder" ||
+                      c.dataset == "segmentation" || c.dataset == "voc"
                   ? std::string()
-                  : "unknown dataset '" + c.dataset + "' (known: cifar10, imagefolder)";
+                  : "unknown dataset '" + c.dataset +
+                        "' (known: cifar10, imagefolder, segmentation, voc)";
      }},
     {"data", &C::data,
      "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an image "

@@ -17,7 +17,8 @@ void kaiming_normal(Tensor& w) {
 }
 }  // namespace
 
-BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride_, bool projection)
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride_, bool projection,
+                       const std::string& shortcut_name)
     : stride(stride_) {
   conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride_, 1, false));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
@@ -25,7 +26,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride_, bool 
   bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
   if (stride_ != 1 || in_planes != planes) {
     if (projection) {
-      shortcut = register_module("shortcut", std::make_shared<Sequential>());
+      shortcut = register_module(shortcut_name, std::make_shared<Sequential>());
       shortcut->add(std::make_shared<Conv2d>(in_planes, planes, 1, stride_, 0, false));
       shortcut->add(std::make_shared<BatchNorm2d>(planes));
     } else {

@@ -1,0 +1,210 @@
+// The semantic-segmentation task: a class per pixel (masks with 255 = ignore). Loss: per-pixel
+// cross-entropy of the logits (N, C, H, W) with ignore_index 255; metric: the confusion matrix
+// of torchvision's segmentation reference (pixels whose target is 255 left out) and from it
+// per-class IoU, mIoU and pixel accuracy; predict: the share of each class's pixels, and as
+// pictures the mask (a palette PNG, index = class) and a coloured overlay on the photograph.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/task.h"
+
+namespace hpcnet::task {
+namespace {
+
+// The argmax over channels of logits (N, C, H, W) for image i: (H, W) class indices.
+std::vector<uint8_t> argmax_mask(const Tensor& logits_in, int64_t i) {
+  const Tensor logits = logits_in.contiguous();
+  const int64_t C = logits.size(1), H = logits.size(2), W = logits.size(3), P = H * W;
+  HPCNET_CHECK(C <= 255, "segment: at most 255 classes (255 means ignore)");
+  const float* x = logits.data<float>() + i * C * P;
+  std::vector<uint8_t> m(static_cast<size_t>(P), 0);
+  std::vector<float> best(x, x + P);
+  for (int64_t c = 1; c < C; ++c)
+    for (int64_t p = 0; p < P; ++p)
+      if (x[c * P + p] > best[p]) {  // first maximum wins, as torch.argmax
+        best[p] = x[c * P + p];
+        m[p] = static_cast<uint8_t>(c);
+      }
+  return m;
+}
+
+// State: the confusion matrix h[target][prediction], C x C, row-major.
+class SegmentMetric : public Metric {
+ public:
+  explicit SegmentMetric(std::vector<std::string> classes)
+      : classes_(std::move(classes)), n_(classes_.size()), h_(n_ * n_, 0.0) {}
+
+  void add(const Outputs& outputs, const data::Batch& b) override {
+    const Tensor& logits = outputs.at(0);
+    HPCNET_CHECK(logits.dim() == 4 && logits.size(0) == b.size &&
+                     logits.size(1) == static_cast<int64_t>(n_) && b.masks.defined() &&
+                     b.masks.size(1) == logits.size(2) && b.masks.size(2) == logits.size(3),
+                 "segment metric: logits " + shape_str(logits.shape()) + " and masks " +
+                     (b.masks.defined() ? shape_str(b.masks.shape()) : "none") + " do not fit");
+    const Tensor masks = b.masks.contiguous();
+    const int64_t P = masks.size(1) * masks.size(2);
+    for (int64_t i = 0; i < b.size; ++i) {
+      const std::vector<uint8_t> pred = argmax_mask(logits, i);
+      const int64_t* t = masks.data<int64_t>() + i * P;
+      for (int64_t p = 0; p < P; ++p)  // torchvision: k = (a >= 0) & (a < n)
+        if (t[p] >= 0 && t[p] < static_cast<int64_t>(n_))
+          h_[static_cast<size_t>(t[p]) * n_ + pred[static_cast<size_t>(p)]] += 1;
+    }
+  }
+  std::vector<double> state() const override { return h_; }
+  void set_state(const std::vector<double>& s) override {
+    HPCNET_REQUIRE(s.size() == h_.size(), "segment metric: state of " + std::to_string(s.size()) +
+                                              " numbers, expected " + std::to_string(h_.size()));
+    h_ = s;
+  }
+  // iu = diag / (row sum + column sum - diag); NaN for a class in neither target nor prediction.
+  std::vector<double> iou() const {
+    std::vector<double> iu(n_);
+    for (size_t c = 0; c < n_; ++c) {
+      double row = 0, col = 0;
+      for (size_t k = 0; k < n_; ++k) {
+        row += h_[c * n_ + k];
+        col += h_[k * n_ + c];
+      }
+      const double d = h_[c * n_ + c];
+      iu[c] = d / (row + col - d);
+    }
+    return iu;
+  }
+  // torchvision's mean over every class (NaN when a class is absent from both).
+  double miou() const {
+    double s = 0;
+    for (double v : iou()) s += v;
+    return 100.0 * s / static_cast<double>(n_);
+  }
+  double pixel_accuracy() const {
+    double d = 0, all = 0;
+    for (size_t c = 0; c < n_; ++c) d += h_[c * n_ + c];
+    for (double v : h_) all += v;
+    return 100.0 * d / all;
+  }
+  double value() const override { return miou(); }
+  std::string value_key() const override { return "val_miou"; }
+  int64_t count() const override {
+    double all = 0;
+    for (double v : h_) all += v;
+    return static_cast<int64_t>(all);
+  }
+  std::string report(const std::string& split) const override {
+    std::string out;
+    char line[256];
+    std::snprintf(line, sizeof line, "%s: %lld labelled pixels\n", split.c_str(),
+                  static_cast<long long>(count()));
+    out += line;
+    const std::vector<double> iu = iou();
+    for (size_t c = 0; c < n_; ++c) {
+      std::snprintf(line, sizeof line, "IoU for class: %-12s is %.2f %%\n", classes_[c].c_str(),
+                    100.0 * iu[c]);
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "mIoU: %.2f%% pixel accuracy: %.2f%%\n", miou(),
+                  pixel_accuracy());
+    return out + line;
+  }
+  nlohmann::json to_json() const override {
+    nlohmann::json per = nlohmann::json::object();
+    const std::vector<double> iu = iou();
+    for (size_t c = 0; c < n_; ++c) per[classes_[c]] = 100.0 * iu[c];  // NaN is written as null
+    return {{"pixels", count()}, {"miou", miou()}, {"pixel_accuracy", pixel_accuracy()},
+            {"per_class_iou", per}};
+  }
+
+ private:
+  std::vector<std::string> classes_;
+  size_t n_;
+  std::vector<double> h_;
+};
+
+class SegmentTask : public Task {
+ public:
+  explicit SegmentTask(const TaskOptions& o) : Task(o) {}
+  std::string name() const override { return "segment"; }
+  data::TargetKind target_kind() const override { return data::TargetKind::kMask; }
+
+  // Resize (a no-op at imgsz), [RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5).
+  data::Compose train_transform() const override {
+    const int64_t s = options().imgsz;
+    std::vector<data::Transform> t{data::Resize{s, s}};
+    if (options().augment) t.push_back(data::RandomHorizontalFlip{0.5});
+    t.push_back(data::ToTensor{});
+    t.push_back(kNormalize);
+    return data::Compose(t);
+  }
+  data::Compose eval_transform() const override {
+    const int64_t s = options().imgsz;
+    return data::Compose({data::Resize{s, s}, data::ToTensor{}, kNormalize});
+  }
+  Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
+    return F::cross_entropy2d(outputs.at(0), batch.masks, Tensor(), data::kIgnoreIndex);
+  }
+  std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
+    return std::make_unique<SegmentMetric>(classes);
+  }
+  Prediction predict(const Outputs& outputs, int64_t i, const std::vector<std::string>& classes,
+                     const PredictOptions& po) const override {
+    const std::vector<uint8_t> m = argmax_mask(outputs.at(0), i);
+    std::vector<int64_t> count(classes.size(), 0);
+    for (uint8_t v : m) count[v]++;
+    std::vector<size_t> idx(classes.size());
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return count[a] > count[b]; });
+    Prediction p;
+    p.json["pixels"] = nlohmann::json::object();
+    char buf[96];
+    int shown = 0;
+    for (size_t k : idx) {
+      if (count[k] == 0) break;
+      const double share = static_cast<double>(count[k]) / static_cast<double>(m.size());
+      p.json["pixels"][classes[k]] = share;
+      if (shown++ < po.top) {
+        std::snprintf(buf, sizeof buf, "%s %s %.1f%%", shown > 1 ? "," : "", classes[k].c_str(),
+                      100 * share);
+        p.line += buf;
+      }
+    }
+    return p;
+  }
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
+      const data::Image& im, const Outputs& outputs, int64_t i,
+      const std::vector<std::string>& classes) const override {
+    const Tensor& logits = outputs.at(0);
+    const std::vector<uint8_t> small = argmax_mask(logits, i);
+    const int64_t h = logits.size(2), w = logits.size(3);
+    // Back to the photograph's size, nearest (pixel centres), as the input was resized.
+    std::vector<uint8_t> mask(static_cast<size_t>(im.height * im.width));
+    for (int64_t y = 0; y < im.height; ++y) {
+      const int64_t sy = std::min<int64_t>(static_cast<int64_t>((y + 0.5) * h / im.height), h - 1);
+      for (int64_t x = 0; x < im.width; ++x) {
+        const int64_t sx = std::min<int64_t>(static_cast<int64_t>((x + 0.5) * w / im.width), w - 1);
+        mask[static_cast<size_t>(y * im.width + x)] = small[static_cast<size_t>(sy * w + sx)];
+      }
+    }
+    const auto palette = data::class_palette(static_cast<int64_t>(classes.size()));
+    // The overlay: half photograph, half class colour; class 0 (background) left as it is.
+    std::vector<uint8_t> overlay(im.pixels);
+    for (size_t p = 0; p < mask.size(); ++p)
+      if (mask[p] != 0)
+        for (int c = 0; c < 3; ++c)
+          overlay[p * 3 + c] = static_cast<uint8_t>((overlay[p * 3 + c] + palette[mask[p]][c] + 1) / 2);
+    return {{"_mask.png", data::encode_png_index(mask.data(), im.height, im.width, palette)},
+            {"_overlay.png", data::encode_png_rgb(overlay.data(), im.height, im.width)}};
+  }
+
+ private:
+  static constexpr data::Normalize kNormalize{{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_segment_task(const TaskOptions& options) {
+  return std::make_unique<SegmentTask>(options);
+}
+
+}  // namespace hpcnet::task

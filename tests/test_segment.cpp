@@ -1,0 +1,324 @@
+// Semantic segmentation: the dataset layouts (images/ + masks/ with classes.txt or data.yaml,
+// PASCAL VOC; folders and .tar.gz), their refusals (an image without a mask, a mask of another
+// size, a class past the count, RGB and JPEG masks), the segment task's metric (torchvision's
+// confusion matrix: IoU, mIoU, pixel accuracy; summed over shards), its loss and its pictures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "hpcnet/data.h"
+#include "hpcnet/functional.h"
+#include "hpcnet/task.h"
+#include "test_util.h"
+
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+std::string bytes_of(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
+
+// An h x w RGB image whose pixels encode the seed, as PNG.
+std::string sg_image(int64_t h, int64_t w, int seed) {
+  std::vector<uint8_t> px(static_cast<size_t>(h * w * 3));
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>((i * 7 + seed * 31) % 256);
+  return bytes_of(data::encode_png_rgb(px.data(), h, w));
+}
+
+// An h x w mask with values (x + y + seed) % classes (255 on the first row), as a palette PNG.
+std::string sg_mask(int64_t h, int64_t w, int seed, int classes) {
+  std::vector<uint8_t> m(static_cast<size_t>(h * w));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      m[static_cast<size_t>(y * w + x)] =
+          y == 0 ? 255 : static_cast<uint8_t>((x + y + seed) % classes);
+  return bytes_of(data::encode_png_index(m.data(), h, w, data::class_palette(256)));
+}
+
+// ROOT/images/<split>/NAME.png + ROOT/masks/<split>/NAME.png for names a, b, c.
+void sg_generic(const fs::path& root, const std::string& split, int classes) {
+  fs::create_directories(root / "images" / split);
+  fs::create_directories(root / "masks" / split);
+  int k = 0;
+  for (const char* n : {"c", "a", "b"}) {
+    write_file(root / "images" / split / (std::string(n) + ".png"), sg_image(8, 6, k));
+    write_file(root / "masks" / split / (std::string(n) + ".png"), sg_mask(8, 6, k, classes));
+    ++k;
+  }
+}
+
+std::string sg_error(const std::string& path, const std::string& split = "train") {
+  try {
+    data::load_segmentation(path, split);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(SegmentData, GenericLayoutWithClassesTxt) {
+  TempDir d("seg");
+  sg_generic(d.path(), "train", 3);
+  write_file(d / "classes.txt", "sky\nroad\ncar\n");
+  auto ds = data::load_segmentation(d.str(), "train");
+  EXPECT_EQ(ds->target_kind(), data::TargetKind::kMask);
+  EXPECT_EQ(ds->classes(), (std::vector<std::string>{"sky", "road", "car"}));
+  ASSERT_EQ(ds->size(), 3);
+  EXPECT_EQ(ds->item_name(0), "images/train/a.png");  // sorted by name
+  EXPECT_EQ(ds->item_name(2), "images/train/c.png");
+  data::Example e = ds->get(0);  // a.png was written with seed 1
+  ASSERT_NE(e.mask, nullptr);
+  EXPECT_EQ(e.height, 8);
+  EXPECT_EQ(e.width, 6);
+  EXPECT_EQ(e.mask[0], 255);                    // first row ignored
+  EXPECT_EQ(e.mask[1 * 6 + 2], (2 + 1 + 1) % 3);  // (x + y + seed) % classes, a palette index
+  EXPECT_EQ(e.pixels[0], static_cast<uint8_t>(31));
+  EXPECT_TRUE(data::has_split("segmentation", d.str(), "train"));
+  EXPECT_FALSE(data::has_split("segmentation", d.str(), "val"));
+}
+
+TEST(SegmentData, DataYamlNamesFollowBackground) {
+  TempDir d("seg");
+  sg_generic(d.path(), "val", 3);
+  write_file(d / "data.yaml", "path: x\ntrain: images/train\nval: images/val\nnames:\n  0: cat\n  1: dog\n");
+  auto ds = data::load_segmentation(d.str(), "val");
+  EXPECT_EQ(ds->classes(), (std::vector<std::string>{"background", "cat", "dog"}));
+  write_file(d / "data.yaml", "names: [cat, dog]\n");
+  EXPECT_EQ(data::load_segmentation(d.str(), "val")->classes().size(), 3u);
+}
+
+TEST(SegmentData, VocLayoutFromATarGz) {
+  TempDir d("seg");
+  const fs::path voc = d / "VOCdevkit" / "VOC2012";
+  fs::create_directories(voc / "JPEGImages");
+  fs::create_directories(voc / "SegmentationClass");
+  fs::create_directories(voc / "ImageSets" / "Segmentation");
+  // JPEGImages hold JPEGs by name; a PNG's bytes under a .jpg name decode the same (by content).
+  for (const char* n : {"2007_000032", "2007_000039", "2007_000063"}) {
+    write_file(voc / "JPEGImages" / (std::string(n) + ".jpg"), sg_image(5, 7, 1));
+    write_file(voc / "SegmentationClass" / (std::string(n) + ".png"), sg_mask(5, 7, 2, 21));
+  }
+  write_file(voc / "ImageSets" / "Segmentation" / "train.txt", "2007_000039\n2007_000032\n");
+  write_file(voc / "ImageSets" / "Segmentation" / "val.txt", "2007_000063\n");
+  auto folder = data::load_segmentation(d.str(), "train");
+  ASSERT_EQ(folder->size(), 2);
+  EXPECT_EQ(folder->classes().size(), 21u);
+  EXPECT_EQ(folder->classes()[15], "person");
+  EXPECT_EQ(data::load_segmentation(d.str(), "val")->size(), 1);
+  ASSERT_EQ(std::system(("tar -czf " + shell_quote(d.str("voc.tar.gz")) + " -C " +
+                         shell_quote(d.str()) + " VOCdevkit").c_str()),
+            0);
+  auto tar = data::load_segmentation(d.str("voc.tar.gz"), "train");
+  ASSERT_EQ(tar->size(), 2);
+  for (int64_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(tar->item_name(i), folder->item_name(i));
+    data::Example a = tar->get(i), b = folder->get(i);
+    EXPECT_EQ(std::string(a.mask, a.mask + 35), std::string(b.mask, b.mask + 35));
+  }
+}
+
+TEST(SegmentData, BadPairsAreOneLineNamingTheFile) {
+  TempDir d("seg");
+  sg_generic(d.path(), "train", 3);
+  write_file(d / "classes.txt", "a\nb\nc\n");
+  const fs::path m = d / "masks" / "train";
+  // A class past the count (4 of 3 classes): rewrite b's mask with values up to 4.
+  write_file(m / "b.png", sg_mask(8, 6, 0, 5));
+  std::string e = sg_error(d.str());
+  EXPECT_NE(e.find("masks/train/b.png"), std::string::npos) << e;
+  EXPECT_NE(e.find("class"), std::string::npos) << e;
+  // Another size than its image.
+  write_file(m / "b.png", sg_mask(6, 8, 0, 3));
+  e = sg_error(d.str());
+  EXPECT_NE(e.find("b.png"), std::string::npos) << e;
+  EXPECT_NE(e.find("size"), std::string::npos) << e;
+  // An RGB mask, a JPEG mask, a missing mask.
+  write_file(m / "b.png", sg_image(8, 6, 0));
+  e = sg_error(d.str());
+  EXPECT_NE(e.find("RGB mask"), std::string::npos) << e;
+  write_file(m / "b.png", std::string("\xFF\xD8\xFF\xE0junk", 8));
+  e = sg_error(d.str());
+  EXPECT_NE(e.find("JPEG mask"), std::string::npos) << e;
+  fs::remove(m / "b.png");
+  e = sg_error(d.str());
+  EXPECT_NE(e.find("images/train/b.png has no mask"), std::string::npos) << e;
+  for (const std::string& msg : {e}) EXPECT_EQ(msg.find('\n'), std::string::npos);
+  // No class names at all.
+  write_file(m / "b.png", sg_mask(8, 6, 0, 3));
+  fs::remove(d / "classes.txt");
+  e = sg_error(d.str());
+  EXPECT_NE(e.find("classes.txt"), std::string::npos) << e;
+}
+
+TEST(SegmentTask, MetricIsTorchvisionsConfusionMatrix) {
+  auto t = task::make_task("segment");
+  const std::vector<std::string> classes{"bg", "a", "b"};
+  // 1 image, 2 x 3 pixels. Targets: [0 1 2 / 1 255 2]; predictions (argmax): [0 1 1 / 1 0 2].
+  data::Batch b;
+  b.size = 1;
+  b.masks = Tensor::from_labels({0, 1, 2, 1, 255, 2}).view_nograd({1, 2, 3});
+  std::vector<float> l(3 * 6, 0.f);
+  const int pred[6] = {0, 1, 1, 1, 0, 2};
+  for (int p = 0; p < 6; ++p) l[static_cast<size_t>(pred[p] * 6 + p)] = 1.f;
+  Tensor logits = Tensor::from_vector(l, {1, 3, 2, 3});
+  auto m = t->make_metric(classes);
+  m->add({logits}, b);
+  // h[target][pred]: (0,0)=1, (1,1)=2, (2,1)=1, (2,2)=1; the 255 pixel is left out.
+  const std::vector<double> want{1, 0, 0, 0, 2, 0, 0, 1, 1};
+  EXPECT_EQ(m->state(), want);
+  EXPECT_EQ(m->count(), 5);
+  // IoU: bg 1/1, a 2/(2+3-2) = 2/3, b 1/(2+1-1) = 1/2; mIoU = mean; pixel accuracy 4/5.
+  const double miou = 100.0 * (1.0 + 2.0 / 3.0 + 0.5) / 3.0;
+  EXPECT_NEAR(m->value(), miou, 1e-12);
+  nlohmann::json j = m->to_json();
+  EXPECT_NEAR(j.at("pixel_accuracy").get<double>(), 80.0, 1e-12);
+  EXPECT_NEAR(j.at("per_class_iou").at("a").get<double>(), 200.0 / 3.0, 1e-12);
+  const std::string r = m->report("val");
+  char last[96];
+  std::snprintf(last, sizeof last, "mIoU: %.2f%% pixel accuracy: 80.00%%\n", miou);
+  EXPECT_EQ(r.substr(r.size() - std::string(last).size()), last) << r;
+  // Two shards summed = the metric of both.
+  auto m2 = t->make_metric(classes);
+  m2->add({logits}, b);
+  std::vector<double> s = m->state(), s2 = m2->state();
+  for (size_t i = 0; i < s.size(); ++i) s[i] += s2[i];
+  auto both = t->make_metric(classes);
+  both->add({logits}, b);
+  both->add({logits}, b);
+  EXPECT_EQ(both->state(), s);
+  EXPECT_THROW(m->set_state({1, 2}), InputError);
+}
+
+TEST(SegmentTask, LossIgnoresPixelsAndPicturesAreImages) {
+  auto t = task::make_task("segment", task::TaskOptions{16});
+  data::Batch b;
+  b.size = 1;
+  b.masks = Tensor::from_labels({0, 1, 255, 1}).view_nograd({1, 2, 2});
+  std::vector<float> l{2, 0, 0, 1, 0, 3, 5, -1};  // (1, 2, 2, 2): channel planes
+  Tensor logits = Tensor::from_vector(l, {1, 2, 2, 2});
+  // By hand: pixels 0, 1, 3 (pixel 2 ignored); -log softmax at the target, averaged over 3.
+  auto nll = [](double t, double o) { return -(t - std::log(std::exp(t) + std::exp(o))); };
+  const double want = (nll(2, 0) + nll(3, 0) + nll(-1, 1)) / 3.0;
+  EXPECT_NEAR(t->loss({logits}, b).item(), want, 1e-6);
+  data::Image im;
+  im.height = 3;
+  im.width = 5;
+  im.pixels.assign(3 * 5 * 3, 100);
+  auto pics = t->pictures(im, {logits}, 0, {"bg", "x"});
+  ASSERT_EQ(pics.size(), 2u);
+  EXPECT_EQ(pics[0].first, "_mask.png");
+  data::Image overlay = data::decode_image(pics[1].second.data(), pics[1].second.size(), "overlay");
+  EXPECT_EQ(overlay.height, 3);
+  EXPECT_EQ(overlay.width, 5);
+  task::Prediction p = t->predict({logits}, 0, {"bg", "x"}, {});
+  EXPECT_NEAR(p.json.at("pixels").at("x").get<double>(), 0.5, 1e-12);  // argmax: x at 2 of 4
+}
+
+// ---- the hpcnet command, end to end ------------------------------------------------------------
+
+namespace {
+
+// A tiny learnable set: 32x32 images whose left half is red where the mask is class 1, right
+// half blue where it is class 2 (background elsewhere); train 8 images, val 4.
+void sg_tiny_set(const fs::path& root) {
+  for (const char* split : {"train", "val"}) {
+    fs::create_directories(root / "images" / split);
+    fs::create_directories(root / "masks" / split);
+    const int n = std::string(split) == "train" ? 8 : 4;
+    for (int k = 0; k < n; ++k) {
+      std::vector<uint8_t> px(32 * 32 * 3), m(32 * 32);
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) {
+          const bool on = (y + k * 3) % 16 < 8;
+          const int cls = on ? (x < 16 ? 1 : 2) : 0;
+          m[static_cast<size_t>(y * 32 + x)] = static_cast<uint8_t>(cls);
+          uint8_t* p = &px[static_cast<size_t>((y * 32 + x) * 3)];
+          p[0] = cls == 1 ? 220 : 30;
+          p[1] = 40;
+          p[2] = cls == 2 ? 220 : 30;
+        }
+      const std::string name = "img" + std::to_string(k);
+      write_file(root / "images" / split / (name + ".png"), bytes_of(data::encode_png_rgb(px.data(), 32, 32)));
+      write_file(root / "masks" / split / (name + ".png"),
+                 bytes_of(data::encode_png_index(m.data(), 32, 32, data::class_palette(3))));
+    }
+  }
+  write_file(root / "classes.txt", "background\nred\nblue\n");
+}
+
+std::vector<std::string> sg_train_args(const fs::path& data, const fs::path& out, int epochs) {
+  return {"train", "--model", "unet_resnet18", "--dataset", "segmentation", "--data", data.string(),
+          "--imgsz", "32", "--epochs", std::to_string(epochs), "--batch-size", "4",
+          "--optimizer", "adamw", "--lr", "0.001", "--threads", "1", "--workers", "0",
+          "--log-every", "1", "--seed", "5", "--out", out.string()};
+}
+
+}  // namespace
+
+TEST(SegmentCli, TrainEvalPredictAndExactResume) {
+  TempDir d("segcli");
+  sg_tiny_set(d / "data");
+  RunResult r = run_hpcnet(sg_train_args(d / "data", d / "straight", 2), d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("[2,     2] loss: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos);
+  // metrics.jsonl: the val split of the dataset itself, evaluated by mIoU.
+  int epochs = 0;
+  for (const std::string& l : split_lines(read_file(d / "straight" / "metrics.jsonl"))) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    if (j.at("event") == "start") EXPECT_EQ(j.at("val_images"), 4);
+    if (j.at("event") == "epoch") {
+      ++epochs;
+      EXPECT_TRUE(j.contains("val_miou")) << l;
+    }
+  }
+  EXPECT_EQ(epochs, 2);
+  SafetensorsFile f = load_safetensors((d / "straight" / "model.safetensors").string());
+  EXPECT_EQ(f.metadata.at("hpcnet.task"), "segment");
+  EXPECT_EQ(f.metadata.at("hpcnet.imgsz"), "32");
+  // 1 epoch, then --resume to 2: the same bytes.
+  r = run_hpcnet(sg_train_args(d / "data", d / "resumed", 1), d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run_hpcnet({"train", "--resume", (d / "resumed").string(), "--epochs", "2"}, d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(read_file(d / "resumed" / "model.safetensors"), read_file(d / "straight" / "model.safetensors"));
+  // eval: per-class IoU, the summary last; --json one object.
+  const std::string w = (d / "straight" / "model.safetensors").string();
+  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data", (d / "data").string(),
+                  "--split", "val", "--threads", "1"},
+                 d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  EXPECT_NE(lines[1].find("IoU for class: background"), std::string::npos) << r.out;
+  EXPECT_EQ(lines.back().rfind("mIoU: ", 0), 0u) << r.out;
+  EXPECT_NE(lines.back().find("% pixel accuracy: "), std::string::npos) << r.out;
+  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data", (d / "data").string(),
+                  "--split", "val", "--json"},
+                 d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("pixels"), 4 * 32 * 32);
+  EXPECT_TRUE(j.contains("miou"));
+  // predict --save: an index mask and an overlay per image, at the image's size, and the JSON.
+  r = run_hpcnet({"predict", "--weights", w, (d / "data" / "images" / "val").string(), "--save",
+                  (d / "pred").string()},
+                 d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out_lines().size(), 4u) << r.out;
+  EXPECT_NE(r.out.find("img0.png: "), std::string::npos) << r.out;
+  for (const char* s : {"img0_mask.png", "img3_overlay.png", "predictions.jsonl"})
+    EXPECT_TRUE(fs::exists(d / "pred" / s)) << s;
+  const std::string png = read_file(d / "pred" / "img0_mask.png");
+  data::Image mask = data::decode_image(reinterpret_cast<const uint8_t*>(png.data()), png.size(), "m");
+  EXPECT_EQ(mask.height, 32);
+  EXPECT_EQ(split_lines(read_file(d / "pred" / "predictions.jsonl")).size(), 4u);
+  // A classification dataset for a segmentation model is refused in one line.
+  r = run_hpcnet({"train", "--model", "unet_resnet18", "--data", (d / "data").string(), "--out",
+                  (d / "bad").string()},
+                 d.path());
+  EXPECT_EQ(r.rc, 2) << r.err;
+}
