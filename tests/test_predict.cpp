@@ -38,48 +38,15 @@ namespace {
 
 // A w x h image of one colour with noise, HWC RGB.
 std::vector<uint8_t> pr_pixels(int w, int h, int r, int g, int b, uint64_t seed) {
-  Rng rng(seed, 9);
-  std::vector<uint8_t> px(static_cast<size_t>(w * h * 3));
-  const int base[3] = {r, g, b};
-  for (size_t i = 0; i < px.size(); ++i)
-    px[i] = static_cast<uint8_t>(
-        std::clamp(base[i % 3] + static_cast<int>(rng.randint(41)) - 20, 0, 255));
-  return px;
+  return noisy_pixels(w, h, r, g, b, seed, 9, 20);
 }
 
 void pr_write_png(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  png_image img;
-  std::memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  img.width = static_cast<png_uint_32>(w);
-  img.height = static_cast<png_uint_32>(h);
-  img.format = PNG_FORMAT_RGB;
-  if (!png_image_write_to_file(&img, path.c_str(), 0, px.data(), 0, nullptr))
-    throw std::runtime_error("png write failed: " + std::string(img.message));
+  write_png_file(path, w, h, px);
 }
 
 void pr_write_jpeg(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw std::runtime_error("cannot write " + path.string());
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  jpeg_stdio_dest(&cinfo, f);
-  cinfo.image_width = static_cast<JDIMENSION>(w);
-  cinfo.image_height = static_cast<JDIMENSION>(h);
-  cinfo.input_components = 3;
-  cinfo.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 95, TRUE);
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(&px[static_cast<size_t>(cinfo.next_scanline) * w * 3]);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::fclose(f);
+  write_jpeg_file(path, w, h, px);
 }
 
 void pr_png(const fs::path& p, int seed, int w = 32, int h = 32) {

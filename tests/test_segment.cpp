@@ -322,3 +322,22 @@ TEST(SegmentCli, TrainEvalPredictAndExactResume) {
                  d.path());
   EXPECT_EQ(r.rc, 2) << r.err;
 }
+
+// The shipped segmentation recipes run on the tiny set (at 32 pixels, one step).
+TEST(SegmentCli, ShippedSegmentationConfigsRun) {
+  TempDir d("segcfg");
+  sg_tiny_set(d / "data");
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(HPCNET_SOURCE_DIR) / "configs")) {
+    const nlohmann::json recipe = nlohmann::json::parse(read_file(e.path()));
+    if (recipe.value("dataset", "") != "segmentation") continue;
+    RunResult r = run_hpcnet({"train", "--config", e.path().string(), "--data", (d / "data").string(),
+                              "--out", (d / "run").string(), "--imgsz", "32", "--batch-size", "4",
+                              "--steps", "1", "--threads", "1"},
+                             d.path());
+    EXPECT_EQ(r.rc, 0) << e.path() << ": " << r.err;
+    fs::remove_all(d / "run");
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+}

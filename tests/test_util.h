@@ -27,6 +27,12 @@
 #include <system_error>
 #include <vector>
 
+// clang-format off
+#include <cstdio>
+#include <jpeglib.h>  // after <cstdio>: it needs FILE
+#include <png.h>
+// clang-format on
+
 #include "hpcnet/error.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
@@ -182,6 +188,58 @@ inline void expect_refused(const RunResult& r, const std::string& what,
   EXPECT_EQ(r.err_lines().size(), 1u) << what << ": stderr is\n" << r.err;
   for (const auto& p : parts) EXPECT_NE(r.err.find(p), std::string::npos) << what << ": " << r.err;
   EXPECT_EQ(r.out.find("Finished Training"), std::string::npos) << what;
+}
+
+// ---- images ------------------------------------------------------------------------------------
+
+// A w x h RGB image (HWC) of one colour (r, g, b) with +-spread of noise from Rng(seed, stream).
+inline std::vector<uint8_t> noisy_pixels(int w, int h, int r, int g, int b, uint64_t seed,
+                                         uint64_t stream, int spread) {
+  Rng rng(seed, stream);
+  std::vector<uint8_t> px(static_cast<size_t>(w * h * 3));
+  const int base[3] = {r, g, b};
+  for (size_t i = 0; i < px.size(); ++i)
+    px[i] = static_cast<uint8_t>(std::clamp(
+        base[i % 3] + static_cast<int>(rng.randint(static_cast<uint64_t>(2 * spread + 1))) - spread,
+        0, 255));
+  return px;
+}
+
+// Writes HWC RGB pixels as a PNG file (libpng's simplified API).
+inline void write_png_file(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
+  png_image img;
+  std::memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = static_cast<png_uint_32>(w);
+  img.height = static_cast<png_uint_32>(h);
+  img.format = PNG_FORMAT_RGB;
+  if (!png_image_write_to_file(&img, path.c_str(), 0, px.data(), 0, nullptr))
+    throw std::runtime_error("png write failed: " + std::string(img.message));
+}
+
+// Writes HWC RGB pixels as a JPEG file of quality 95 (libjpeg).
+inline void write_jpeg_file(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw std::runtime_error("cannot write " + path.string());
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  jpeg_stdio_dest(&cinfo, f);
+  cinfo.image_width = static_cast<JDIMENSION>(w);
+  cinfo.image_height = static_cast<JDIMENSION>(h);
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 95, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<JSAMPROW>(&px[static_cast<size_t>(cinfo.next_scanline) * w * 3]);
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::fclose(f);
 }
 
 // ---- errors ------------------------------------------------------------------------------------
