@@ -33,7 +33,8 @@ MKL_NUM_THREADS = T as well as each tool's thread flag. It prints:
     python3 bench/compare_segment.py --threads 1,2 --precision fp32,bf16 --steps 20
     python3 bench/compare_segment.py --epochs 3 --markdown --json-out /tmp/seg-full.json
                                           # the full recipe: 3 epochs x 250 steps per side
-                                          # (about 25-30 min per side at 2 threads)
+                                          # (the smp runs took 509-523 s per epoch at
+                                          # 2 threads: plan on about an hour per repeat)
     python3 bench/compare_segment.py --steps 3 --threads 1 --repeat 1   # smoke test
     python3 bench/compare_segment.py --render /tmp/seg.json --markdown  # reprint a table
 
