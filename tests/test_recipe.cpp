@@ -447,3 +447,45 @@ TEST(RecipeCli, ImgszOfAFixedSizeModelIsRefused) {
   expect_refused(r, "--imgsz 64 with lenet", {"lenet", "--imgsz"});
   EXPECT_FALSE(fs::exists(tmp / "run"));
 }
+
+// A key absent from an older checkpoint stands for the default the run used: a given flag must
+// equal that default (--optimizer adamw on a run from before --optimizer is refused, sgd is not),
+// and a kAuto field given explicitly must resolve to what the default resolved to.
+TEST(RecipeResume, AGivenFlagIsComparedWithTheDefaultOfAnAbsentKey) {
+  nlohmann::json s = train::recipe_json(rc_recipe());
+  s.erase("optimizer");
+  s.erase("imgsz");
+  s.erase("task");
+  TrainConfig d;
+  d.given = std::set<std::string>{"optimizer"};
+  d.optimizer = "adamw";
+  std::string e = input_error([&] { train::merge_resumed_recipe(d, s, "ck"); });
+  EXPECT_NE(e.find("--optimizer differs"), std::string::npos) << e;
+  TrainConfig ok;
+  ok.given = std::set<std::string>{"optimizer"};
+  ok.optimizer = "sgd";
+  EXPECT_EQ(input_error([&] { train::merge_resumed_recipe(ok, s, "ck"); }), "no exception");
+  // resnet20 (the saved model) resolves imgsz 0 to 32: --imgsz 32 is the same run, 64 is not.
+  TrainConfig same;
+  same.given = std::set<std::string>{"imgsz"};
+  same.imgsz = 32;
+  EXPECT_EQ(input_error([&] { train::merge_resumed_recipe(same, s, "ck"); }), "no exception");
+  EXPECT_EQ(train::resolved_imgsz(same), 32);
+  TrainConfig other;
+  other.given = std::set<std::string>{"imgsz"};
+  other.imgsz = 64;
+  e = input_error([&] { train::merge_resumed_recipe(other, s, "ck"); });
+  EXPECT_NE(e.find("--imgsz differs"), std::string::npos) << e;
+}
+
+TEST(RecipeValidate, UnetSizesAreMultiplesOf32) {
+  TrainConfig c = rc_valid();
+  c.model = "unet_resnet18";
+  c.dataset = "segmentation";
+  c.imgsz = 100;
+  std::string e = input_error([&] { train::validate(c); });
+  EXPECT_NE(e.find("--imgsz 100"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiples of 32"), std::string::npos) << e;
+  c.imgsz = 96;
+  EXPECT_EQ(input_error([&] { train::validate(c); }), "no exception");
+}

@@ -9,7 +9,10 @@
 
 #include "hpcnet/data.h"
 #include "hpcnet/functional.h"
+#include "hpcnet/io.h"
+#include "hpcnet/nn.h"
 #include "hpcnet/task.h"
+#include "hpcnet/train.h"
 #include "test_util.h"
 
 using namespace hpcnet;
@@ -340,4 +343,53 @@ TEST(SegmentCli, ShippedSegmentationConfigsRun) {
     ++n;
   }
   EXPECT_GE(n, 1);
+}
+
+// Images of several sizes share a batch once a Resize brings them to one size.
+TEST(SegmentData, MixedSizesBatchAfterAResize) {
+  TempDir d("segmix");
+  fs::create_directories(d / "images" / "train");
+  fs::create_directories(d / "masks" / "train");
+  const int64_t sizes[3][2] = {{8, 6}, {5, 9}, {12, 12}};
+  for (int k = 0; k < 3; ++k) {
+    const std::string n = "m" + std::to_string(k);
+    write_file(d / "images" / "train" / (n + ".png"), sg_image(sizes[k][0], sizes[k][1], k));
+    write_file(d / "masks" / "train" / (n + ".png"), sg_mask(sizes[k][0], sizes[k][1], k, 3));
+  }
+  write_file(d / "classes.txt", "a\nb\nc\n");
+  auto ds = data::load_segmentation(d.str(), "train");
+  data::DataLoaderOptions o;
+  o.batch_size = 3;
+  data::DataLoader loader(ds, task::make_task("segment", task::TaskOptions{16})->train_transform(), o);
+  data::Batch b;
+  ASSERT_TRUE(loader.next(b));
+  EXPECT_EQ(b.images.shape(), (Shape{3, 3, 16, 16}));
+  EXPECT_EQ(b.masks.shape(), (Shape{3, 16, 16}));
+  // Without the Resize the sizes still clash, in one line naming both images.
+  data::DataLoader raw(ds, data::Compose({data::ToTensor{}}), o);
+  std::string e = input_error([&] { raw.next(b); });
+  EXPECT_NE(e.find("m1.png"), std::string::npos) << e;
+}
+
+// has_split reads an archive's names: a train-only archive has no val split.
+TEST(SegmentData, HasSplitLooksIntoArchives) {
+  TempDir d("segsplit");
+  sg_generic(d / "ds", "train", 3);
+  write_file(d / "ds" / "classes.txt", "a\nb\nc\n");
+  ASSERT_EQ(std::system(("tar -czf " + shell_quote(d.str("ds.tar.gz")) + " -C " +
+                         shell_quote(d.str("ds")) + " .").c_str()),
+            0);
+  EXPECT_TRUE(data::has_split("segmentation", d.str("ds.tar.gz"), "train"));
+  EXPECT_FALSE(data::has_split("segmentation", d.str("ds.tar.gz"), "val"));
+  EXPECT_FALSE(data::has_split("cifar10", d.str("ds"), "val"));
+}
+
+// A weights file without hpcnet's metadata (as PyTorch saves one) takes its task from the model.
+TEST(SegmentData, AFileWithoutMetadataTakesTheModelsTask) {
+  TempDir d("segmeta");
+  auto m = nn::make_model("unet_resnet18", nn::ModelOptions{10});  // 10: the default class names
+  save_safetensors(d.str("plain.safetensors"), m->state_dict());
+  train::LoadedModel l = train::load_model(d.str("plain.safetensors"), "unet_resnet18");
+  EXPECT_EQ(l.task, "segment");
+  EXPECT_EQ(l.imgsz, 128);
 }

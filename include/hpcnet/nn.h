@@ -185,6 +185,7 @@ struct ModelInfo {
   std::string task;     // "classify", ...
   int64_t imgsz = 32;   // default square input size (the recipe's --imgsz overrides it)
   bool fixed_size = false;  // true when the model takes only imgsz x imgsz inputs (lenet)
+  int64_t size_multiple = 1;  // input sides must be multiples of this (unet: 32)
 };
 
 // Models by name: "lenet" (the tutorial Net), "resnet20", "resnet32", "resnet56" (the CIFAR

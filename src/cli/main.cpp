@@ -234,6 +234,7 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   }
   NoGradGuard no_grad;
   int64_t failed = 0;
+  std::set<std::string> used_names;  // --save: one picture name per image, even for equal stems
   for (const std::string& path : images) {
     data::Image im;
     try {
@@ -254,9 +255,18 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
     nlohmann::json j = {{"image", path}};
     j.update(p.json);
     if (saved_lines) {
+      // NAME from the file's stem; x.jpg beside x.png, or a second folder's x.jpg, gets
+      // x_jpg (then x_jpg_2, ...) instead of overwriting the first one's pictures.
+      std::string base = fs::path(path).stem().string();
+      if (used_names.count(base)) {
+        std::string ext = fs::path(path).extension().string();
+        if (!ext.empty()) base += "_" + ext.substr(1);
+        for (int k = 2; used_names.count(base); ++k)
+          base = fs::path(path).stem().string() + "_" + ext.substr(ext.empty() ? 0 : 1) + "_" + std::to_string(k);
+      }
+      used_names.insert(base);
       for (auto& [suffix, bytes] : task->pictures(im, out, 0, m.classes)) {
-        const std::string file =
-            (fs::path(save) / (fs::path(path).stem().string() + suffix)).string();
+        const std::string file = (fs::path(save) / (base + suffix)).string();
         write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
                                                  bytes.size()));
         j["saved"].push_back(file);

@@ -125,7 +125,10 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
   for (int64_t i = 0; i < count; ++i) {
     const int64_t idx = out.indices[static_cast<size_t>(i)];
     const Example ex = i == 0 ? first : dataset_->get(idx);
-    if (ex.height != first.height || ex.width != first.width) {
+    // Images of several sizes may share a batch when the transforms bring them to one size
+    // (a Resize or Letterbox first, or crops of one size).
+    if ((ex.height != first.height || ex.width != first.width) &&
+        transform_.output_shape(ex.height, ex.width) != shape) {
       throw InputError("DataLoader: image " + dataset_->item_name(idx) + " is " +
                        std::to_string(ex.height) + "x" + std::to_string(ex.width) + " but " +
                        dataset_->item_name(out.indices[0]) + " in the same batch is " +

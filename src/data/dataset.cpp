@@ -260,15 +260,7 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
 
 bool has_split(const std::string& name, const std::string& path, const std::string& split) {
   if (name != "segmentation" && name != "voc") return false;
-  std::error_code ec;
-  if (!fs::is_directory(path, ec)) return split != "test";  // an archive: train and val assumed
-  for (const char* root : {"", "VOCdevkit/VOC2012/", "VOCdevkit/VOC2007/", "VOC2012/"}) {
-    const fs::path r = fs::path(path) / root;
-    if (fs::is_directory(r / "images" / split, ec) ||
-        fs::exists(r / "ImageSets" / "Segmentation" / (split + ".txt"), ec))
-      return true;
-  }
-  return false;
+  return detail::segmentation_has_split(path, split);
 }
 
 }  // namespace hpcnet::data

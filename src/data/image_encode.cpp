@@ -17,7 +17,11 @@ struct PngOut {
 
 void png_write_mem(png_structp png, png_bytep data, png_size_t n) {
   auto* out = static_cast<PngOut*>(png_get_io_ptr(png));
-  out->bytes.insert(out->bytes.end(), data, data + n);
+  try {  // no C++ exception may cross libpng's C frames
+    out->bytes.insert(out->bytes.end(), data, data + n);
+  } catch (const std::exception&) {
+    png_error(png, "out of memory");
+  }
 }
 void png_flush_mem(png_structp) {}
 void png_on_error(png_structp png, png_const_charp msg) {

@@ -79,6 +79,11 @@ std::shared_ptr<InMemoryDataset> cifar10_from_archive_entries(
 
 void check_split(const std::string& split, const std::string& what);
 
+// Whether a segmentation dataset at path (folder or archive; see load_segmentation) holds
+// images/<split>/ or ImageSets/Segmentation/<split>.txt. An archive's entry names are read (no
+// data kept); false when path is neither.
+bool segmentation_has_split(const std::string& path, const std::string& split);
+
 // Decodes JPEG/PNG, keeping the JPEG decompressor between calls (one per thread).
 class ImageDecoder {
  public:

@@ -289,6 +289,36 @@ std::shared_ptr<InMemoryDataset> load_voc(FileTree& t, const std::string& split)
 
 }  // namespace
 
+namespace detail {
+bool segmentation_has_split(const std::string& path, const std::string& split) {
+  std::error_code ec;
+  auto is_split = [&](const std::vector<std::string>& parts, size_t skip) {
+    if (parts.size() < skip + 2) return false;
+    const std::string& top = parts[skip];
+    return (top == "images" && parts[skip + 1] == split && parts.size() > skip + 2) ||
+           (top == "ImageSets" && parts.size() == skip + 3 && parts[skip + 1] == "Segmentation" &&
+            parts[skip + 2] == split + ".txt");
+  };
+  if (fs::is_regular_file(path, ec)) {
+    if (!is_archive_name(path)) return false;
+    bool found = false;
+    scan_archive(path, [&](const std::string& p, bool is_dir) {
+      const std::vector<std::string> parts = split_path(p);
+      for (size_t skip = 0; skip <= 2 && !found; ++skip) found = is_split(parts, skip);
+      return false;  // names only
+    });
+    return found;
+  }
+  for (const char* root : {"", "VOCdevkit/VOC2012/", "VOCdevkit/VOC2007/", "VOC2012/"}) {
+    const fs::path r = fs::path(path) / root;
+    if (fs::is_directory(r / "images" / split, ec) ||
+        fs::exists(r / "ImageSets" / "Segmentation" / (split + ".txt"), ec))
+      return true;
+  }
+  return false;
+}
+}  // namespace detail
+
 std::shared_ptr<InMemoryDataset> load_segmentation(const std::string& path,
                                                    const std::string& split) {
   HPCNET_REQUIRE(split == "train" || split == "val" || split == "test",

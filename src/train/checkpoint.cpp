@@ -10,13 +10,14 @@ namespace {
 constexpr const char* kNormalize = "{\"mean\":[0.5,0.5,0.5],\"std\":[0.5,0.5,0.5]}";
 
 std::map<std::string, std::string> meta_strings(const ModelMeta& m) {
-  return {{"format", "pt"},
-          {"hpcnet.model", m.model},
-          {"hpcnet.task", m.task},
-          {"hpcnet.classes", nlohmann::json(m.classes).dump()},
-          {"hpcnet.imgsz", std::to_string(m.imgsz)},
-          {"hpcnet.normalize", kNormalize},
-          {"hpcnet.val_split", std::to_string(m.val_split)}};
+  std::map<std::string, std::string> s = {{"format", "pt"},
+                                          {"hpcnet.model", m.model},
+                                          {"hpcnet.classes", nlohmann::json(m.classes).dump()},
+                                          {"hpcnet.normalize", kNormalize},
+                                          {"hpcnet.val_split", std::to_string(m.val_split)}};
+  if (!m.task.empty()) s["hpcnet.task"] = m.task;
+  if (m.imgsz > 0) s["hpcnet.imgsz"] = std::to_string(m.imgsz);  // 0: not recorded
+  return s;
 }
 
 void append_host(nn::NamedTensors& out, const std::string& prefix, const nn::NamedTensors& ts) {
@@ -75,7 +76,7 @@ RunFile read_run_file(const std::string& path) {
     return it == f.metadata.end() ? std::string() : it->second;
   };
   r.meta.model = get("hpcnet.model");
-  if (!get("hpcnet.task").empty()) r.meta.task = get("hpcnet.task");  // files before tasks: classify
+  r.meta.task = get("hpcnet.task");  // "" in files of no task (PyTorch-saved, or before tasks)
   if (std::string c = get("hpcnet.classes"); !c.empty()) {
     try {
       r.meta.classes = nlohmann::json::parse(c).get<std::vector<std::string>>();
@@ -154,7 +155,7 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
   }
   m.classes = f.meta.classes.empty() ? data::cifar10_class_names() : f.meta.classes;
   m.val_split = f.meta.val_split;
-  m.task = f.meta.task;
+  m.task = f.meta.task.empty() ? nn::model_info(m.name).task : f.meta.task;
   m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;
   m.module = nn::make_model(m.name, nn::ModelOptions{static_cast<int64_t>(m.classes.size())});
   try {

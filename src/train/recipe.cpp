@@ -226,6 +226,9 @@ void validate(const TrainConfig& c) {
                  "--imgsz " + std::to_string(c.imgsz) + ": " + c.model + " takes " +
                      std::to_string(info.imgsz) + "x" + std::to_string(info.imgsz) +
                      " images only");
+  HPCNET_REQUIRE(resolved_imgsz(c) % info.size_multiple == 0,
+                 "--imgsz " + std::to_string(resolved_imgsz(c)) + ": " + c.model +
+                     " takes sizes that are multiples of " + std::to_string(info.size_multiple));
   make_schedule(c);  // throws for a bad schedule
 }
 
@@ -262,19 +265,18 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
     std::visit(
         [&](auto m) {
           using T = std::decay_t<decltype(c.*m)>;
-          if (!saved.contains(f.key)) {
-            // Keys added after the first checkpoint format may be absent: those runs used the
-            // defaults, which the field holds unless a flag set it.
-            if (f.flags & kRequired)
-              throw InputError(where + ": corrupt checkpoint: config lacks " + f.key);
-            return;
-          }
-          T value{};
-          try {
-            value = saved.at(f.key).get<T>();
-          } catch (const nlohmann::json::exception&) {
-            throw InputError(where + ": corrupt checkpoint: config " + f.key +
-                             " has the wrong type");
+          // Keys added after the first checkpoint format may be absent: those runs used the
+          // default, which is then the saved value (a given flag must equal it).
+          if (!saved.contains(f.key) && (f.flags & kRequired))
+            throw InputError(where + ": corrupt checkpoint: config lacks " + f.key);
+          T value = TrainConfig{}.*m;
+          if (saved.contains(f.key)) {
+            try {
+              value = saved.at(f.key).get<T>();
+            } catch (const nlohmann::json::exception&) {
+              throw InputError(where + ": corrupt checkpoint: config " + f.key +
+                               " has the wrong type");
+            }
           }
           const bool auto_field = (f.flags & kAuto) != 0;
           const bool given_auto = auto_field && c.*m == TrainConfig{}.*m;

@@ -26,9 +26,9 @@ const std::vector<Entry>& registry() {
          return std::make_shared<CifarResNet>(std::vector<int64_t>{64, 128, 256, 512}, 2, true,
                                               false, o.num_classes);
        }},
-      {{"unet_resnet18", "segment", 128},
+      {{"unet_resnet18", "segment", 128, false, 32},
        [](auto& o) { return std::make_shared<Unet>(std::vector<int64_t>{2, 2, 2, 2}, o.num_classes); }},
-      {{"unet_resnet34", "segment", 128},
+      {{"unet_resnet34", "segment", 128, false, 32},
        [](auto& o) { return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes); }},
   };
   return r;

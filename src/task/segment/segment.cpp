@@ -13,9 +13,10 @@
 namespace hpcnet::task {
 namespace {
 
-// The argmax over channels of logits (N, C, H, W) for image i: (H, W) class indices.
-std::vector<uint8_t> argmax_mask(const Tensor& logits_in, int64_t i) {
-  const Tensor logits = logits_in.contiguous();
+// The argmax over channels of logits (N, C, H, W), row-major (contiguous()), for image i:
+// (H, W) class indices.
+std::vector<uint8_t> argmax_mask(const Tensor& logits, int64_t i) {
+  HPCNET_CHECK(logits.is_contiguous(), "segment: argmax of non-contiguous logits");
   const int64_t C = logits.size(1), H = logits.size(2), W = logits.size(3), P = H * W;
   HPCNET_CHECK(C <= 255, "segment: at most 255 classes (255 means ignore)");
   const float* x = logits.data<float>() + i * C * P;
@@ -44,9 +45,10 @@ class SegmentMetric : public Metric {
                  "segment metric: logits " + shape_str(logits.shape()) + " and masks " +
                      (b.masks.defined() ? shape_str(b.masks.shape()) : "none") + " do not fit");
     const Tensor masks = b.masks.contiguous();
+    const Tensor plain = logits.contiguous();  // once per batch (logits may be blocked)
     const int64_t P = masks.size(1) * masks.size(2);
     for (int64_t i = 0; i < b.size; ++i) {
-      const std::vector<uint8_t> pred = argmax_mask(logits, i);
+      const std::vector<uint8_t> pred = argmax_mask(plain, i);
       const int64_t* t = masks.data<int64_t>() + i * P;
       for (int64_t p = 0; p < P; ++p)  // torchvision: k = (a >= 0) & (a < n)
         if (t[p] >= 0 && t[p] < static_cast<int64_t>(n_))
@@ -149,7 +151,7 @@ class SegmentTask : public Task {
   }
   Prediction predict(const Outputs& outputs, int64_t i, const std::vector<std::string>& classes,
                      const PredictOptions& po) const override {
-    const std::vector<uint8_t> m = argmax_mask(outputs.at(0), i);
+    const std::vector<uint8_t> m = argmax_mask(outputs.at(0).contiguous(), i);
     std::vector<int64_t> count(classes.size(), 0);
     for (uint8_t v : m) count[v]++;
     std::vector<size_t> idx(classes.size());
@@ -174,7 +176,7 @@ class SegmentTask : public Task {
   std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
       const data::Image& im, const Outputs& outputs, int64_t i,
       const std::vector<std::string>& classes) const override {
-    const Tensor& logits = outputs.at(0);
+    const Tensor logits = outputs.at(0).contiguous();
     const std::vector<uint8_t> small = argmax_mask(logits, i);
     const int64_t h = logits.size(2), w = logits.size(3);
     // Back to the photograph's size, nearest (pixel centres), as the input was resized.
