@@ -422,6 +422,24 @@ def row_cells(r):
             fmt(s.get("wall_seconds"), ".1f")]
 
 
+def render_rows(headers, rows, markdown, left):
+    """A table of string cells: Markdown (columns in `left` left-aligned, the others right), or
+    plain text padded to the widest cell. Shared by compare_resnet.py and compare_segment.py."""
+    if markdown:
+        out = ["| " + " | ".join(headers) + " |",
+               "|" + "|".join("---" if i in left else "---:" for i in range(len(headers))) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
+    line = "  ".join(h.ljust(w) if i in left else h.rjust(w)
+                     for i, (h, w) in enumerate(zip(headers, widths)))
+    out = [line, "-" * len(line)]
+    for r in rows:
+        out.append("  ".join(v.ljust(w) if i in left else v.rjust(w)
+                             for i, (v, w) in enumerate(zip(r, widths))))
+    return "\n".join(out)
+
+
 def render_table(rows, markdown):
     cells = [row_cells(r) for r in rows]
     if markdown:

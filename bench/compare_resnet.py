@@ -255,20 +255,7 @@ def table(meta, summary):
 
 
 def render_table(headers, rows, markdown):
-    left = {0, 1}
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |",
-               "|" + "|".join("---" if i in left else "---:" for i in range(len(headers))) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
-    line = "  ".join(h.ljust(w) if i in left else h.rjust(w)
-                     for i, (h, w) in enumerate(zip(headers, widths)))
-    out = [line, "-" * len(line)]
-    for r in rows:
-        out.append("  ".join(v.ljust(w) if i in left else v.rjust(w)
-                             for i, (v, w) in enumerate(zip(r, widths))))
-    return "\n".join(out)
+    return compare.render_rows(headers, rows, markdown, left={0, 1})
 
 
 def render_header(meta):

@@ -407,20 +407,7 @@ def row_cells(cell, side, meta):
 
 def render_table(meta, cells, markdown):
     rows = [row_cells(c, side, meta) for c in cells for side in ("hpcnet", "smp")]
-    left = {1, 2}
-    if markdown:
-        out = ["| " + " | ".join(HEADERS) + " |",
-               "|" + "|".join("---" if i in left else "---:" for i in range(len(HEADERS))) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(HEADERS[i]), *(len(r[i]) for r in rows)) for i in range(len(HEADERS))]
-    line = "  ".join(h.ljust(w) if i in left else h.rjust(w)
-                     for i, (h, w) in enumerate(zip(HEADERS, widths)))
-    out = [line, "-" * len(line)]
-    for r in rows:
-        out.append("  ".join(v.ljust(w) if i in left else v.rjust(w)
-                             for i, (v, w) in enumerate(zip(r, widths))))
-    return "\n".join(out)
+    return compare.render_rows(HEADERS, rows, markdown, left={1, 2})
 
 
 def render_header(meta):
