@@ -582,11 +582,32 @@ def parse_args(argv=None):
     return a
 
 
-def write_json(path, meta, results):
+def write_json_file(path, obj):
+    """obj as indented JSON, written to PATH.tmp and renamed (a crash leaves the old file).
+    Shared by compare_resnet.py and compare_segment.py."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+        json.dump(obj, f, indent=1)
     os.replace(tmp, path)
+
+
+def write_json(path, meta, results):
+    write_json_file(path, {"meta": meta, "results": results})
+
+
+def cpu_flags():
+    """The vector and matrix extensions of this CPU that the kernels care about (None when
+    /proc/cpuinfo cannot be read). Shared by compare_resnet.py and compare_segment.py."""
+    want = ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return [w for w in want if w in have]
+    except OSError:
+        pass
+    return None
 
 
 def print_report(meta, results, markdown):

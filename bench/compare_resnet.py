@@ -64,6 +64,7 @@ def _load_compare():
 
 compare = _load_compare()
 log, loadavg, med, fmt, tail = compare.log, compare.loadavg, compare.med, compare.fmt, compare.tail
+cpu_flags = compare.cpu_flags
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,19 +166,6 @@ def torch_cpu_info(interp):
         return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {}
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
         return {}
-
-
-def cpu_flags():
-    want = ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"]
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    have = set(line.split(":", 1)[1].split())
-                    return [w for w in want if w in have]
-    except OSError:
-        pass
-    return None
 
 
 def make_impls(args, torches):
@@ -336,10 +324,7 @@ def print_report(meta, runs, markdown):
 
 
 def write_json(path, meta, runs):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"meta": meta, "summary": summarize(meta, runs), "runs": runs}, f, indent=1)
-    os.replace(tmp, path)
+    compare.write_json_file(path, {"meta": meta, "summary": summarize(meta, runs), "runs": runs})
 
 
 # --------------------------------------------------------------------------------------------

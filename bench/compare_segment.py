@@ -98,6 +98,7 @@ def _load_compare():
 
 compare = _load_compare()
 log, loadavg, med, fmt, tail = compare.log, compare.loadavg, compare.med, compare.fmt, compare.tail
+cpu_flags = compare.cpu_flags
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,19 +314,6 @@ def hpcnet_versions(hpcnet):
     return out
 
 
-def cpu_flags():
-    want = ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"]
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    have = set(line.split(":", 1)[1].split())
-                    return [w for w in want if w in have]
-    except OSError:
-        pass
-    return None
-
-
 def count_split(data, split):
     try:
         return len([f for f in os.listdir(os.path.join(data, "images", split))
@@ -532,10 +520,7 @@ def write_json(path, meta, cells):
     for c in cells:
         c["summary"] = {side: summarize(c["runs"][side]) for side in ("hpcnet", "smp")}
         c["ratios"] = cell_ratios(c)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"meta": meta, "cells": cells}, f, indent=1)
-    os.replace(tmp, path)
+    compare.write_json_file(path, {"meta": meta, "cells": cells})
 
 
 # --------------------------------------------------------------------------------------------
