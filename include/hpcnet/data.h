@@ -278,6 +278,10 @@ struct LetterboxGeometry {
   int64_t top = 0, left = 0;              // its offset in the square
 };
 LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size);
+// A one-byte-per-pixel map (a class mask) (height, width) resampled nearest to (out_height,
+// out_width) as Resize resamples masks: source index floor((y + 0.5) * height / out_height).
+std::vector<uint8_t> resize_nearest(const uint8_t* src, int64_t height, int64_t width,
+                                    int64_t out_height, int64_t out_width);
 
 // uint8 HWC [0, 255] -> float CHW [0, 1]: x = float(v) / 255.
 struct ToTensor {};

@@ -129,6 +129,15 @@ Example resample(const Example& ex, int64_t oh, int64_t ow, int64_t out_h, int64
 
 }  // namespace
 
+std::vector<uint8_t> resize_nearest(const uint8_t* src, int64_t height, int64_t width,
+                                    int64_t out_height, int64_t out_width) {
+  HPCNET_REQUIRE(height > 0 && width > 0 && out_height > 0 && out_width > 0,
+                 "resize_nearest: sizes must be positive");
+  std::vector<uint8_t> out(static_cast<size_t>(out_height * out_width));
+  resize_nearest_into(src, height, width, out_height, out_width, out.data(), out_width, 0, 0);
+  return out;
+}
+
 LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size) {
   HPCNET_REQUIRE(height > 0 && width > 0 && size > 0, "letterbox: sizes must be positive");
   LetterboxGeometry g;

@@ -180,14 +180,7 @@ class SegmentTask : public Task {
     const std::vector<uint8_t> small = argmax_mask(logits, i);
     const int64_t h = logits.size(2), w = logits.size(3);
     // Back to the photograph's size, nearest (pixel centres), as the input was resized.
-    std::vector<uint8_t> mask(static_cast<size_t>(im.height * im.width));
-    for (int64_t y = 0; y < im.height; ++y) {
-      const int64_t sy = std::min<int64_t>(static_cast<int64_t>((y + 0.5) * h / im.height), h - 1);
-      for (int64_t x = 0; x < im.width; ++x) {
-        const int64_t sx = std::min<int64_t>(static_cast<int64_t>((x + 0.5) * w / im.width), w - 1);
-        mask[static_cast<size_t>(y * im.width + x)] = small[static_cast<size_t>(sy * w + sx)];
-      }
-    }
+    const std::vector<uint8_t> mask = data::resize_nearest(small.data(), h, w, im.height, im.width);
     const auto palette = data::class_palette(static_cast<int64_t>(classes.size()));
     // The overlay: half photograph, half class colour; class 0 (background) left as it is.
     std::vector<uint8_t> overlay(im.pixels);
