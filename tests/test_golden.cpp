@@ -171,7 +171,8 @@ TEST(Golden, LenetTenSgdStepsMatchPyTorch) {
     for (int64_t s = 0; s < 10; ++s) {
       Tensor x = Tensor::empty({2, 3, 32, 32});
       std::memcpy(x.data<float>(), inputs.data<float>() + s * 2 * 3 * 32 * 32, x.nbytes());
-      Tensor y = Tensor::from_labels({labels.data<int64_t>()[2 * s], labels.data<int64_t>()[2 * s + 1]});
+      Tensor y =
+          Tensor::from_labels({labels.data<int64_t>()[2 * s], labels.data<int64_t>()[2 * s + 1]});
       opt.zero_grad();
       Tensor loss = F::cross_entropy(model->forward(x), y);
       EXPECT_NEAR(loss.item(), want_losses[s], 1e-5) << run.name << " step " << s;

@@ -79,106 +79,201 @@ std::map<std::string, std::vector<Case>> all_cases() {
                        gradcheck(label, f, make(rng), 7);
                      }});
   };
-  add("conv2d", "conv2d stride 1 pad 1",
-      [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 6, 6}, r), randn64({4, 3, 3, 3}, r), randn64({4}, r)}; });
-  add("conv2d", "conv2d stride 2 pad 0 no bias",
+  add(
+      "conv2d", "conv2d stride 1 pad 1", [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 6, 6}, r), randn64({4, 3, 3, 3}, r),
+                                   randn64({4}, r)};
+      });
+  add(
+      "conv2d", "conv2d stride 2 pad 0 no bias",
       [](auto& v) { return F::conv2d(v[0], v[1], Tensor(), 2, 0); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 7, 7}, r), randn64({3, 2, 3, 3}, r)}; });
-  add("conv2d", "conv2d_relu 5x5",
-      [](auto& v) { return F::conv2d_relu(v[0], v[1], v[2], 1, 0); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 8, 8}, r), randn64({2, 3, 5, 5}, r), randn64({2}, r)}; });
-  add("max_pool2d", "max_pool2d 2x2",
-      [](auto& v) { return F::max_pool2d(v[0], 2, 2); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 6, 6}, r)}; });
-  add("max_pool2d", "max_pool2d 3x3 stride 2 pad 1",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 7, 7}, r), randn64({3, 2, 3, 3}, r)};
+      });
+  add(
+      "conv2d", "conv2d_relu 5x5", [](auto& v) { return F::conv2d_relu(v[0], v[1], v[2], 1, 0); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 8, 8}, r), randn64({2, 3, 5, 5}, r),
+                                   randn64({2}, r)};
+      });
+  add(
+      "max_pool2d", "max_pool2d 2x2", [](auto& v) { return F::max_pool2d(v[0], 2, 2); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 6, 6}, r)};
+      });
+  add(
+      "max_pool2d", "max_pool2d 3x3 stride 2 pad 1",
       [](auto& v) { return F::max_pool2d(v[0], 3, 2, 1); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 7, 7}, r)}; });
-  add("linear", "linear",
-      [](auto& v) { return F::linear(v[0], v[1], v[2]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r), randn64({4, 5}, r), randn64({4}, r)}; });
-  add("linear", "linear_relu no bias",
-      [](auto& v) { return F::linear_relu(v[0], v[1], Tensor()); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r), randn64({4, 5}, r)}; });
-  add("relu", "relu", [](auto& v) { return F::relu(v[0]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({3, 7}, r)}; });
-  add("add", "add", [](auto& v) { return F::add(v[0], v[1]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 4}, r), randn64({2, 3, 4}, r)}; });
-  add("add", "add same input twice", [](auto& v) { return F::add(v[0], F::relu(v[0])); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 7, 7}, r)};
+      });
+  add(
+      "linear", "linear", [](auto& v) { return F::linear(v[0], v[1], v[2]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 5}, r), randn64({4, 5}, r), randn64({4}, r)};
+      });
+  add(
+      "linear", "linear_relu no bias", [](auto& v) { return F::linear_relu(v[0], v[1], Tensor()); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 5}, r), randn64({4, 5}, r)};
+      });
+  add(
+      "relu", "relu", [](auto& v) { return F::relu(v[0]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 7}, r)};
+      });
+  add(
+      "add", "add", [](auto& v) { return F::add(v[0], v[1]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 4}, r), randn64({2, 3, 4}, r)};
+      });
+  add(
+      "add", "add same input twice", [](auto& v) { return F::add(v[0], F::relu(v[0])); },
       [](Rng& r) { return std::vector<Tensor>{randn64({5}, r)}; });
-  add("reshape", "flatten then linear",
+  add(
+      "reshape", "flatten then linear",
       [](auto& v) { return F::linear(F::flatten(v[0], 1), v[1], Tensor()); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 2, 3}, r), randn64({3, 12}, r)}; });
-  add("log_softmax", "log_softmax", [](auto& v) { return F::log_softmax(v[0]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r, 3.0)}; });
-  add("nll_loss", "nll_loss of log_softmax",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 2, 3}, r), randn64({3, 12}, r)};
+      });
+  add(
+      "log_softmax", "log_softmax", [](auto& v) { return F::log_softmax(v[0]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 5}, r, 3.0)};
+      });
+  add(
+      "nll_loss", "nll_loss of log_softmax",
       [](auto& v) { return F::nll_loss(F::log_softmax(v[0]), v[1]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({4, 5}, r), Tensor::from_labels({0, 4, 2, 2})}; });
-  add("cross_entropy", "cross_entropy",
-      [](auto& v) { return F::cross_entropy(v[0], v[1]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({4, 6}, r, 2.0), Tensor::from_labels({5, 0, 3, 3})}; });
-  add("cross_entropy", "cross_entropy label smoothing 0.1",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({4, 5}, r), Tensor::from_labels({0, 4, 2, 2})};
+      });
+  add(
+      "cross_entropy", "cross_entropy", [](auto& v) { return F::cross_entropy(v[0], v[1]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({4, 6}, r, 2.0), Tensor::from_labels({5, 0, 3, 3})};
+      });
+  add(
+      "cross_entropy", "cross_entropy label smoothing 0.1",
       [](auto& v) { return F::cross_entropy(v[0], v[1], 0.1); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({3, 4}, r), Tensor::from_labels({1, 0, 3})}; });
-  add("sum", "sum", [](auto& v) { return F::sum(v[0]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 2}, r)}; });
-  add("mean", "mean", [](auto& v) { return F::mean(v[0]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({4, 5}, r)}; });
-  add("batch_norm", "batch_norm training",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 4}, r), Tensor::from_labels({1, 0, 3})};
+      });
+  add(
+      "sum", "sum", [](auto& v) { return F::sum(v[0]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 2}, r)};
+      });
+  add(
+      "mean", "mean", [](auto& v) { return F::mean(v[0]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({4, 5}, r)};
+      });
+  add(
+      "batch_norm", "batch_norm training",
       [](auto& v) { return F::batch_norm(v[0], v[1], v[2], Tensor(), Tensor(), true); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({3, 2, 3, 2}, r, 2.0), randn64({2}, r), randn64({2}, r)}; });
-  add("batch_norm", "batch_norm eval",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 2, 3, 2}, r, 2.0), randn64({2}, r), randn64({2}, r)};
+      });
+  add(
+      "batch_norm", "batch_norm eval",
       [](auto& v) {
         Tensor rm = Tensor::from_vector_f64({0.3, -0.2}, {2});
         Tensor rv = Tensor::from_vector_f64({1.5, 0.7}, {2});
         return F::batch_norm(v[0], v[1], v[2], rm, rv, false);
       },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r)}; });
-  add("batch_norm", "batch_norm + residual + relu (fused) without affine",
-      [](auto& v) { return F::batch_norm_act(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, v[1], true); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 2, 3}, r), randn64({2, 3, 2, 3}, r)}; });
-  add("batch_norm", "batch_norm + residual + relu with affine",
-      [](auto& v) { return F::batch_norm_act(v[0], v[1], v[2], Tensor(), Tensor(), true, 0.1, 1e-5, v[3], true); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r), randn64({2, 2, 3, 3}, r)}; });
-  add("global_avg_pool2d", "global_avg_pool2d",
-      [](auto& v) { return F::global_avg_pool2d(v[0]); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 3, 4}, r)}; });
-  add("subsample_pad", "subsample_pad stride 2 pad 2 odd size",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r)};
+      });
+  add(
+      "batch_norm", "batch_norm + residual + relu (fused) without affine",
+      [](auto& v) {
+        return F::batch_norm_act(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                                 v[1], true);
+      },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 2, 3}, r), randn64({2, 3, 2, 3}, r)};
+      });
+  add(
+      "batch_norm", "batch_norm + residual + relu with affine",
+      [](auto& v) {
+        return F::batch_norm_act(v[0], v[1], v[2], Tensor(), Tensor(), true, 0.1, 1e-5, v[3], true);
+      },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r),
+                                   randn64({2, 2, 3, 3}, r)};
+      });
+  add(
+      "global_avg_pool2d", "global_avg_pool2d", [](auto& v) { return F::global_avg_pool2d(v[0]); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 3, 4}, r)};
+      });
+  add(
+      "subsample_pad", "subsample_pad stride 2 pad 2 odd size",
       [](auto& v) { return F::subsample_pad(v[0], 2, 2); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 5, 4}, r)}; });
-  add("subsample_pad", "subsample_pad stride 1 pad 1",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 5, 4}, r)};
+      });
+  add(
+      "subsample_pad", "subsample_pad stride 1 pad 1",
       [](auto& v) { return F::subsample_pad(v[0], 1, 1); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 3, 3}, r)}; });
-  add("dropout", "dropout p 0.3 (fixed mask)",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 3, 3}, r)};
+      });
+  add(
+      "dropout", "dropout p 0.3 (fixed mask)",
       [](auto& v) {
         manual_seed(11);  // the same mask on every evaluation
         return F::dropout(v[0], 0.3, true);
       },
-      [](Rng& r) { return std::vector<Tensor>{randn64({4, 6}, r)}; });
-  add("upsample_nearest2d", "upsample_nearest2d scale 2",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({4, 6}, r)};
+      });
+  add(
+      "upsample_nearest2d", "upsample_nearest2d scale 2",
       [](auto& v) { return F::upsample_nearest2d(v[0], 2); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 3, 4}, r)}; });
-  add("upsample_nearest2d", "upsample_nearest2d scale 3 then conv",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 3, 4}, r)};
+      });
+  add(
+      "upsample_nearest2d", "upsample_nearest2d scale 3 then conv",
       [](auto& v) { return F::conv2d(F::upsample_nearest2d(v[0], 3), v[1], Tensor(), 1, 1); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 2, 3}, r), randn64({2, 2, 3, 3}, r)}; });
-  add("upsample_nearest2d", "upsample_nearest2d scale 1",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 2, 3}, r), randn64({2, 2, 3, 3}, r)};
+      });
+  add(
+      "upsample_nearest2d", "upsample_nearest2d scale 1",
       [](auto& v) { return F::upsample_nearest2d(v[0], 1); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({1, 2, 3, 2}, r)}; });
-  add("cat", "cat dim 1 of three (N, C, H, W)",
-      [](auto& v) { return F::cat({v[0], v[1], v[2]}, 1); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 3, 2}, r)};
+      });
+  add(
+      "cat", "cat dim 1 of three (N, C, H, W)",
+      [](auto& v) {
+        return F::cat({v[0], v[1], v[2]}, 1);
+      },
       [](Rng& r) {
         return std::vector<Tensor>{randn64({2, 3, 2, 3}, r), randn64({2, 1, 2, 3}, r),
                                    randn64({2, 2, 2, 3}, r)};
       });
-  add("cat", "cat dim 0 of 2-d, one input twice",
-      [](auto& v) { return F::cat({v[0], v[1], v[0]}, 0); },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3}, r), randn64({1, 3}, r)}; });
-  add("cat", "cat dim -1 with a constant between",
+  add(
+      "cat", "cat dim 0 of 2-d, one input twice",
+      [](auto& v) {
+        return F::cat({v[0], v[1], v[0]}, 0);
+      },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3}, r), randn64({1, 3}, r)};
+      });
+  add(
+      "cat", "cat dim -1 with a constant between",
       [](auto& v) {
         return F::cat({v[0], Tensor::full({2, 2, 1}, 0.5, DType::kFloat64), v[1]}, -1);
       },
-      [](Rng& r) { return std::vector<Tensor>{randn64({2, 2, 3}, r), randn64({2, 2, 2}, r)}; });
-  add("cat", "cat upsampled and skip (U-Net decoder)",
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 3}, r), randn64({2, 2, 2}, r)};
+      });
+  add(
+      "cat", "cat upsampled and skip (U-Net decoder)",
       [](auto& v) {
         return F::conv2d(F::cat({F::upsample_nearest2d(v[0], 2), v[1]}, 1), v[2], Tensor(), 1, 1);
       },
@@ -186,13 +281,14 @@ std::map<std::string, std::vector<Case>> all_cases() {
         return std::vector<Tensor>{randn64({1, 2, 2, 2}, r), randn64({1, 1, 4, 4}, r),
                                    randn64({2, 3, 3, 3}, r)};
       });
-  add("cross_entropy2d", "cross_entropy2d",
-      [](auto& v) { return F::cross_entropy2d(v[0], v[1]); },
+  add(
+      "cross_entropy2d", "cross_entropy2d", [](auto& v) { return F::cross_entropy2d(v[0], v[1]); },
       [](Rng& r) {
         Tensor t = Tensor::from_labels({0, 3, 2, 1, 1, 0, 3, 3, 2, 0, 1, 2});
         return std::vector<Tensor>{randn64({2, 4, 2, 3}, r, 2.0), t.view_nograd({2, 2, 3})};
       });
-  add("cross_entropy2d", "cross_entropy2d with class weights and ignored pixels",
+  add(
+      "cross_entropy2d", "cross_entropy2d with class weights and ignored pixels",
       [](auto& v) {
         Tensor w = Tensor::from_vector_f64({0.5, 2.0, 1.0, 0.25}, {4});  // a constant
         return F::cross_entropy2d(v[0], v[1], w, 255);
@@ -201,7 +297,8 @@ std::map<std::string, std::vector<Case>> all_cases() {
         Tensor t = Tensor::from_labels({0, 255, 2, 1, 255, 0, 3, 3, 255, 0, 1, 2});
         return std::vector<Tensor>{randn64({2, 4, 3, 2}, r, 2.0), t.view_nograd({2, 3, 2})};
       });
-  add("cross_entropy2d", "cross_entropy2d ignore_index is a class",
+  add(
+      "cross_entropy2d", "cross_entropy2d ignore_index is a class",
       [](auto& v) { return F::cross_entropy2d(v[0], v[1], Tensor(), 1); },
       [](Rng& r) {
         Tensor t = Tensor::from_labels({0, 1, 2, 1, 2, 0});

@@ -167,7 +167,8 @@ TEST(RecipeTable, UniqueKeysFlagsAndMembers) {
     EXPECT_TRUE(std::regex_match(std::string(f.key), std::regex("[a-z][a-z0-9_]*"))) << f.key;
     EXPECT_NE(std::string(f.help), "") << f.key;
     for (size_t j = 0; j < i; ++j)
-      EXPECT_FALSE(fields[j].ref == f.ref) << f.key << " and " << fields[j].key << " share a member";
+      EXPECT_FALSE(fields[j].ref == f.ref)
+          << f.key << " and " << fields[j].key << " share a member";
   }
   EXPECT_EQ(rc_field("batch_size").flag(), "--batch-size");
 }
@@ -265,7 +266,8 @@ TEST(RecipeResume, CorruptRecipes) {
   const nlohmann::json saved = train::recipe_json(rc_recipe());
   TrainConfig c;
   c.given = std::set<std::string>{};
-  std::string e = input_error([&] { train::merge_resumed_recipe(c, nlohmann::json::array(), "ck"); });
+  std::string e =
+      input_error([&] { train::merge_resumed_recipe(c, nlohmann::json::array(), "ck"); });
   EXPECT_NE(e.find("not a JSON object"), std::string::npos) << e;
   for (const RecipeField& f : train::recipe_fields()) {
     if (!(f.flags & train::kRequired)) continue;
@@ -332,8 +334,9 @@ TEST(RecipeResume, AutoValueInTheCheckpointMatchesTheValueItResolvedTo) {
   run.model = "resnet20";
   other.imgsz = 64;
   other.given = std::set<std::string>{"imgsz"};
-  EXPECT_NE(input_error([&] { train::merge_resumed_recipe(other, train::recipe_json(run), "ck"); })
-                .find("--imgsz"),
+  EXPECT_NE(input_error([&] {
+              train::merge_resumed_recipe(other, train::recipe_json(run), "ck");
+            }).find("--imgsz"),
             std::string::npos)
       << "the run trained at 32";
 }

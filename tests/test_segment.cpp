@@ -76,7 +76,7 @@ TEST(SegmentData, GenericLayoutWithClassesTxt) {
   ASSERT_NE(e.mask, nullptr);
   EXPECT_EQ(e.height, 8);
   EXPECT_EQ(e.width, 6);
-  EXPECT_EQ(e.mask[0], 255);                    // first row ignored
+  EXPECT_EQ(e.mask[0], 255);                      // first row ignored
   EXPECT_EQ(e.mask[1 * 6 + 2], (2 + 1 + 1) % 3);  // (x + y + seed) % classes, a palette index
   EXPECT_EQ(e.pixels[0], static_cast<uint8_t>(31));
   EXPECT_TRUE(data::has_split("segmentation", d.str(), "train"));
@@ -86,7 +86,8 @@ TEST(SegmentData, GenericLayoutWithClassesTxt) {
 TEST(SegmentData, DataYamlNamesFollowBackground) {
   TempDir d("seg");
   sg_generic(d.path(), "val", 3);
-  write_file(d / "data.yaml", "path: x\ntrain: images/train\nval: images/val\nnames:\n  0: cat\n  1: dog\n");
+  write_file(d / "data.yaml",
+             "path: x\ntrain: images/train\nval: images/val\nnames:\n  0: cat\n  1: dog\n");
   auto ds = data::load_segmentation(d.str(), "val");
   EXPECT_EQ(ds->classes(), (std::vector<std::string>{"background", "cat", "dog"}));
   write_file(d / "data.yaml", "names: [cat, dog]\n");
@@ -112,7 +113,8 @@ TEST(SegmentData, VocLayoutFromATarGz) {
   EXPECT_EQ(folder->classes()[15], "person");
   EXPECT_EQ(data::load_segmentation(d.str(), "val")->size(), 1);
   ASSERT_EQ(std::system(("tar -czf " + shell_quote(d.str("voc.tar.gz")) + " -C " +
-                         shell_quote(d.str()) + " VOCdevkit").c_str()),
+                         shell_quote(d.str()) + " VOCdevkit")
+                            .c_str()),
             0);
   auto tar = data::load_segmentation(d.str("voc.tar.gz"), "train");
   ASSERT_EQ(tar->size(), 2);
@@ -244,7 +246,8 @@ void sg_tiny_set(const fs::path& root) {
           p[2] = cls == 2 ? 220 : 30;
         }
       const std::string name = "img" + std::to_string(k);
-      write_file(root / "images" / split / (name + ".png"), bytes_of(data::encode_png_rgb(px.data(), 32, 32)));
+      write_file(root / "images" / split / (name + ".png"),
+                 bytes_of(data::encode_png_rgb(px.data(), 32, 32)));
       write_file(root / "masks" / split / (name + ".png"),
                  bytes_of(data::encode_png_index(m.data(), 32, 32, data::class_palette(3))));
     }
@@ -253,10 +256,33 @@ void sg_tiny_set(const fs::path& root) {
 }
 
 std::vector<std::string> sg_train_args(const fs::path& data, const fs::path& out, int epochs) {
-  return {"train", "--model", "unet_resnet18", "--dataset", "segmentation", "--data", data.string(),
-          "--imgsz", "32", "--epochs", std::to_string(epochs), "--batch-size", "4",
-          "--optimizer", "adamw", "--lr", "0.001", "--threads", "1", "--workers", "0",
-          "--log-every", "1", "--seed", "5", "--out", out.string()};
+  return {"train",
+          "--model",
+          "unet_resnet18",
+          "--dataset",
+          "segmentation",
+          "--data",
+          data.string(),
+          "--imgsz",
+          "32",
+          "--epochs",
+          std::to_string(epochs),
+          "--batch-size",
+          "4",
+          "--optimizer",
+          "adamw",
+          "--lr",
+          "0.001",
+          "--threads",
+          "1",
+          "--workers",
+          "0",
+          "--log-every",
+          "1",
+          "--seed",
+          "5",
+          "--out",
+          out.string()};
 }
 
 }  // namespace
@@ -287,11 +313,12 @@ TEST(SegmentCli, TrainEvalPredictAndExactResume) {
   ASSERT_EQ(r.rc, 0) << r.err;
   r = run_hpcnet({"train", "--resume", (d / "resumed").string(), "--epochs", "2"}, d.path());
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(read_file(d / "resumed" / "model.safetensors"), read_file(d / "straight" / "model.safetensors"));
+  EXPECT_EQ(read_file(d / "resumed" / "model.safetensors"),
+            read_file(d / "straight" / "model.safetensors"));
   // eval: per-class IoU, the summary last; --json one object.
   const std::string w = (d / "straight" / "model.safetensors").string();
-  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data", (d / "data").string(),
-                  "--split", "val", "--threads", "1"},
+  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data",
+                  (d / "data").string(), "--split", "val", "--threads", "1"},
                  d.path());
   ASSERT_EQ(r.rc, 0) << r.err;
   auto lines = r.out_lines();
@@ -299,8 +326,8 @@ TEST(SegmentCli, TrainEvalPredictAndExactResume) {
   EXPECT_NE(lines[1].find("IoU for class: background"), std::string::npos) << r.out;
   EXPECT_EQ(lines.back().rfind("mIoU: ", 0), 0u) << r.out;
   EXPECT_NE(lines.back().find("% pixel accuracy: "), std::string::npos) << r.out;
-  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data", (d / "data").string(),
-                  "--split", "val", "--json"},
+  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data",
+                  (d / "data").string(), "--split", "val", "--json"},
                  d.path());
   ASSERT_EQ(r.rc, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -316,7 +343,8 @@ TEST(SegmentCli, TrainEvalPredictAndExactResume) {
   for (const char* s : {"img0_mask.png", "img3_overlay.png", "predictions.jsonl"})
     EXPECT_TRUE(fs::exists(d / "pred" / s)) << s;
   const std::string png = read_file(d / "pred" / "img0_mask.png");
-  data::Image mask = data::decode_image(reinterpret_cast<const uint8_t*>(png.data()), png.size(), "m");
+  data::Image mask =
+      data::decode_image(reinterpret_cast<const uint8_t*>(png.data()), png.size(), "m");
   EXPECT_EQ(mask.height, 32);
   EXPECT_EQ(split_lines(read_file(d / "pred" / "predictions.jsonl")).size(), 4u);
   // A classification dataset for a segmentation model is refused in one line.
@@ -334,9 +362,9 @@ TEST(SegmentCli, ShippedSegmentationConfigsRun) {
   for (const auto& e : fs::directory_iterator(fs::path(HPCNET_SOURCE_DIR) / "configs")) {
     const nlohmann::json recipe = nlohmann::json::parse(read_file(e.path()));
     if (recipe.value("dataset", "") != "segmentation") continue;
-    RunResult r = run_hpcnet({"train", "--config", e.path().string(), "--data", (d / "data").string(),
-                              "--out", (d / "run").string(), "--imgsz", "32", "--batch-size", "4",
-                              "--steps", "1", "--threads", "1"},
+    RunResult r = run_hpcnet({"train", "--config", e.path().string(), "--data",
+                              (d / "data").string(), "--out", (d / "run").string(), "--imgsz", "32",
+                              "--batch-size", "4", "--steps", "1", "--threads", "1"},
                              d.path());
     EXPECT_EQ(r.rc, 0) << e.path() << ": " << r.err;
     fs::remove_all(d / "run");
@@ -360,7 +388,8 @@ TEST(SegmentData, MixedSizesBatchAfterAResize) {
   auto ds = data::load_segmentation(d.str(), "train");
   data::DataLoaderOptions o;
   o.batch_size = 3;
-  data::DataLoader loader(ds, task::make_task("segment", task::TaskOptions{16})->train_transform(), o);
+  data::DataLoader loader(ds, task::make_task("segment", task::TaskOptions{16})->train_transform(),
+                          o);
   data::Batch b;
   ASSERT_TRUE(loader.next(b));
   EXPECT_EQ(b.images.shape(), (Shape{3, 3, 16, 16}));
@@ -377,7 +406,8 @@ TEST(SegmentData, HasSplitLooksIntoArchives) {
   sg_generic(d / "ds", "train", 3);
   write_file(d / "ds" / "classes.txt", "a\nb\nc\n");
   ASSERT_EQ(std::system(("tar -czf " + shell_quote(d.str("ds.tar.gz")) + " -C " +
-                         shell_quote(d.str("ds")) + " .").c_str()),
+                         shell_quote(d.str("ds")) + " .")
+                            .c_str()),
             0);
   EXPECT_TRUE(data::has_split("segmentation", d.str("ds.tar.gz"), "train"));
   EXPECT_FALSE(data::has_split("segmentation", d.str("ds.tar.gz"), "val"));

@@ -320,8 +320,8 @@ TEST(TargetsLetterbox, GeometryMatchesUltralytics) {
   };
   for (const Case& c : cases) {
     const LetterboxGeometry g = letterbox_geometry(c.h, c.w, c.size);
-    const std::string what = std::to_string(c.h) + "x" + std::to_string(c.w) + " -> " +
-                             std::to_string(c.size);
+    const std::string what =
+        std::to_string(c.h) + "x" + std::to_string(c.w) + " -> " + std::to_string(c.size);
     EXPECT_DOUBLE_EQ(g.scale, c.r) << what;
     EXPECT_EQ(g.new_height, c.nh) << what;
     EXPECT_EQ(g.new_width, c.nw) << what;
@@ -391,8 +391,8 @@ TEST(TargetsLetterbox, ResizeThenAugmentEqualsAugmentingTheResizedExample) {
           rpx[static_cast<size_t>((y * r.w + x) * 3 + c)] = static_cast<uint8_t>(r.value(c, y, x));
         rmask[static_cast<size_t>(y * r.w + x)] = static_cast<uint8_t>(r.m(y, x));
       }
-    const Example rex = tg_example(rpx, static_cast<int>(r.h), static_cast<int>(r.w), &r.boxes,
-                                   &rmask);
+    const Example rex =
+        tg_example(rpx, static_cast<int>(r.h), static_cast<int>(r.w), &r.boxes, &rmask);
     for (uint64_t seed = 0; seed < 24; ++seed) {
       const TgOut a = tg_apply(whole, ex, seed), b = tg_apply(Compose(rest), rex, seed);
       ASSERT_EQ(a.px, b.px) << whole.str() << " seed " << seed;
@@ -502,8 +502,8 @@ TEST(TargetsDataset, KindMismatchNamesTheImage) {
   for (const auto& c : cases) {
     EXPECT_NE(c[0], "no exception") << c[1];
     EXPECT_NE(c[0].find("targets"), std::string::npos) << c[0];
-    EXPECT_NE(c[0].find(c[1]), std::string::npos) << "the message should name " << c[1] << ": "
-                                                   << c[0];
+    EXPECT_NE(c[0].find(c[1]), std::string::npos)
+        << "the message should name " << c[1] << ": " << c[0];
   }
   EXPECT_EQ(labels.size() + boxes.size() + masks.size(), 0);
 }

@@ -28,7 +28,8 @@ const SafetensorsFile& unet_golden() {
 // make_golden_unet.py's weight_values(): the value of every tensor, from its name.
 void fill_from_formula(const std::string& name, Tensor t) {
   int64_t key = 0;
-  for (size_t j = 0; j < name.size(); ++j) key += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
+  for (size_t j = 0; j < name.size(); ++j)
+    key += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
   key %= 9973;
   auto ends = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
@@ -88,7 +89,8 @@ TEST(UnetGolden, ParameterNamesAndCountAreSmps) {
     for (auto& [n, t] : m->named_buffers()) found = found || n == std::string(bn) + ".running_var";
     EXPECT_TRUE(found) << bn;
   }
-  EXPECT_EQ(nn::make_model("unet_resnet34", nn::ModelOptions{11})->num_parameters(), 24437819);  // smp, resnet34
+  EXPECT_EQ(nn::make_model("unet_resnet34", nn::ModelOptions{11})->num_parameters(),
+            24437819);  // smp, resnet34
 }
 
 TEST(UnetGolden, TrainForwardLossGradientsAndEvalMatchSmp) {
@@ -120,8 +122,8 @@ TEST(UnetGolden, TrainForwardLossGradientsAndEvalMatchSmp) {
   }
   // Running statistics after one training forward (momentum 0.1).
   for (auto& [name, b] : m->named_buffers())
-    if (g.contains("running_mean." + name.substr(0, name.rfind('.'))) &&
-        name.size() > 13 && name.compare(name.size() - 13, 13, ".running_mean") == 0)
+    if (g.contains("running_mean." + name.substr(0, name.rfind('.'))) && name.size() > 13 &&
+        name.compare(name.size() - 13, 13, ".running_mean") == 0)
       EXPECT_LT(rel_err(b, g.at("running_mean." + name.substr(0, name.size() - 13))), 1e-5) << name;
   for (auto& [name, b] : m->named_buffers())
     if (name.size() > 12 && name.compare(name.size() - 12, 12, ".running_var") == 0 &&

@@ -47,10 +47,10 @@ struct Example {
   const uint8_t* pixels = nullptr;  // (height, width, 3) uint8 RGB, row-major, contiguous
   int64_t height = 0;
   int64_t width = 0;
-  int64_t label = 0;               // kLabel: in [0, classes().size()); otherwise 0
-  const Box* boxes = nullptr;      // kBoxes: num_boxes objects (none is an image without objects)
+  int64_t label = 0;           // kLabel: in [0, classes().size()); otherwise 0
+  const Box* boxes = nullptr;  // kBoxes: num_boxes objects (none is an image without objects)
   int64_t num_boxes = 0;
-  const uint8_t* mask = nullptr;   // kMask: (height, width) class per pixel, kIgnoreIndex = none
+  const uint8_t* mask = nullptr;  // kMask: (height, width) class per pixel, kIgnoreIndex = none
   size_t nbytes() const { return static_cast<size_t>(height * width * 3); }
 };
 
@@ -110,8 +110,7 @@ class InMemoryDataset : public Dataset {
     size_t mask_offset = 0;               // kMask: masks_[mask_offset, + height * width)
   };
   void check_kind(TargetKind kind, const std::string& name) const;
-  void add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label,
-                std::string name);
+  void add_item(const uint8_t* hwc, int64_t height, int64_t width, int64_t label, std::string name);
   std::vector<std::string> classes_;
   std::string description_;
   TargetKind kind_;
@@ -360,27 +359,27 @@ struct DataLoaderOptions {
 };
 
 struct Batch {
-  Tensor images;                 // (B, 3, H, W) float32
-  Tensor labels;                 // (B,) int64 (kLabel datasets; zeros otherwise)
+  Tensor images;                        // (B, 3, H, W) float32
+  Tensor labels;                        // (B,) int64 (kLabel datasets; zeros otherwise)
   std::vector<std::vector<Box>> boxes;  // kBoxes: (B,) lists of objects in output pixels
-  Tensor masks;                  // kMask: (B, H, W) int64, kIgnoreIndex where unlabelled
-  int64_t size = 0;              // B
-  int64_t index = 0;             // position of this batch in its epoch
-  std::vector<int64_t> indices;  // (B,) dataset index of each sample
+  Tensor masks;                         // kMask: (B, H, W) int64, kIgnoreIndex where unlabelled
+  int64_t size = 0;                     // B
+  int64_t index = 0;                    // position of this batch in its epoch
+  std::vector<int64_t> indices;         // (B,) dataset index of each sample
 };
 
-// Order of epoch e: shuffle ? random_permutation(n, Rng(seed, 1000 + e)) : 0..n-1, the same on every
-// rank. With world_size W > 1 (DistributedSampler semantics) it is padded to a multiple of W by
-// repeating it from its start (cyclically when W > n), and rank r keeps positions r, r + W,
-// r + 2W, ...: every rank gets ceil(n / W) samples and as many batches, the shares are disjoint
-// except for the W * ceil(n / W) - n padded repeats, and together they cover the epoch. Batch b
-// of the share holds share[b * batch_size, ...]; the last partial batch is kept unless drop_last
-// (so batch b of every rank has the same size). Sample i of the
-// dataset seen in epoch e is transformed with Compose::apply(.., mix_seed(seed, e, i), ..), i being
-// the index in the loader's own dataset (a Subset's position, not its base's), so the batches
-// are identical for any num_workers. With workers, batches are built ahead into a bounded
-// queue and delivered in order; an exception in a worker is rethrown by next() (and ends the
-// epoch). Destroying the loader or calling begin_epoch mid-epoch stops and discards work cleanly.
+// Order of epoch e: shuffle ? random_permutation(n, Rng(seed, 1000 + e)) : 0..n-1, the same on
+// every rank. With world_size W > 1 (DistributedSampler semantics) it is padded to a multiple of W
+// by repeating it from its start (cyclically when W > n), and rank r keeps positions r, r + W, r +
+// 2W, ...: every rank gets ceil(n / W) samples and as many batches, the shares are disjoint except
+// for the W * ceil(n / W) - n padded repeats, and together they cover the epoch. Batch b of the
+// share holds share[b * batch_size, ...]; the last partial batch is kept unless drop_last (so batch
+// b of every rank has the same size). Sample i of the dataset seen in epoch e is transformed with
+// Compose::apply(.., mix_seed(seed, e, i), ..), i being the index in the loader's own dataset (a
+// Subset's position, not its base's), so the batches are identical for any num_workers. With
+// workers, batches are built ahead into a bounded queue and delivered in order; an exception in a
+// worker is rethrown by next() (and ends the epoch). Destroying the loader or calling begin_epoch
+// mid-epoch stops and discards work cleanly.
 //   loader.begin_epoch(e); Batch b; while (loader.next(b)) { ... }
 class DataLoader {
  public:

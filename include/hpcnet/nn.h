@@ -182,9 +182,9 @@ struct ModelOptions {
 // What a model is for, from the registry: the task it serves and its default input size.
 struct ModelInfo {
   std::string name;
-  std::string task;     // "classify", ...
-  int64_t imgsz = 32;   // default square input size (the recipe's --imgsz overrides it)
-  bool fixed_size = false;  // true when the model takes only imgsz x imgsz inputs (lenet)
+  std::string task;           // "classify", ...
+  int64_t imgsz = 32;         // default square input size (the recipe's --imgsz overrides it)
+  bool fixed_size = false;    // true when the model takes only imgsz x imgsz inputs (lenet)
   int64_t size_multiple = 1;  // input sides must be multiples of this (unet: 32)
 };
 

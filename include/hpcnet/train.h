@@ -30,12 +30,12 @@ namespace hpcnet::train {
 // key, its help and its validation.
 struct TrainConfig {
   std::string model = "lenet";
-  std::string task;         // "" = the model's task (classify for every model so far)
-  int64_t imgsz = 0;        // square input size; 0 = the model's default (32 for the CIFAR models)
+  std::string task;   // "" = the model's task (classify for every model so far)
+  int64_t imgsz = 0;  // square input size; 0 = the model's default (32 for the CIFAR models)
   std::string dataset = "cifar10";
-  std::string data;         // dataset path (folder or archive)
-  std::string out;          // run directory
-  std::string resume;       // run directory to continue from ("" = fresh run)
+  std::string data;    // dataset path (folder or archive)
+  std::string out;     // run directory
+  std::string resume;  // run directory to continue from ("" = fresh run)
   int64_t epochs = 2;
   int64_t batch_size = 4;
   double lr = 0.001;
@@ -49,12 +49,12 @@ struct TrainConfig {
   double label_smoothing = 0.0;          // cross-entropy label smoothing
   double weight_decay = 0.0;
   bool nesterov = false;
-  std::string optimizer = "sgd";         // sgd | adamw (lr, weight_decay, beta1/2, adam_eps)
-  double beta1 = 0.9, beta2 = 0.999;     // adamw
-  double adam_eps = 1e-8;                // adamw
-  double clip_grad_norm = 0.0;           // > 0: clip the gradients' 2-norm to this each step
-  double ema_decay = 0.0;                // > 0: keep an EMA of weights; eval and model file use it
-  int64_t cutout = 0;                    // > 0: Cutout(size) after the other augmentation
+  std::string optimizer = "sgd";      // sgd | adamw (lr, weight_decay, beta1/2, adam_eps)
+  double beta1 = 0.9, beta2 = 0.999;  // adamw
+  double adam_eps = 1e-8;             // adamw
+  double clip_grad_norm = 0.0;        // > 0: clip the gradients' 2-norm to this each step
+  double ema_decay = 0.0;             // > 0: keep an EMA of weights; eval and model file use it
+  int64_t cutout = 0;                 // > 0: Cutout(size) after the other augmentation
   int workers = 2;
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
@@ -67,15 +67,15 @@ struct TrainConfig {
   // fp32, or bf16: convolutions compute in bfloat16 (inputs and weights rounded, float32
   // accumulation and outputs; master weights, optimizer state and other ops stay float32).
   std::string precision = "fp32";
-  int64_t max_steps = 0;     // stop after this many steps in total (0 = no limit)
-  int progress = -1;         // -1 auto (a terminal), 0 off, 1 on
-  bool quiet = false;        // no per-step lines (benchmarks)
+  int64_t max_steps = 0;  // stop after this many steps in total (0 = no limit)
+  int progress = -1;      // -1 auto (a terminal), 0 off, 1 on
+  bool quiet = false;     // no per-step lines (benchmarks)
   // Data-parallel runs (started by mpirun/srun; see dist.h). Each rank reads its share of every
   // epoch at batch_size images per step (global batch = world size x batch_size); gradients are
   // averaged over ranks before each step; rank 0 alone prints and writes the run directory.
-  double dist_timeout = 45;   // seconds a rank may wait for its peers in a collective (0 = forever)
-  int64_t bucket_kb = 100;    // gradient all-reduce buckets; 0 = one all-reduce after backward
-  std::string fail_at;        // testing only: "RANK:STEP[:kill|exit|hang]" (--fail-at-step)
+  double dist_timeout = 45;  // seconds a rank may wait for its peers in a collective (0 = forever)
+  int64_t bucket_kb = 100;   // gradient all-reduce buckets; 0 = one all-reduce after backward
+  std::string fail_at;       // testing only: "RANK:STEP[:kill|exit|hang]" (--fail-at-step)
   // The recipe keys the user set (the CLI fills it from its flags and --config). On --resume a
   // given recipe key must equal the checkpoint's, and the run keys (data, epochs, threads) that
   // were not given come from the checkpoint. nullopt: every field was set deliberately.
@@ -95,7 +95,7 @@ using FieldRef = std::variant<bool TrainConfig::*, int TrainConfig::*, int64_t T
                               uint64_t TrainConfig::*, double TrainConfig::*,
                               std::string TrainConfig::*, std::vector<int64_t> TrainConfig::*>;
 struct RecipeField {
-  const char* key;   // config-file and checkpoint key ("batch_size"); the flag is --batch-size
+  const char* key;  // config-file and checkpoint key ("batch_size"); the flag is --batch-size
   FieldRef ref;
   const char* help;
   FieldRole role;
@@ -168,7 +168,7 @@ data::Compose eval_transform();
 
 // What a model file records besides its tensors.
 struct ModelMeta {
-  std::string model;                 // "" when the file names none (a PyTorch-saved file)
+  std::string model;  // "" when the file names none (a PyTorch-saved file)
   std::string task = "classify";
   std::vector<std::string> classes;  // class names, label order
   int64_t imgsz = 0;                 // input size the model was trained at (0: not recorded)
@@ -212,16 +212,17 @@ struct BenchConfig {
   int64_t warmup = 50;
   int threads = 0;
   std::string precision = "fp32";  // fp32 | bf16 (see TrainConfig::precision)
-  bool profile = true;  // per-kernel table (adds a clock read around each kernel)
+  bool profile = true;             // per-kernel table (adds a clock read around each kernel)
 };
 struct BenchResult {
   double seconds_per_step = 0;
   double images_per_sec = 0;
-  double flops_per_step = 0;  // counted by the conv and linear kernels
-  double gflops = 0;          // achieved over the whole step
-  double peak_gflops = 0;     // this machine's FP32 peak (estimate, see peak_fp32_gflops)
+  double flops_per_step = 0;            // counted by the conv and linear kernels
+  double gflops = 0;                    // achieved over the whole step
+  double peak_gflops = 0;               // this machine's FP32 peak (estimate, see peak_fp32_gflops)
   uint64_t system_allocs_per_step = 0;  // CPU allocator misses in steady state
-  std::vector<std::pair<std::string, std::array<double, 3>>> kernels;  // name: ms/step, calls/step, GFLOP/s
+  std::vector<std::pair<std::string, std::array<double, 3>>>
+      kernels;  // name: ms/step, calls/step, GFLOP/s
 };
 BenchResult run_bench(const BenchConfig& cfg);
 // cores x FMA units (2) x fp32 lanes (16 with AVX-512, 8 with AVX2) x 2 x clock (from cpuinfo).

@@ -249,8 +249,8 @@ void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
         ex = resample(ex_in, r->height, r->width, r->height, r->width, 0, 0, 0, buf);
     } else if (const auto* l = std::get_if<Letterbox>(&transforms_.front())) {
       const LetterboxGeometry g = letterbox_geometry(ex.height, ex.width, l->size);
-      ex = resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill,
-                    buf);
+      ex =
+          resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill, buf);
     }
   }
   Rng rng(sample_seed, 0);
@@ -354,33 +354,32 @@ std::string Compose::str() const {
   for (const Transform& t : transforms_) {
     if (!first) s += ", ";
     first = false;
-    std::visit(Overloaded{
-                   [&](const ToTensor&) { s += "ToTensor()"; },
-                   [&](const Normalize& n) {
-                     s += "Normalize(mean=(" + fmt_float(n.mean[0]) + ", " + fmt_float(n.mean[1]) +
-                          ", " + fmt_float(n.mean[2]) + "), std=(" + fmt_float(n.std[0]) + ", " +
-                          fmt_float(n.std[1]) + ", " + fmt_float(n.std[2]) + "))";
-                   },
-                   [&](const RandomCrop& c) {
-                     s += "RandomCrop(" + std::to_string(c.size) +
-                          ", padding=" + std::to_string(c.padding) + ")";
-                   },
-                   [&](const Cutout& c) { s += "Cutout(" + std::to_string(c.size) + ")"; },
-                   [&](const Resize& r) {
-                     s += "Resize((" + std::to_string(r.height) + ", " + std::to_string(r.width) +
-                          "))";
-                   },
-                   [&](const Letterbox& l) {
-                     s += "Letterbox(" + std::to_string(l.size) +
-                          ", fill=" + std::to_string(l.fill) + ")";
-                   },
-                   [&](const RandomHorizontalFlip& f) {
-                     char buf[32];
-                     std::snprintf(buf, sizeof(buf), "%g", f.p);
-                     s += std::string("RandomHorizontalFlip(p=") + buf + ")";
-                   },
-               },
-               t);
+    std::visit(
+        Overloaded{
+            [&](const ToTensor&) { s += "ToTensor()"; },
+            [&](const Normalize& n) {
+              s += "Normalize(mean=(" + fmt_float(n.mean[0]) + ", " + fmt_float(n.mean[1]) + ", " +
+                   fmt_float(n.mean[2]) + "), std=(" + fmt_float(n.std[0]) + ", " +
+                   fmt_float(n.std[1]) + ", " + fmt_float(n.std[2]) + "))";
+            },
+            [&](const RandomCrop& c) {
+              s += "RandomCrop(" + std::to_string(c.size) +
+                   ", padding=" + std::to_string(c.padding) + ")";
+            },
+            [&](const Cutout& c) { s += "Cutout(" + std::to_string(c.size) + ")"; },
+            [&](const Resize& r) {
+              s += "Resize((" + std::to_string(r.height) + ", " + std::to_string(r.width) + "))";
+            },
+            [&](const Letterbox& l) {
+              s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) + ")";
+            },
+            [&](const RandomHorizontalFlip& f) {
+              char buf[32];
+              std::snprintf(buf, sizeof(buf), "%g", f.p);
+              s += std::string("RandomHorizontalFlip(p=") + buf + ")";
+            },
+        },
+        t);
   }
   return s + ")";
 }

@@ -106,9 +106,9 @@ Tensor uniform_tensor(const Shape& shape, double bound) {
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
                int64_t padding_, bool has_bias)
     : stride(stride_), padding(padding_) {
-  HPCNET_REQUIRE(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 &&
-                     padding_ >= 0,
-                 "Conv2d: channels, kernel_size and stride must be positive, padding >= 0");
+  HPCNET_REQUIRE(
+      in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 && padding_ >= 0,
+      "Conv2d: channels, kernel_size and stride must be positive, padding >= 0");
   double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
   weight = register_parameter(
       "weight", uniform_tensor({out_channels, in_channels, kernel_size, kernel_size}, bound));
@@ -151,9 +151,9 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps_, double momentum_)
 Tensor BatchNorm2d::forward(const Tensor& x) { return forward_act(x, Tensor(), false); }
 
 Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, bool relu) {
-  HPCNET_REQUIRE(x.dim() == 4 && x.size(1) == weight.size(0),
-                 "BatchNorm2d(" + std::to_string(weight.size(0)) + ") got input " +
-                     shape_str(x.shape()));
+  HPCNET_REQUIRE(
+      x.dim() == 4 && x.size(1) == weight.size(0),
+      "BatchNorm2d(" + std::to_string(weight.size(0)) + ") got input " + shape_str(x.shape()));
   if (is_training()) {
     // torch counts the batches; with a fixed momentum the count is informational only.
     if (num_batches_tracked.device().is_cpu()) {
@@ -164,8 +164,8 @@ Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, bool re
       num_batches_tracked.copy_(host);
     }
   }
-  return F::batch_norm_act(x, weight, bias, running_mean, running_var, is_training(), momentum,
-                           eps, residual, relu);
+  return F::batch_norm_act(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                           residual, relu);
 }
 
 Dropout::Dropout(double p) : p_(p) {

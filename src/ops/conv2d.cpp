@@ -17,8 +17,8 @@ double conv_flops(const Tensor& w, const Tensor& y) {
 }
 
 void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  HPCNET_CHECK(x.dim() == 4, std::string(op) + ": input must be (N, C, H, W), got " +
-                                 shape_str(x.shape()));
+  HPCNET_CHECK(x.dim() == 4,
+               std::string(op) + ": input must be (N, C, H, W), got " + shape_str(x.shape()));
   HPCNET_CHECK(w.dim() == 4 && w.size(1) == x.size(1),
                std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
                    shape_str(x.shape()));
@@ -37,10 +37,11 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p, bool relu) {
   check_conv("conv2d", x, w, b);
-  detail::check_shape("conv2d", y,
-                      {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
-                       conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w)},
-                      "output");
+  detail::check_shape(
+      "conv2d", y,
+      {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
+       conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w)},
+      "output");
   HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, relu);
 }
 

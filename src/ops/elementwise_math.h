@@ -273,8 +273,7 @@ template <class T>
 HPCNET_HD BnBackward<T> bn_backward_coeffs(const T* w, double invstd, double sum_g, double sum_gx,
                                            double m, bool training) {
   double wv = w ? static_cast<double>(*w) : 1.0;
-  return {static_cast<T>(wv * invstd),
-          training ? static_cast<T>(-wv * invstd * sum_g / m) : T(0),
+  return {static_cast<T>(wv * invstd), training ? static_cast<T>(-wv * invstd * sum_g / m) : T(0),
           training ? static_cast<T>(-wv * invstd * invstd * invstd * sum_gx / m) : T(0)};
 }
 
@@ -321,8 +320,11 @@ inline AdamWCoeffs<T> adamw_coeffs(double lr, double beta1, double beta2, double
                                    double weight_decay, int64_t step) {
   const double bc1 = 1 - ::pow(beta1, static_cast<double>(step));
   const double bc2 = 1 - ::pow(beta2, static_cast<double>(step));
-  return {static_cast<T>(1 - lr * weight_decay), static_cast<T>(beta1), static_cast<T>(beta2),
-          static_cast<T>(lr / bc1),             static_cast<T>(1 / ::sqrt(bc2)),
+  return {static_cast<T>(1 - lr * weight_decay),
+          static_cast<T>(beta1),
+          static_cast<T>(beta2),
+          static_cast<T>(lr / bc1),
+          static_cast<T>(1 / ::sqrt(bc2)),
           static_cast<T>(eps)};
 }
 

@@ -20,7 +20,8 @@ HPCNET_DEFINE_OP(cross_entropy2d)
 
 namespace {
 void check_rows_targets(const char* op, const Tensor& x, const Tensor& target) {
-  HPCNET_CHECK(x.dim() == 2, std::string(op) + ": input must be (N, C), got " + shape_str(x.shape()));
+  HPCNET_CHECK(x.dim() == 2,
+               std::string(op) + ": input must be (N, C), got " + shape_str(x.shape()));
   HPCNET_CHECK(x.size(0) > 0, std::string(op) + ": empty batch");
   detail::check_dtype(op, target, DType::kInt64, "target");
   detail::check_shape(op, target, {x.size(0)}, "target");
@@ -81,7 +82,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double ep
 }
 void cross_entropy_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
                             double eps, Tensor& dlogits) {
-  detail::check_same_device("cross_entropy_backward", prob.device(), {&dloss, &prob, &target, &dlogits});
+  detail::check_same_device("cross_entropy_backward", prob.device(),
+                            {&dloss, &prob, &target, &dlogits});
   HPCNET_DISPATCH(prob.device(), cross_entropy_backward, dloss, prob, target, eps, dlogits);
 }
 void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,

@@ -106,8 +106,8 @@ struct UpsampleNearest2dNode : Node {
 }  // namespace
 
 Tensor F::global_avg_pool2d(const Tensor& x_in) {
-  HPCNET_CHECK(x_in.dim() == 4, "global_avg_pool2d: input must be (N, C, H, W), got " +
-                                    shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.dim() == 4,
+               "global_avg_pool2d: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device());
   ops::global_avg_pool2d_forward(x, y);
@@ -120,8 +120,8 @@ Tensor F::global_avg_pool2d(const Tensor& x_in) {
 }
 
 Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
-  HPCNET_CHECK(x_in.dim() == 4, "subsample_pad: input must be (N, C, H, W), got " +
-                                    shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.dim() == 4,
+               "subsample_pad: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
   HPCNET_CHECK(stride >= 1 && pad >= 0, "subsample_pad: need stride >= 1 and pad >= 0");
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({x.size(0), x.size(1) + 2 * pad, (x.size(2) + stride - 1) / stride,
@@ -139,8 +139,8 @@ Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
 }
 
 Tensor F::dropout(const Tensor& x_in, double p, bool training) {
-  HPCNET_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got " +
-                                     std::to_string(p));
+  HPCNET_CHECK(p >= 0 && p <= 1,
+               "dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0) return x_in;
   Tensor x = x_in.contiguous();
   // The mask is drawn on the host from the default generator (reproducible under manual_seed on

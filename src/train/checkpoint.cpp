@@ -21,7 +21,8 @@ std::map<std::string, std::string> meta_strings(const ModelMeta& m) {
 }
 
 void append_host(nn::NamedTensors& out, const std::string& prefix, const nn::NamedTensors& ts) {
-  for (auto& [n, t] : ts) out.emplace_back(prefix + n, t.device().is_cpu() ? t : t.to(cpu_device()));
+  for (auto& [n, t] : ts)
+    out.emplace_back(prefix + n, t.device().is_cpu() ? t : t.to(cpu_device()));
 }
 
 void write_run_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
@@ -57,7 +58,8 @@ int64_t parse_int(const std::string& text, const std::string& path, const std::s
 
 }  // namespace
 
-void write_model_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model) {
+void write_model_file(const std::string& path, const ModelMeta& meta,
+                      const nn::NamedTensors& model) {
   write_run_file(path, meta, model, nullptr, nullptr, nullptr);
 }
 
@@ -148,7 +150,8 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
   LoadedModel m;
   m.name = f.meta.model;
   if (m.name.empty()) {
-    HPCNET_REQUIRE(!model_name.empty(), path + ": no model name in the file's metadata; pass --model");
+    HPCNET_REQUIRE(!model_name.empty(),
+                   path + ": no model name in the file's metadata; pass --model");
     m.name = model_name;
   } else if (!model_name.empty() && model_name != m.name) {
     throw InputError(path + ": holds weights of model '" + m.name + "', not '" + model_name + "'");

@@ -2,9 +2,8 @@
 // loss -> backward -> SGD, loss lines every log_every mini-batches), plus checkpoints after every
 // epoch, exact resume, metrics.jsonl and a progress bar on terminals; data-parallel over the ranks
 // of dist::world() (DistributedSampler shares, bucketed gradient all-reduce, rank 0 writes). What a
-// target is, the loop leaves to the task; the recipe is recipe.cpp's, the run files checkpoint.cpp's.
-#include "hpcnet/train.h"
-
+// target is, the loop leaves to the task; the recipe is recipe.cpp's, the run files
+// checkpoint.cpp's.
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
+#include "hpcnet/train.h"
 #include "src/ops/ops.h"
 #include "src/train/checkpoint.h"
 #include "src/train/evaluate.h"
@@ -143,8 +143,8 @@ RunFile read_resume(TrainConfig& c) {
   if (std::find(names.begin(), names.end(), c.model) == names.end())
     throw InputError(path + ": checkpoint of model '" + c.model +
                      "', which this build does not have; resume it with a build that does");
-  HPCNET_REQUIRE(f.meta.model == c.model, path + ": checkpoint is for model '" + f.meta.model +
-                                              "', not '" + c.model + "'");
+  HPCNET_REQUIRE(f.meta.model == c.model,
+                 path + ": checkpoint is for model '" + f.meta.model + "', not '" + c.model + "'");
   return f;
 }
 
@@ -201,7 +201,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const optim::LrSchedule schedule = make_schedule(cfg);
   HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
                  "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
-                 "with --device " + cfg.device);
+                 "with --device " +
+                     cfg.device);
   apply_precision(cfg.precision);
   std::unique_ptr<optim::Optimizer> opt_ptr;
   if (cfg.optimizer == "adamw")
@@ -283,10 +284,12 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const std::string model_path = (fs::path(cfg.out) / "model.safetensors").string();
   RankZeroMetrics metrics(lead, (fs::path(cfg.out) / "metrics.jsonl").string(), st.epochs_done > 0);
   {
-    nlohmann::json rec = {{"event", "start"}, {"config", recipe_json(cfg)},
+    nlohmann::json rec = {{"event", "start"},
+                          {"config", recipe_json(cfg)},
                           {"train_images", d.train->size()},
                           {"val_images", d.val ? d.val->size() : 0},
-                          {"start_epoch", st.epochs_done + 1}, {"threads", ops::get_num_threads()}};
+                          {"start_epoch", st.epochs_done + 1},
+                          {"threads", ops::get_num_threads()}};
     if (world > 1) {
       rec["world_size"] = world;
       rec["global_batch_size"] = world * cfg.batch_size;
@@ -306,7 +309,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   for (int64_t epoch = st.epochs_done; epoch < cfg.epochs && !stop; ++epoch) {
     auto t_epoch = clock::now();
     loader.begin_epoch(epoch);
-    ProgressBar bar(show_bar, "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
+    ProgressBar bar(show_bar,
+                    "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
                     loader.num_batches(), world * cfg.batch_size);
     double running_loss = 0, epoch_loss = 0;
     int64_t epoch_steps = 0;
@@ -336,8 +340,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       if (ema) ema->update(*model);
       double l = loss.item();
       HPCNET_CHECK(std::isfinite(l), "loss became " + std::to_string(l) + " at epoch " +
-                                         std::to_string(epoch + 1) + " step " + std::to_string(i + 1) +
-                                         "; lower --lr");
+                                         std::to_string(epoch + 1) + " step " +
+                                         std::to_string(i + 1) + "; lower --lr");
       running_loss += l;
       epoch_loss += l;
       ++epoch_steps;
@@ -349,13 +353,17 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         if (world > 1) pg.allreduce_sum(&running_loss, 1);  // the mean over every rank's batches
         double avg = running_loss / (cfg.log_every * world);
         char line[64];
-        std::snprintf(line, sizeof line, "[%lld, %5lld] loss: %.3f", static_cast<long long>(epoch + 1),
-                      static_cast<long long>(i + 1), avg);
+        std::snprintf(line, sizeof line, "[%lld, %5lld] loss: %.3f",
+                      static_cast<long long>(epoch + 1), static_cast<long long>(i + 1), avg);
         if (!cfg.quiet) out << line << std::endl;
         res.last_report_loss = avg;
         double el = std::chrono::duration<double>(clock::now() - t_start).count();
-        metrics.write({{"event", "log"}, {"epoch", epoch + 1}, {"step", i + 1},
-                       {"loss", avg}, {"lr", opt.lr()}, {"elapsed_s", el}});
+        metrics.write({{"event", "log"},
+                       {"epoch", epoch + 1},
+                       {"step", i + 1},
+                       {"loss", avg},
+                       {"lr", opt.lr()},
+                       {"elapsed_s", el}});
         running_loss = 0;
       }
       bar.update(i + 1);

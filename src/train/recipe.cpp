@@ -45,11 +45,11 @@ const std::vector<RecipeField> kFields = {
      kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
      [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
     {"dataset", &C::dataset,
-     "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC",
-     kRecipe, kRequired,
+     "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC", kRecipe,
+     kRequired,
      [](const C& c) {
-       return c.dataset == "cifar10" || c.dataset == "imagefolder" ||
-                      c.dataset == "segmentation" || c.dataset == "voc"
+       return c.dataset == "cifar10" || c.dataset == "imagefolder" || c.dataset == "segmentation" ||
+                      c.dataset == "voc"
                   ? std::string()
                   : "unknown dataset '" + c.dataset +
                         "' (known: cifar10, imagefolder, segmentation, voc)";
@@ -62,7 +62,9 @@ const std::vector<RecipeField> kFields = {
        return c.data.empty() ? "--data is required: the dataset folder or archive" : "";
      }},
     {"out", &C::out, "run directory for model.safetensors, checkpoint, metrics.jsonl", kSession, 0,
-     [](const C& c) { return c.out.empty() ? "--out is required: the run directory to write" : ""; }},
+     [](const C& c) {
+       return c.out.empty() ? "--out is required: the run directory to write" : "";
+     }},
     {"resume", &C::resume, "continue the run in this directory from its last checkpoint", kSession},
     {"epochs", &C::epochs, "epochs to train (in total, counting resumed ones)", kRun, 0,
      [](const C& c) { return need(c.epochs >= 1, "--epochs", "must be at least 1", c.epochs); }},
@@ -86,7 +88,9 @@ const std::vector<RecipeField> kFields = {
      }},
     {"weight_decay", &C::weight_decay, "weight decay (L2 for sgd, decoupled for adamw)", kRecipe,
      kRequired,
-     [](const C& c) { return need(c.weight_decay >= 0, "--weight-decay", "must be >= 0", c.weight_decay); }},
+     [](const C& c) {
+       return need(c.weight_decay >= 0, "--weight-decay", "must be >= 0", c.weight_decay);
+     }},
     {"nesterov", &C::nesterov, "Nesterov momentum", kRecipe, kRequired},
     {"lr_schedule", &C::lr_schedule,
      "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min) or onecycle (peak --lr)",
@@ -108,9 +112,13 @@ const std::vector<RecipeField> kFields = {
                    "must be sgd or adamw", c.optimizer);
      }},
     {"beta1", &C::beta1, "adamw: first-moment decay", kRecipe, 0,
-     [](const C& c) { return need(c.beta1 >= 0 && c.beta1 < 1, "--beta1", "must be in [0, 1)", c.beta1); }},
+     [](const C& c) {
+       return need(c.beta1 >= 0 && c.beta1 < 1, "--beta1", "must be in [0, 1)", c.beta1);
+     }},
     {"beta2", &C::beta2, "adamw: second-moment decay", kRecipe, 0,
-     [](const C& c) { return need(c.beta2 >= 0 && c.beta2 < 1, "--beta2", "must be in [0, 1)", c.beta2); }},
+     [](const C& c) {
+       return need(c.beta2 >= 0 && c.beta2 < 1, "--beta2", "must be in [0, 1)", c.beta2);
+     }},
     {"adam_eps", &C::adam_eps, "adamw: denominator epsilon", kRecipe, 0,
      [](const C& c) { return need(c.adam_eps >= 0, "--adam-eps", "must be >= 0", c.adam_eps); }},
     {"clip_grad_norm", &C::clip_grad_norm,
@@ -131,13 +139,14 @@ const std::vector<RecipeField> kFields = {
      kRecipe, 0,
      [](const C& c) {
        const int64_t s = resolved_imgsz(c);
-       return need(c.cutout >= 0 && c.cutout <= s, "--cutout",
-                   ("must be in [0, " + std::to_string(s) + "] pixels, the input size (0 = off)")
-                       .c_str(),
-                   c.cutout);
+       return need(
+           c.cutout >= 0 && c.cutout <= s, "--cutout",
+           ("must be in [0, " + std::to_string(s) + "] pixels, the input size (0 = off)").c_str(),
+           c.cutout);
      }},
     {"precision", &C::precision,
-     "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights", kRecipe, 0,
+     "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights", kRecipe,
+     0,
      [](const C& c) {
        return need(c.precision == "fp32" || c.precision == "bf16", "--precision",
                    "must be fp32 or bf16", c.precision);
@@ -148,12 +157,16 @@ const std::vector<RecipeField> kFields = {
      }},
     {"seed", &C::seed, "seed for initialisation, data order and augmentation", kRecipe, kRequired},
     {"log_every", &C::log_every, "mini-batches between loss lines", kRecipe, kRequired,
-     [](const C& c) { return need(c.log_every >= 1, "--log-every", "must be at least 1", c.log_every); }},
+     [](const C& c) {
+       return need(c.log_every >= 1, "--log-every", "must be at least 1", c.log_every);
+     }},
     {"val_split", &C::val_split, "hold out N training images (fixed shuffle) as split 'val'",
      kRecipe, kRequired,
      [](const C& c) { return need(c.val_split >= 0, "--val-split", "must be >= 0", c.val_split); }},
-    {"augment", &C::augment, "the task's augmentation (classify: RandomCrop(imgsz, padding=4) and "
-     "RandomHorizontalFlip)", kRecipe, kRequired},
+    {"augment", &C::augment,
+     "the task's augmentation (classify: RandomCrop(imgsz, padding=4) and "
+     "RandomHorizontalFlip)",
+     kRecipe, kRequired},
     {"download", &C::download, "fetch CIFAR-10 into --data when it is missing", kSession},
     {"download_url", &C::download_url, "where --download fetches from", kSession},
     {"threads", &C::threads, "CPU threads for the kernels (0 = all cores)", kRun, 0,

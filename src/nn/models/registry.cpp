@@ -17,7 +17,8 @@ std::shared_ptr<Module> cifar_resnet(int64_t blocks, const ModelOptions& o) {
 }
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> r = {
-      {{"lenet", "classify", 32, true}, [](auto& o) { return std::make_shared<LeNet>(o.num_classes); }},
+      {{"lenet", "classify", 32, true},
+       [](auto& o) { return std::make_shared<LeNet>(o.num_classes); }},
       {{"resnet20", "classify", 32}, [](auto& o) { return cifar_resnet(3, o); }},
       {{"resnet32", "classify", 32}, [](auto& o) { return cifar_resnet(5, o); }},
       {{"resnet56", "classify", 32}, [](auto& o) { return cifar_resnet(9, o); }},
@@ -27,9 +28,13 @@ const std::vector<Entry>& registry() {
                                               false, o.num_classes);
        }},
       {{"unet_resnet18", "segment", 128, false, 32},
-       [](auto& o) { return std::make_shared<Unet>(std::vector<int64_t>{2, 2, 2, 2}, o.num_classes); }},
+       [](auto& o) {
+         return std::make_shared<Unet>(std::vector<int64_t>{2, 2, 2, 2}, o.num_classes);
+       }},
       {{"unet_resnet34", "segment", 128, false, 32},
-       [](auto& o) { return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes); }},
+       [](auto& o) {
+         return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes);
+       }},
   };
   return r;
 }

@@ -20,8 +20,8 @@ struct ConvShape {
 };
 
 ConvShape conv_shape(const Tensor& x, const Shape& wshape, const Shape& yshape) {
-  return {x.size(0), x.size(1), x.size(2), x.size(3), wshape[0], wshape[2], wshape[3],
-          yshape[2], yshape[3]};
+  return {x.size(0), x.size(1), x.size(2), x.size(3), wshape[0],
+          wshape[2], wshape[3], yshape[2], yshape[3]};
 }
 
 double conv_macs(const ConvShape& s) {
@@ -31,18 +31,18 @@ double conv_macs(const ConvShape& s) {
 // `variant`: bf16 + 2 * operand_bits(first tensor) + 8 * operand_bits(second tensor).
 DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu,
                  int variant) {
-  return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h,
-                  p.pad_w, bias, relu, variant);
+  return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+                  bias, relu, variant);
 }
 
 // Descriptors of a convolution: the tensors' own (plain NCHW / OIHW f32) and the ones the
 // primitive is created with (format "any", so oneDNN picks its blocked layouts; bf16 inputs when
 // the conv precision is bf16). DnnlOp stages between the two with reorders.
 struct ConvMds {
-  memory::desc w, b;                    // plain f32 (activations: user_md of each tensor)
-  memory::desc x_any, w_any, y_any;     // for the primitive: inputs in `in`, outputs in f32
-  memory::desc x_any_out, w_any_out;    // x / w as outputs of a backward (f32)
-  memory::desc y_any_in;                // y as an input of a backward (dy, in `in`)
+  memory::desc w, b;                  // plain f32 (activations: user_md of each tensor)
+  memory::desc x_any, w_any, y_any;   // for the primitive: inputs in `in`, outputs in f32
+  memory::desc x_any_out, w_any_out;  // x / w as outputs of a backward (f32)
+  memory::desc y_any_in;              // y as an input of a backward (dy, in `in`)
   memory::dims strides, pad_l, pad_r;
 };
 
@@ -63,19 +63,19 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
   m.strides = {p.stride_h, p.stride_w};
   m.pad_l = {p.pad_h, p.pad_w};
   // Right padding so that oneDNN's output size matches floor((H + 2p - R) / stride) + 1.
-  m.pad_r = {(s.p - 1) * p.stride_h + s.r - s.h - p.pad_h, (s.q - 1) * p.stride_w + s.s - s.w - p.pad_w};
+  m.pad_r = {(s.p - 1) * p.stride_h + s.r - s.h - p.pad_h,
+             (s.q - 1) * p.stride_w + s.s - s.w - p.pad_w};
   return m;
 }
 
 // The forward primitive descriptor (also the hint for the backward ones).
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias, bool relu) {
   using namespace dnnl;
-  auto d = bias ? convolution_forward::desc(prop_kind::forward_training,
-                                            algorithm::convolution_direct, m.x_any, m.w_any, m.b,
-                                            m.y_any, m.strides, m.pad_l, m.pad_r)
-                : convolution_forward::desc(prop_kind::forward_training,
-                                            algorithm::convolution_direct, m.x_any, m.w_any,
-                                            m.y_any, m.strides, m.pad_l, m.pad_r);
+  auto d =
+      bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                       m.x_any, m.w_any, m.b, m.y_any, m.strides, m.pad_l, m.pad_r)
+           : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                       m.x_any, m.w_any, m.y_any, m.strides, m.pad_l, m.pad_r);
   primitive_attr attr;
   if (relu) {
     post_ops po;
@@ -91,8 +91,8 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
 // are slower than its float32 ones (backward weights of the stride-2 3x3s: about 1 s per call
 // on this 2-core AVX512-BF16 machine, against 0.1 s in float32; measured with ONEDNN_VERBOSE).
 bool conv_bf16(int64_t c, const Conv2dParams& p) {
-  return ops::conv_precision() == ops::Precision::kBFloat16 && c % 16 == 0 &&
-         p.stride_h == 1 && p.stride_w == 1;
+  return ops::conv_precision() == ops::Precision::kBFloat16 && c % 16 == 0 && p.stride_h == 1 &&
+         p.stride_w == 1;
 }
 
 std::atomic<bool>& blocked_flag() {
@@ -107,9 +107,9 @@ bool blocked_enabled() { return blocked_flag().load(); }
 // The user-side descriptor of a tensor: plain NCHW or nChw16c.
 memory::desc user_md(const Tensor& t) {
   const auto dt = t.dtype() == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-  return memory::desc({t.size(0), t.size(1), t.size(2), t.size(3)}, dt,
-                      t.layout() == Layout::kBlocked16 ? memory::format_tag::nChw16c
-                                                       : memory::format_tag::nchw);
+  return memory::desc(
+      {t.size(0), t.size(1), t.size(2), t.size(3)}, dt,
+      t.layout() == Layout::kBlocked16 ? memory::format_tag::nChw16c : memory::format_tag::nchw);
 }
 
 // Layout and dtype of a conv operand as two bits of the primitive key.
@@ -117,13 +117,14 @@ int operand_bits(const Tensor& t) {
   return static_cast<int>(t.layout()) + 2 * (t.dtype() == DType::kBFloat16);
 }
 
-
 bool use_direct(const Shape& x, const Shape& w, const Conv2dParams& p) {
   if (conv_bf16(w[1], p)) return false;  // bfloat16 runs on oneDNN's kernels only
   switch (conv_algo()) {
-    case ConvAlgo::kOneDnn: return false;
-    case ConvAlgo::kDirect: HPCNET_CHECK(conv2d_direct_applies(x, w, p), "direct conv does not apply");
-                            return true;
+    case ConvAlgo::kOneDnn:
+      return false;
+    case ConvAlgo::kDirect:
+      HPCNET_CHECK(conv2d_direct_applies(x, w, p), "direct conv does not apply");
+      return true;
     default:
       // An RGB stem with 16k output channels on a large batch (the ResNets' conv1) runs on
       // oneDNN, whose output stays blocked for the layers after it: resnet20 at batch 128 on 2
@@ -192,15 +193,15 @@ Tensor to_bf16(const Tensor& t) {
   HPCNET_CHECK(t.dtype() == DType::kFloat32 && t.dim() == 4 && t.is_dense(),
                "to_bf16: needs a dense float32 (N, C, H, W) tensor");
   Tensor out = Tensor::empty_layout(t.shape(), DType::kBFloat16, t.device(), t.layout());
-  DnnlOp& e = dnnl_cached(make_key(7, t.size(0), t.size(1), t.size(2), t.size(3),
-                                   static_cast<int>(t.layout())),
-                          [&](DnnlOp& op) {
-                            memory::desc from = user_md(t), to = user_md(out);
-                            op.prim = dnnl::reorder(dnnl::reorder::primitive_desc(
-                                dnnl_engine(), from, dnnl_engine(), to));
-                            op.add_arg(DNNL_ARG_FROM, from);
-                            op.add_arg(DNNL_ARG_TO, to);
-                          });
+  DnnlOp& e = dnnl_cached(
+      make_key(7, t.size(0), t.size(1), t.size(2), t.size(3), static_cast<int>(t.layout())),
+      [&](DnnlOp& op) {
+        memory::desc from = user_md(t), to = user_md(out);
+        op.prim =
+            dnnl::reorder(dnnl::reorder::primitive_desc(dnnl_engine(), from, dnnl_engine(), to));
+        op.add_arg(DNNL_ARG_FROM, from);
+        op.add_arg(DNNL_ARG_TO, to);
+      });
   e.bind(DNNL_ARG_FROM, t);
   e.bind(DNNL_ARG_TO, out);
   e.run();
@@ -249,7 +250,8 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     const double* pw = w.data<double>();
     double* pdx = dx.data<double>();
     std::memset(pdx, 0, dx.nbytes());
-    conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdx[xi] += pdy[yi] * pw[wi]; });
+    conv_for_each_mac(s, p,
+                      [&](int64_t xi, int64_t wi, int64_t yi) { pdx[xi] += pdy[yi] * pw[wi]; });
     return;
   }
   const int ly = operand_bits(dy), lx = operand_bits(dx);
@@ -283,7 +285,8 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     const double* pdy = dy.data<double>();
     double* pdw = dw.data<double>();
     std::memset(pdw, 0, dw.nbytes());
-    conv_for_each_mac(s, p, [&](int64_t xi, int64_t wi, int64_t yi) { pdw[wi] += pdy[yi] * px[xi]; });
+    conv_for_each_mac(s, p,
+                      [&](int64_t xi, int64_t wi, int64_t yi) { pdw[wi] += pdy[yi] * px[xi]; });
     if (has_b) {
       double* pdb = db.data<double>();
       std::memset(pdb, 0, db.nbytes());
@@ -304,10 +307,9 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
                                                         m.w_any_out, m.b, m.y_any_in, m.strides,
                                                         m.pad_l, m.pad_r)
                    : convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
-                                                        m.w_any_out, m.y_any_in, m.strides,
-                                                        m.pad_l, m.pad_r);
-    convolution_backward_weights::primitive_desc pd(d, dnnl_engine(),
-                                                    conv_fwd_pd(m, has_b, false));
+                                                        m.w_any_out, m.y_any_in, m.strides, m.pad_l,
+                                                        m.pad_r);
+    convolution_backward_weights::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, has_b, false));
     op.prim = convolution_backward_weights(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);

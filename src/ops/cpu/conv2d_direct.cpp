@@ -7,11 +7,12 @@
 // Backward weights: dw[k,c,r,s] = sum_{n,oh,ow} dy[n,k,oh,ow] xpad[n,c,oh+r,ow+s], with KB x S
 // vector accumulators per (k-block, c, r), reduced across lanes at the end.
 #include "src/ops/cpu/conv2d_direct.h"
-#include "src/ops/cpu/dnnl_util.h"  // kParallelMacs
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "src/ops/cpu/dnnl_util.h"  // kParallelMacs
 
 namespace hpcnet::cpu {
 namespace {
@@ -20,7 +21,6 @@ constexpr int V = 16;  // lanes per vector
 typedef float vf __attribute__((vector_size(V * sizeof(float))));
 
 ConvAlgo g_algo = ConvAlgo::kAuto;
-
 
 inline vf loadu(const float* p) {
   vf v;
@@ -110,27 +110,42 @@ template <int S>
 void fwd_dispatch_kb(int kb, const Dims& d, const float* xp, const float* wt, const float* b,
                      float* y, int64_t n, int64_t k0, bool relu) {
   switch (kb) {
-    case 8: return fwd_block<8, S>(d, xp, wt, b, y, n, k0, relu);
-    case 7: return fwd_block<7, S>(d, xp, wt, b, y, n, k0, relu);
-    case 6: return fwd_block<6, S>(d, xp, wt, b, y, n, k0, relu);
-    case 5: return fwd_block<5, S>(d, xp, wt, b, y, n, k0, relu);
-    case 4: return fwd_block<4, S>(d, xp, wt, b, y, n, k0, relu);
-    case 3: return fwd_block<3, S>(d, xp, wt, b, y, n, k0, relu);
-    case 2: return fwd_block<2, S>(d, xp, wt, b, y, n, k0, relu);
-    default: return fwd_block<1, S>(d, xp, wt, b, y, n, k0, relu);
+    case 8:
+      return fwd_block<8, S>(d, xp, wt, b, y, n, k0, relu);
+    case 7:
+      return fwd_block<7, S>(d, xp, wt, b, y, n, k0, relu);
+    case 6:
+      return fwd_block<6, S>(d, xp, wt, b, y, n, k0, relu);
+    case 5:
+      return fwd_block<5, S>(d, xp, wt, b, y, n, k0, relu);
+    case 4:
+      return fwd_block<4, S>(d, xp, wt, b, y, n, k0, relu);
+    case 3:
+      return fwd_block<3, S>(d, xp, wt, b, y, n, k0, relu);
+    case 2:
+      return fwd_block<2, S>(d, xp, wt, b, y, n, k0, relu);
+    default:
+      return fwd_block<1, S>(d, xp, wt, b, y, n, k0, relu);
   }
 }
 
 void fwd_dispatch(int kb, const Dims& d, const float* xp, const float* wt, const float* b, float* y,
                   int64_t n, int64_t k0, bool relu) {
   switch (d.s) {
-    case 1: return fwd_dispatch_kb<1>(kb, d, xp, wt, b, y, n, k0, relu);
-    case 2: return fwd_dispatch_kb<2>(kb, d, xp, wt, b, y, n, k0, relu);
-    case 3: return fwd_dispatch_kb<3>(kb, d, xp, wt, b, y, n, k0, relu);
-    case 4: return fwd_dispatch_kb<4>(kb, d, xp, wt, b, y, n, k0, relu);
-    case 5: return fwd_dispatch_kb<5>(kb, d, xp, wt, b, y, n, k0, relu);
-    case 6: return fwd_dispatch_kb<6>(kb, d, xp, wt, b, y, n, k0, relu);
-    default: return fwd_dispatch_kb<7>(kb, d, xp, wt, b, y, n, k0, relu);
+    case 1:
+      return fwd_dispatch_kb<1>(kb, d, xp, wt, b, y, n, k0, relu);
+    case 2:
+      return fwd_dispatch_kb<2>(kb, d, xp, wt, b, y, n, k0, relu);
+    case 3:
+      return fwd_dispatch_kb<3>(kb, d, xp, wt, b, y, n, k0, relu);
+    case 4:
+      return fwd_dispatch_kb<4>(kb, d, xp, wt, b, y, n, k0, relu);
+    case 5:
+      return fwd_dispatch_kb<5>(kb, d, xp, wt, b, y, n, k0, relu);
+    case 6:
+      return fwd_dispatch_kb<6>(kb, d, xp, wt, b, y, n, k0, relu);
+    default:
+      return fwd_dispatch_kb<7>(kb, d, xp, wt, b, y, n, k0, relu);
   }
 }
 
@@ -176,14 +191,22 @@ void fwd_kvec_row(const Dims& d, const float* xp, const float* wt, const float* 
   int64_t ow = 0;
   for (; ow + 8 <= d.q; ow += 8) fwd_kvec_block<8, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
   switch (d.q - ow) {
-    case 7: return fwd_kvec_block<7, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    case 6: return fwd_kvec_block<6, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    case 5: return fwd_kvec_block<5, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    case 4: return fwd_kvec_block<4, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    case 3: return fwd_kvec_block<3, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    case 2: return fwd_kvec_block<2, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    case 1: return fwd_kvec_block<1, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
-    default: return;
+    case 7:
+      return fwd_kvec_block<7, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 6:
+      return fwd_kvec_block<6, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 5:
+      return fwd_kvec_block<5, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 4:
+      return fwd_kvec_block<4, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 3:
+      return fwd_kvec_block<3, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 2:
+      return fwd_kvec_block<2, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    case 1:
+      return fwd_kvec_block<1, S>(d, xp, wt, bias, y, n, k0, oh, ow, relu);
+    default:
+      return;
   }
 }
 
@@ -289,23 +312,34 @@ template <int S>
 void bwdw_dispatch_kb(int kb, const Dims& d, const float* xp, const float* dyp, float* dw,
                       int64_t k0, int64_t c) {
   switch (kb) {
-    case 4: return bwdw_block<4, S>(d, xp, dyp, dw, k0, c);
-    case 3: return bwdw_block<3, S>(d, xp, dyp, dw, k0, c);
-    case 2: return bwdw_block<2, S>(d, xp, dyp, dw, k0, c);
-    default: return bwdw_block<1, S>(d, xp, dyp, dw, k0, c);
+    case 4:
+      return bwdw_block<4, S>(d, xp, dyp, dw, k0, c);
+    case 3:
+      return bwdw_block<3, S>(d, xp, dyp, dw, k0, c);
+    case 2:
+      return bwdw_block<2, S>(d, xp, dyp, dw, k0, c);
+    default:
+      return bwdw_block<1, S>(d, xp, dyp, dw, k0, c);
   }
 }
 
 void bwdw_dispatch(int kb, const Dims& d, const float* xp, const float* dyp, float* dw, int64_t k0,
                    int64_t c) {
   switch (d.s) {
-    case 1: return bwdw_dispatch_kb<1>(kb, d, xp, dyp, dw, k0, c);
-    case 2: return bwdw_dispatch_kb<2>(kb, d, xp, dyp, dw, k0, c);
-    case 3: return bwdw_dispatch_kb<3>(kb, d, xp, dyp, dw, k0, c);
-    case 4: return bwdw_dispatch_kb<4>(kb, d, xp, dyp, dw, k0, c);
-    case 5: return bwdw_dispatch_kb<5>(kb, d, xp, dyp, dw, k0, c);
-    case 6: return bwdw_dispatch_kb<6>(kb, d, xp, dyp, dw, k0, c);
-    default: return bwdw_dispatch_kb<7>(kb, d, xp, dyp, dw, k0, c);
+    case 1:
+      return bwdw_dispatch_kb<1>(kb, d, xp, dyp, dw, k0, c);
+    case 2:
+      return bwdw_dispatch_kb<2>(kb, d, xp, dyp, dw, k0, c);
+    case 3:
+      return bwdw_dispatch_kb<3>(kb, d, xp, dyp, dw, k0, c);
+    case 4:
+      return bwdw_dispatch_kb<4>(kb, d, xp, dyp, dw, k0, c);
+    case 5:
+      return bwdw_dispatch_kb<5>(kb, d, xp, dyp, dw, k0, c);
+    case 6:
+      return bwdw_dispatch_kb<6>(kb, d, xp, dyp, dw, k0, c);
+    default:
+      return bwdw_dispatch_kb<7>(kb, d, xp, dyp, dw, k0, c);
   }
 }
 
@@ -389,25 +423,25 @@ void conv2d_direct_backward_weights(const Tensor& x, const Tensor& dy, Tensor& d
         bwdw_kvec<5, 5>(d, xp, dyt, pdw, k0, c);
     }
   } else {
-  // dy rows padded with zeros to qv columns.
-  float* dyp = scratch(2, static_cast<size_t>(N * K * d.p * d.qv));
+    // dy rows padded with zeros to qv columns.
+    float* dyp = scratch(2, static_cast<size_t>(N * K * d.p * d.qv));
 #pragma omp parallel for schedule(static) if (N * K * d.p * d.qv > (1 << 17))
-  for (int64_t i = 0; i < N * K * d.p; ++i) {
-    std::memcpy(dyp + i * d.qv, pdy + i * d.q, sizeof(float) * d.q);
-    std::memset(dyp + i * d.qv + d.q, 0, sizeof(float) * (d.qv - d.q));
-  }
-  int kb = static_cast<int>(std::min<int64_t>(4, K));
-  // Balance the blocks: ceil(K / 4) blocks of near-equal size.
-  int64_t kblocks = (K + kb - 1) / kb;
-  kb = static_cast<int>((K + kblocks - 1) / kblocks);
-  kblocks = (K + kb - 1) / kb;
-  int64_t tasks = kblocks * C;
+    for (int64_t i = 0; i < N * K * d.p; ++i) {
+      std::memcpy(dyp + i * d.qv, pdy + i * d.q, sizeof(float) * d.q);
+      std::memset(dyp + i * d.qv + d.q, 0, sizeof(float) * (d.qv - d.q));
+    }
+    int kb = static_cast<int>(std::min<int64_t>(4, K));
+    // Balance the blocks: ceil(K / 4) blocks of near-equal size.
+    int64_t kblocks = (K + kb - 1) / kb;
+    kb = static_cast<int>((K + kblocks - 1) / kblocks);
+    kblocks = (K + kb - 1) / kb;
+    int64_t tasks = kblocks * C;
 #pragma omp parallel for schedule(static) if (work > kParallelMacs && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    int64_t k0 = (t / C) * kb, c = t % C;
-    int this_kb = static_cast<int>(std::min<int64_t>(kb, K - k0));
-    bwdw_dispatch(this_kb, d, xp, dyp, pdw, k0, c);
-  }
+    for (int64_t t = 0; t < tasks; ++t) {
+      int64_t k0 = (t / C) * kb, c = t % C;
+      int this_kb = static_cast<int>(std::min<int64_t>(kb, K - k0));
+      bwdw_dispatch(this_kb, d, xp, dyp, pdw, k0, c);
+    }
   }
   if (db.defined()) {
     float* pdb = db.data<float>();

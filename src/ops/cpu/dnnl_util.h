@@ -23,13 +23,13 @@ dnnl::stream& dnnl_stream();
 [[noreturn]] void throw_dnnl_error(const dnnl::error& e, const char* call, const char* file,
                                    int line);
 
-#define HPCNET_DNNL(...)                                                   \
-  do {                                                                     \
-    try {                                                                  \
-      __VA_ARGS__;                                                         \
-    } catch (const dnnl::error& e) {                                       \
+#define HPCNET_DNNL(...)                                                    \
+  do {                                                                      \
+    try {                                                                   \
+      __VA_ARGS__;                                                          \
+    } catch (const dnnl::error& e) {                                        \
       ::hpcnet::cpu::throw_dnnl_error(e, #__VA_ARGS__, __FILE__, __LINE__); \
-    }                                                                      \
+    }                                                                       \
   } while (0)
 
 // A primitive-cache key: the op kind and up to 15 integers (shapes, strides, flags).
@@ -52,7 +52,6 @@ DnnlKey make_key(Ints... ints) {
   ((k.v[i++] = static_cast<int64_t>(ints)), ...);
   return k;
 }
-
 
 // A plain (row-major) f32 memory descriptor for dims.
 inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {

@@ -16,8 +16,7 @@ constexpr int kThreads = 256;
 
 // One thread per (n, c) plane: planes are small (H W <= 64 in the ResNets' heads).
 template <class T>
-__global__ void gap_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes,
-                           int64_t hw) {
+__global__ void gap_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t hw) {
   HPCNET_GRID_LOOP(i, planes) {
     T acc = 0;
     for (int64_t j = 0; j < hw; ++j) acc += x[i * hw + j];
@@ -109,8 +108,8 @@ void global_avg_pool2d_backward(const Tensor& dy, Tensor& dx) {
   if (total == 0) return;
   dispatch_float(dy.dtype(), "global_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    gap_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(dy.data<T>(), dx.data<T>(),
-                                                                total, hw);
+    gap_backward_kernel<T>
+        <<<grid_for(total), kThreads, 0, s>>>(dy.data<T>(), dx.data<T>(), total, hw);
     HPCNET_CUDA_LAUNCH(gap_backward_kernel);
   });
 }

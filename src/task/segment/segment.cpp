@@ -114,7 +114,9 @@ class SegmentMetric : public Metric {
     nlohmann::json per = nlohmann::json::object();
     const std::vector<double> iu = iou();
     for (size_t c = 0; c < n_; ++c) per[classes_[c]] = 100.0 * iu[c];  // NaN is written as null
-    return {{"pixels", count()}, {"miou", miou()}, {"pixel_accuracy", pixel_accuracy()},
+    return {{"pixels", count()},
+            {"miou", miou()},
+            {"pixel_accuracy", pixel_accuracy()},
             {"per_class_iou", per}};
   }
 
@@ -156,7 +158,8 @@ class SegmentTask : public Task {
     for (uint8_t v : m) count[v]++;
     std::vector<size_t> idx(classes.size());
     for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return count[a] > count[b]; });
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t a, size_t b) { return count[a] > count[b]; });
     Prediction p;
     p.json["pixels"] = nlohmann::json::object();
     char buf[96];
@@ -187,7 +190,8 @@ class SegmentTask : public Task {
     for (size_t p = 0; p < mask.size(); ++p)
       if (mask[p] != 0)
         for (int c = 0; c < 3; ++c)
-          overlay[p * 3 + c] = static_cast<uint8_t>((overlay[p * 3 + c] + palette[mask[p]][c] + 1) / 2);
+          overlay[p * 3 + c] =
+              static_cast<uint8_t>((overlay[p * 3 + c] + palette[mask[p]][c] + 1) / 2);
     return {{"_mask.png", data::encode_png_index(mask.data(), im.height, im.width, palette)},
             {"_overlay.png", data::encode_png_rgb(overlay.data(), im.height, im.width)}};
   }
