@@ -92,7 +92,11 @@ const std::set<std::string> kParityTested = {"conv2d",
                                              "adamw_step",
                                              "upsample_nearest2d",
                                              "cat",
-                                             "cross_entropy2d"};
+                                             "cross_entropy2d",
+                                             "conv_transpose2d",
+                                             "mul_scalar",
+                                             "upsample_bilinear2d",
+                                             "dice_loss"};
 
 }  // namespace
 
@@ -204,14 +208,17 @@ TEST(CudaParity, Conv2d) {
       {{3, 4, 8, 8}, {8, 4, 3, 3}, {1, 1, 1, 1}, true, true},
       {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, true},
       {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, false},
+      {{2, 8, 13, 12}, {16, 8, 3, 3}, {1, 1, 2, 2, 2, 2}, false, true},  // dilated (DeepLab)
+      {{1, 4, 17, 17}, {8, 4, 3, 3}, {2, 2, 3, 3, 3, 3}, true, false},   // dilated, strided
   };
   Rng rng(11);
   for (DType t : kFloatTypes)
     for (auto& c : cases) {
       Tensor x = randn(c.x, rng, t), w = randn(c.w, rng, t);
       Tensor b = c.bias ? randn({c.w[0]}, rng, t) : Tensor();
-      Shape ys = {c.x[0], c.w[0], ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h),
-                  ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w)};
+      Shape ys = {c.x[0], c.w[0],
+                  ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h, c.p.dil_h),
+                  ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w, c.p.dil_w)};
       Tensor dy = randn(ys, rng, t);
       std::string tag = std::string("conv2d ") + dtype_name(t) + " " + shape_str(c.x) + " " +
                         shape_str(c.w) + (c.relu ? " relu" : "");
@@ -511,6 +518,109 @@ TEST(CudaParity, UpsampleNearest2d) {
         ops::upsample_nearest2d_backward(gpu(dy), gdx, s);
         expect_close(gdx, dx, tol_for(t), tag + " dx");
       }
+}
+
+TEST(CudaParity, UpsampleBilinear2dBothAlignments) {
+  REQUIRE_CUDA();
+  Rng rng(27);
+  struct Case {
+    Shape x;
+    int64_t oh, ow;
+  };
+  for (DType t : kFloatTypes)
+    for (bool align : {false, true})
+      for (const Case& c : {Case{{2, 3, 5, 7}, 11, 9}, Case{{1, 16, 16, 16}, 128, 128},
+                            Case{{2, 2, 9, 8}, 4, 3}, Case{{2, 4, 1, 1}, 6, 5}}) {
+        std::string tag = std::string("upsample_bilinear2d ") + dtype_name(t) + " " +
+                          shape_str(c.x) + " -> " + std::to_string(c.oh) + "x" +
+                          std::to_string(c.ow) + (align ? " align_corners" : "");
+        Shape ys = {c.x[0], c.x[1], c.oh, c.ow};
+        Tensor x = randn(c.x, rng, t), dy = randn(ys, rng, t);
+        Tensor y = nan_cpu(ys, t), gy = nan_gpu(ys, t);
+        ops::upsample_bilinear2d_forward(x, y, align);
+        ops::upsample_bilinear2d_forward(gpu(x), gy, align);
+        expect_close(gy, y, tol_for(t), tag + " y");
+        Tensor dx = nan_cpu(c.x, t), gdx = nan_gpu(c.x, t);
+        ops::upsample_bilinear2d_backward(dy, dx, align);
+        ops::upsample_bilinear2d_backward(gpu(dy), gdx, align);
+        expect_close(gdx, dx, tol_for(t), tag + " dx");
+      }
+}
+
+TEST(CudaParity, DiceLossWithWeightsAndIgnoredPixels) {
+  REQUIRE_CUDA();
+  Rng rng(28);
+  struct Case {
+    Shape x;
+    bool weighted;
+    double smooth;
+  };
+  for (const Case& c : {Case{{2, 5, 7, 9}, false, 0.0}, Case{{2, 5, 7, 9}, true, 1.0},
+                        Case{{2, 11, 64, 64}, true, 0.0}})
+    for (DType t : kFloatTypes) {
+      const int64_t n = c.x[0], cls = c.x[1], h = c.x[2], w = c.x[3];
+      std::string tag = std::string("dice_loss ") + dtype_name(t) + " " + shape_str(c.x) +
+                        (c.weighted ? " weighted" : "");
+      Tensor x = randn(c.x, rng, t);
+      std::vector<int64_t> labels(n * h * w);
+      for (auto& l : labels)  // class 1 absent; about one pixel in five ignored
+        l = rng.uniform() < 0.2 ? 255 : static_cast<int64_t>(rng.randint(cls));
+      for (auto& l : labels)
+        if (l == 1) l = 0;
+      Tensor tgt = Tensor::from_labels(labels).view_nograd({n, h, w});
+      Tensor wt;
+      if (c.weighted) {
+        wt = Tensor::empty({cls}, DType::kFloat64);
+        for (int64_t j = 0; j < cls; ++j) wt.data<double>()[j] = 0.25 + rng.uniform();
+        wt = wt.to(t);
+      }
+      Tensor loss = nan_cpu({}, t), prob = nan_cpu(c.x, t), cf = nan_cpu({2, cls}, DType::kFloat64);
+      Tensor gloss = nan_gpu({}, t), gprob = nan_gpu(c.x, t),
+             gcf = nan_gpu({2, cls}, DType::kFloat64);
+      ops::dice_loss_forward(x, tgt, wt, 255, c.smooth, 1e-7, loss, prob, cf);
+      ops::dice_loss_forward(gpu(x), gpu(tgt), gpu(wt), 255, c.smooth, 1e-7, gloss, gprob, gcf);
+      expect_close(gloss, loss, tol_for(t), tag + " loss");
+      expect_close(gprob, prob, tol_for(t), tag + " prob");
+      expect_close(gcf, cf, tol_for(t), tag + " coef");
+      Tensor dl = Tensor::full({}, 1.3, t);
+      Tensor d = nan_cpu(c.x, t), gd = nan_gpu(c.x, t);
+      ops::dice_loss_backward(dl, prob, tgt, cf, 255, d);
+      ops::dice_loss_backward(gpu(dl), gprob, gpu(tgt), gcf, 255, gd);
+      expect_close(gd, d, tol_for(t), tag + " dlogits");
+    }
+}
+
+// A DeepLab head step on the device through autograd: a dilated conv, a transposed conv with
+// bias, bilinear resizing, x 0.5 and the Dice loss plus cross-entropy; the same on the CPU.
+TEST(CudaParity, AutogradThroughDeepLabStyleOps) {
+  REQUIRE_CUDA();
+  Rng rng(29);
+  Tensor x = randn({2, 3, 6, 6}, rng), w1 = randn({4, 3, 3, 3}, rng);
+  Tensor wt = randn({4, 5, 2, 2}, rng), bt = randn({5}, rng);
+  std::vector<int64_t> labels(2 * 16 * 16);
+  for (auto& l : labels) l = rng.uniform() < 0.1 ? 255 : static_cast<int64_t>(rng.randint(5));
+  Tensor tgt = Tensor::from_labels(labels).view_nograd({2, 16, 16});
+  auto run = [&](Device d) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : {x, w1, wt, bt}) {
+      Tensor l = t.to(d);
+      if (l.same(t)) l = t.clone();
+      l.set_requires_grad(true);
+      leaves.push_back(l);
+    }
+    Tensor h = F::conv2d_relu(leaves[0], leaves[1], Tensor(), 1, 2, 2);  // (2, 4, 6, 6)
+    h = F::conv_transpose2d(h, leaves[2], leaves[3], 2, 0, 0);           // (2, 5, 12, 12)
+    Tensor logits = F::upsample_bilinear2d(h, 16, 16, false);            // (2, 5, 16, 16)
+    Tensor loss = F::add(F::cross_entropy2d(logits, tgt.to(d), Tensor(), 255),
+                         F::mul_scalar(F::dice_loss(logits, tgt.to(d)), 0.5));
+    loss.backward();
+    std::vector<Tensor> out = {loss.detach(), logits.detach()};
+    for (auto& l : leaves) out.push_back(l.grad());
+    return out;
+  };
+  auto c = run(cpu_device()), g = run(kGpu);
+  for (size_t i = 0; i < c.size(); ++i)
+    expect_close(g[i], c[i], 1e-4, "autograd output " + std::to_string(i));
 }
 
 TEST(CudaParity, CatAlongEveryDim) {

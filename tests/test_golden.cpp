@@ -137,6 +137,35 @@ TEST(Golden, SegmentationOpsMatchPyTorchInFloat64) {
                   "cross_entropy2d_all_ignored.dx");
 }
 
+// DeepLab's and the decoders' ops: dilated and transposed convolution, bilinear resampling both
+// ways, and segmentation_models_pytorch's multiclass Dice loss.
+TEST(Golden, DeepLabAndDecoderOpsMatchPyTorchInFloat64) {
+  const auto& g = ops_golden();
+  auto report = [](const std::string& name, double worst) {
+    std::printf("[ golden   ] %-28s max |hpcnet - torch| = %.3g\n", name.c_str(), worst);
+  };
+  report("conv2d_dilated", check_op(g, "conv2d_dilated", {"x", "w", "b"},
+                                    [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 2, 2); }));
+  report("conv_transpose2d", check_op(g, "conv_transpose2d", {"x", "w", "b"}, [](auto& v) {
+           return F::conv_transpose2d(v[0], v[1], v[2], 2, 1, 1);
+         }));
+  report("upsample_bilinear2d", check_op(g, "upsample_bilinear2d", {"x"}, [](auto& v) {
+           return F::upsample_bilinear2d(v[0], 9, 7, false);
+         }));
+  report("upsample_bilinear2d_ac", check_op(g, "upsample_bilinear2d_ac", {"x"}, [](auto& v) {
+           return F::upsample_bilinear2d(v[0], 9, 7, true);
+         }));
+  report("upsample_bilinear2d_down", check_op(g, "upsample_bilinear2d_down", {"x"}, [](auto& v) {
+           return F::upsample_bilinear2d(v[0], 3, 4, false);
+         }));
+  report("dice_loss", check_op(g, "dice_loss", {"x", "target"},
+                               [](auto& v) { return F::dice_loss(v[0], v[1]); }));
+  const Tensor weight = g.at("dice_loss_weighted.weight");
+  report("dice_loss_weighted", check_op(g, "dice_loss_weighted", {"x", "target"}, [&](auto& v) {
+           return F::dice_loss(v[0], v[1], weight, 255, 1.0);
+         }));
+}
+
 namespace {
 std::shared_ptr<nn::Module> lenet_from_init() { return model_from_init(lenet_golden(), "lenet"); }
 }  // namespace

@@ -304,6 +304,85 @@ std::map<std::string, std::vector<Case>> all_cases() {
         Tensor t = Tensor::from_labels({0, 1, 2, 1, 2, 0});
         return std::vector<Tensor>{randn64({1, 3, 2, 3}, r), t.view_nograd({1, 2, 3})};
       });
+  add(
+      "conv2d", "conv2d dilation 2 padding 2",
+      [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 2, 2); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 5, 6}, r), randn64({3, 2, 3, 3}, r),
+                                   randn64({3}, r)};
+      });
+  add(
+      "conv2d", "conv2d dilation 3 stride 2 (relu fused)",
+      [](auto& v) { return F::conv2d_relu(v[0], v[1], Tensor(), 2, 1, 3); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 7, 7}, r), randn64({2, 2, 2, 2}, r)};
+      });
+  add(
+      "conv_transpose2d", "conv_transpose2d k2 stride 2 with bias",
+      [](auto& v) { return F::conv_transpose2d(v[0], v[1], v[2], 2, 0, 0); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 3, 2}, r), randn64({3, 2, 2, 2}, r),
+                                   randn64({2}, r)};
+      });
+  add(
+      "conv_transpose2d", "conv_transpose2d k3 stride 2 padding 1 output_padding 1",
+      [](auto& v) { return F::conv_transpose2d(v[0], v[1], Tensor(), 2, 1, 1); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 3, 3}, r), randn64({2, 3, 3, 3}, r)};
+      });
+  add(
+      "conv_transpose2d", "conv_transpose2d k3 stride 1 dilation 2",
+      [](auto& v) { return F::conv_transpose2d(v[0], v[1], v[2], 1, 1, 0, 2); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({1, 2, 3, 4}, r), randn64({2, 2, 3, 3}, r),
+                                   randn64({2}, r)};
+      });
+  add(
+      "mul_scalar", "mul_scalar by -0.37", [](auto& v) { return F::mul_scalar(v[0], -0.37); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 2}, r)};
+      });
+  for (bool align : {false, true}) {
+    const std::string a = align ? " align_corners" : "";
+    add(
+        "upsample_bilinear2d", "upsample_bilinear2d 3x4 -> 7x9" + a,
+        [align](auto& v) { return F::upsample_bilinear2d(v[0], 7, 9, align); },
+        [](Rng& r) {
+          return std::vector<Tensor>{randn64({2, 2, 3, 4}, r)};
+        });
+    add(
+        "upsample_bilinear2d", "upsample_bilinear2d down 6x5 -> 4x2" + a,
+        [align](auto& v) { return F::upsample_bilinear2d(v[0], 4, 2, align); },
+        [](Rng& r) {
+          return std::vector<Tensor>{randn64({1, 2, 6, 5}, r)};
+        });
+    add(
+        "upsample_bilinear2d", "upsample_bilinear2d 1x1 -> 3x2 and 4x1 -> 1x3" + a,
+        [align](auto& v) {
+          return F::cat({F::reshape(F::upsample_bilinear2d(v[0], 3, 2, align), {1, 1, 6}),
+                         F::reshape(F::upsample_bilinear2d(v[1], 1, 3, align), {1, 1, 3})},
+                        2);
+        },
+        [](Rng& r) {
+          return std::vector<Tensor>{randn64({1, 1, 1, 1}, r), randn64({1, 1, 4, 1}, r)};
+        });
+  }
+  add(
+      "dice_loss", "dice_loss", [](auto& v) { return F::dice_loss(v[0], v[1]); },
+      [](Rng& r) {
+        Tensor t = Tensor::from_labels({0, 3, 2, 1, 1, 0, 3, 3, 2, 0, 1, 2});
+        return std::vector<Tensor>{randn64({2, 4, 2, 3}, r, 2.0), t.view_nograd({2, 2, 3})};
+      });
+  add(
+      "dice_loss", "dice_loss with class weights, ignored pixels, an absent class and smooth",
+      [](auto& v) {
+        Tensor w = Tensor::from_vector_f64({0.5, 2.0, 1.0, 0.25}, {4});
+        return F::dice_loss(v[0], v[1], w, 255, 1.0);
+      },
+      [](Rng& r) {
+        Tensor t = Tensor::from_labels({0, 255, 2, 0, 255, 0, 2, 2, 255, 0, 1, 2});
+        return std::vector<Tensor>{randn64({2, 4, 3, 2}, r, 2.0), t.view_nograd({2, 3, 2})};
+      });
   return c;
 }
 

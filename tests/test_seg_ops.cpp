@@ -337,3 +337,132 @@ TEST(CrossEntropy2d, BlockedLogitsGiveTheRowMajorResult) {
   b.backward();
   EXPECT_TRUE(same_bytes(xb.grad(), x.grad()));
 }
+
+// ---- upsample_bilinear2d ----
+
+// Hand values: align_corners maps the corners onto each other (2 -> 3 samples: the midpoint is
+// the mean); pixel centres (align_corners=False) 2 -> 4 give 0.25 / 0.75 blends and clamp at the
+// borders; 1 x 1 broadcasts; downsampling by 2 averages neighbouring pairs.
+TEST(UpsampleBilinear2d, HandValues) {
+  Tensor x = Tensor::from_vector_f64({0, 4, 8, 12}, {1, 1, 2, 2});
+  EXPECT_EQ(F::upsample_bilinear2d(x, 3, 3, true).to_vector_f64(),
+            (std::vector<double>{0, 2, 4, 4, 6, 8, 8, 10, 12}));
+  Tensor row = Tensor::from_vector_f64({0, 4}, {1, 1, 1, 2});
+  EXPECT_EQ(F::upsample_bilinear2d(row, 1, 4, false).to_vector_f64(),
+            (std::vector<double>{0, 1, 3, 4}));
+  Tensor one = Tensor::from_vector_f64({2.5}, {1, 1, 1, 1});
+  for (bool a : {false, true})
+    EXPECT_EQ(F::upsample_bilinear2d(one, 2, 3, a).to_vector_f64(), std::vector<double>(6, 2.5));
+  Tensor four = Tensor::from_vector_f64({0, 2, 4, 6}, {1, 1, 1, 4});
+  EXPECT_EQ(F::upsample_bilinear2d(four, 1, 2, false).to_vector_f64(), (std::vector<double>{1, 5}));
+}
+
+// The kernels overwrite garbage, give the same bits at 1 and 2 threads, take blocked input, and
+// the backward is the forward's transpose: <up(x), g> = <x, up^T(g)>.
+TEST(UpsampleBilinear2d, OverwritesThreadIndependentBlockedAndAdjoint) {
+  Rng rng(5);
+  for (bool align : {false, true}) {
+    Tensor x = randn({2, 16, 9, 7}, rng, DType::kFloat32);
+    Tensor g = randn({2, 16, 20, 15}, rng, DType::kFloat32);
+    Tensor y1 = Tensor::full({2, 16, 20, 15}, NAN), y2 = Tensor::full({2, 16, 20, 15}, NAN);
+    Tensor d1 = Tensor::full(x.shape(), NAN), d2 = Tensor::full(x.shape(), NAN);
+    {
+      Threads t(1);
+      ops::upsample_bilinear2d_forward(x, y1, align);
+      ops::upsample_bilinear2d_backward(g, d1, align);
+    }
+    {
+      Threads t(2);
+      ops::upsample_bilinear2d_forward(x, y2, align);
+      ops::upsample_bilinear2d_backward(g, d2, align);
+    }
+    EXPECT_TRUE(same_bytes(y1, y2));
+    EXPECT_TRUE(same_bytes(d1, d2));
+    EXPECT_TRUE(
+        same_bytes(F::upsample_bilinear2d(x.to_layout(Layout::kBlocked16), 20, 15, align), y1));
+    double lhs = 0, rhs = 0;
+    auto yv = y1.to_vector_f64(), gv = g.to_vector_f64(), xv = x.to_vector_f64(),
+         dv = d1.to_vector_f64();
+    for (size_t i = 0; i < yv.size(); ++i) lhs += yv[i] * gv[i];
+    for (size_t i = 0; i < xv.size(); ++i) rhs += xv[i] * dv[i];
+    EXPECT_NEAR(lhs, rhs, 1e-3 * std::abs(lhs) + 1e-3) << align;
+  }
+  EXPECT_TRUE(input_error(
+      [] {
+        F::upsample_bilinear2d(Tensor::zeros({2, 3}), 4, 4);
+      },
+      "(N, C, H, W)"));
+  EXPECT_TRUE(input_error(
+      [] {
+        F::upsample_bilinear2d(Tensor::zeros({1, 1, 2, 2}), 0, 4);
+      },
+      "sizes must be >= 1"));
+}
+
+// ---- conv_transpose2d ----
+
+// conv_transpose2d is conv2d's input gradient: <conv(x, w), y> = <x, conv_transpose(y, w)>, its
+// output size is torch's, a blocked input gives the same result, and bad shapes are InputErrors.
+TEST(ConvTranspose2d, IsTheAdjointOfConv2dWithTorchsOutputSize) {
+  Rng rng(6);
+  Tensor w = randn({16, 8, 3, 3}, rng, DType::kFloat64);  // conv: 8 -> 16; transposed: 16 -> 8
+  Tensor x = randn({2, 8, 11, 10}, rng, DType::kFloat64);
+  Tensor cx = F::conv2d(x, w, Tensor(), 2, 1);  // (2, 16, 6, 5)
+  Tensor y = randn(cx.shape(), rng, DType::kFloat64);
+  Tensor ty = F::conv_transpose2d(y, w, Tensor(), 2, 1, 0);  // (2, 8, 11, 9)
+  EXPECT_EQ(ty.shape(), (Shape{2, 8, 11, 9}));
+  EXPECT_EQ(F::conv_transpose2d(y, w, Tensor(), 2, 1, 1).shape(), (Shape{2, 8, 12, 10}));
+  Tensor ty1 = F::conv_transpose2d(y, w, Tensor(), 2, 1, 1);
+  auto a = cx.to_vector_f64(), yv = y.to_vector_f64(), b = ty1.to_vector_f64();
+  // x has 11 x 10 pixels: the output_padding 1 result (12 x 10) covers x's rows 0..10 and more.
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < a.size(); ++i) lhs += a[i] * yv[i];
+  auto xv = x.to_vector_f64();
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 8; ++c)
+      for (int64_t i = 0; i < 11; ++i)
+        for (int64_t j = 0; j < 10; ++j)
+          rhs += xv[((n * 8 + c) * 11 + i) * 10 + j] * b[((n * 8 + c) * 12 + i) * 10 + j];
+  EXPECT_NEAR(lhs, rhs, 1e-9 * std::abs(lhs));
+  Tensor b8 = randn({8}, rng, DType::kFloat32);
+  Tensor wf = w.to(DType::kFloat32), yf = randn({2, 16, 6, 5}, rng, DType::kFloat32);
+  EXPECT_TRUE(same_bytes(F::conv_transpose2d(yf.to_layout(Layout::kBlocked16), wf, b8, 2, 1, 1),
+                         F::conv_transpose2d(yf, wf, b8, 2, 1, 1)));
+  EXPECT_TRUE(
+      input_error([&] { F::conv_transpose2d(yf, wf.to(DType::kFloat32), Tensor(), 2, 1, 2); },
+                  "output_padding 2 must be smaller than stride 2"));
+  EXPECT_TRUE(input_error([&] { F::conv_transpose2d(x.to(DType::kFloat32), wf, Tensor()); },
+                          "must be (in_channels, out_channels, kH, kW)"));
+}
+
+// ---- dice_loss ----
+
+// Two pixels, two classes, no ignore: p = softmax, dice_c = 2 I_c / (P_c + T_c), the loss the
+// mean of 1 - dice_c; an absent class adds 0; every pixel ignored gives 0 and a zero gradient.
+TEST(DiceLoss, HandValueAbsentClassAndAllIgnored) {
+  Tensor x = Tensor::from_vector_f64({1.0, -0.5, 0.0, 2.0}, {1, 2, 1, 2});  // logits (1, 2, 1, 2)
+  Tensor t = labels({0, 1}, {1, 1, 2});
+  const double p00 = 1 / (1 + std::exp(-1.0)), p01 = 1 / (1 + std::exp(2.5));  // class 0
+  // class 0: I = p00, P = p00 + p01, T = 1;  class 1: I = 1 - p01, P = 2 - p00 - p01, T = 1
+  const double d0 = 2 * p00 / (p00 + p01 + 1), d1 = 2 * (1 - p01) / (3 - p00 - p01);
+  EXPECT_NEAR(F::dice_loss(x, t).item(), ((1 - d0) + (1 - d1)) / 2, 1e-12);
+  Tensor only0 = labels({0, 0}, {1, 1, 2});
+  const double e0 = 2 * (p00 + p01) / (p00 + p01 + 2);
+  EXPECT_NEAR(F::dice_loss(x, only0).item(), (1 - e0) / 2, 1e-12);  // class 1 absent: 0
+  Tensor xi = x.clone();
+  xi.set_requires_grad(true);
+  Tensor l = F::dice_loss(xi, labels({255, 255}, {1, 1, 2}));
+  EXPECT_EQ(l.item(), 0.0);
+  l.backward();
+  for (double v : xi.grad().to_vector_f64()) EXPECT_EQ(v, 0.0);
+  EXPECT_TRUE(input_error(
+      [&] {
+        F::dice_loss(x, labels({0, 7}, {1, 1, 2}));
+      },
+      "dice_loss: label 7 at pixel"));
+  EXPECT_TRUE(input_error(
+      [&] {
+        F::dice_loss(x, labels({0, 1, 0}, {1, 1, 3}));
+      },
+      "dice_loss: target must be (N, H, W)"));
+}

@@ -25,53 +25,13 @@ const SafetensorsFile& unet_golden() {
   return f;
 }
 
-// make_golden_unet.py's weight_values(): the value of every tensor, from its name.
-void fill_from_formula(const std::string& name, Tensor t) {
-  int64_t key = 0;
-  for (size_t j = 0; j < name.size(); ++j)
-    key += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
-  key %= 9973;
-  auto ends = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  if (ends("num_batches_tracked")) {
-    t.data<int64_t>()[0] = 0;
-    return;
-  }
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const double v = std::sin(0.7 * static_cast<double>(i) + 1.3 * static_cast<double>(key) + 0.5);
-    double out;
-    if (ends("running_mean"))
-      out = 0.1 * v;
-    else if (ends("running_var"))
-      out = 1 + 0.5 * std::abs(v);
-    else if (ends("weight") && t.dim() == 4)
-      out = v * std::sqrt(3.0 / static_cast<double>(t.size(1) * t.size(2) * t.size(3)));
-    else if (ends("weight"))
-      out = 1 + 0.2 * v;
-    else
-      out = 0.1 * v;
-    p[i] = static_cast<float>(out);
-  }
-}
+using test_util::fill_from_formula;
+using test_util::rel_err;
 
 std::shared_ptr<nn::Module> formula_unet() {
   auto m = nn::make_model("unet_resnet18", nn::ModelOptions{11});
   for (auto& [name, t] : m->state_dict()) fill_from_formula(name, t);
   return m;
-}
-
-// max |a - b| / max |b|.
-double rel_err(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector_f64(), y = b.to_vector_f64();
-  double d = 0, m = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    d = std::max(d, std::abs(x[i] - y[i]));
-    m = std::max(m, std::abs(y[i]));
-  }
-  return m > 0 ? d / m : d;
 }
 
 }  // namespace

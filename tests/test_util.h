@@ -1,7 +1,7 @@
 // Helpers shared by the test files (header-only): whole-file reads and writes, temporary folders,
 // the tiny CIFAR-10 binary datasets the training tests learn from, running the hpcnet binary (or
-// any shell command) with its output captured, comparing tensors and safetensors files, and the
-// message of an expected InputError.
+// any shell command) with its output captured, comparing tensors and safetensors files, the
+// message of an expected InputError, and the weight formula of the model golden fixtures.
 //
 // Everything is in hpcnet::test_util (not hpcnet::testing: test files that say
 // `using namespace hpcnet;` would then find two `testing` namespaces, this one and GoogleTest's).
@@ -258,6 +258,16 @@ std::string input_error(F&& f) {
   return "no exception";
 }
 
+// Success when f() throws an InputError whose message contains part; else a failure that shows
+// what happened instead (for EXPECT_TRUE).
+template <class F>
+::testing::AssertionResult input_error(F&& f, const std::string& part) {
+  const std::string e = input_error(std::forward<F>(f));
+  if (e.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "expected an InputError containing '" << part << "', got: " << e;
+}
+
 // ---- tensors -----------------------------------------------------------------------------------
 
 // Same dtype, shape and bytes.
@@ -286,6 +296,56 @@ inline void expect_same_tensors(const fs::path& a, const fs::path& b) {
     ASSERT_EQ(ta.dtype(), tb.dtype()) << n;
     EXPECT_EQ(std::memcmp(ta.raw_data(), tb.raw_data(), ta.nbytes()), 0) << n << " differs";
   }
+}
+
+// ---- golden fixtures of whole models -----------------------------------------------------------
+
+// The value of a model's tensor from its state-dict name, as weight_values() in
+// tests/golden/make_golden_unet.py and make_golden_deeplab.py fill it (those fixtures hold no
+// weights): with k = sum((j + 1) * byte_j of name) mod 9973 and v_i = sin(0.7 i + 1.3 k + 0.5) in
+// float64, conv weights (4-d) v * sqrt(3 / fan_in) with fan_in = size(1) * size(2) * size(3),
+// other weights 1 + 0.2 v, running_mean 0.1 v, running_var 1 + 0.5 |v|, num_batches_tracked 0,
+// anything else (biases) 0.1 v; rounded to float32. t: a contiguous CPU tensor, written in place.
+inline void fill_from_formula(const std::string& name, Tensor t) {
+  int64_t key = 0;
+  for (size_t j = 0; j < name.size(); ++j)
+    key += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
+  key %= 9973;
+  auto ends = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends("num_batches_tracked")) {
+    t.data<int64_t>()[0] = 0;
+    return;
+  }
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = std::sin(0.7 * static_cast<double>(i) + 1.3 * static_cast<double>(key) + 0.5);
+    double out;
+    if (ends("running_mean"))
+      out = 0.1 * v;
+    else if (ends("running_var"))
+      out = 1 + 0.5 * std::abs(v);
+    else if (ends("weight") && t.dim() == 4)
+      out = v * std::sqrt(3.0 / static_cast<double>(t.size(1) * t.size(2) * t.size(3)));
+    else if (ends("weight"))
+      out = 1 + 0.2 * v;
+    else
+      out = 0.1 * v;
+    p[i] = static_cast<float>(out);
+  }
+}
+
+// max |a - b| / max |b| (max |a - b| when b is all zeros); differing shapes fail the test.
+inline double rel_err(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  auto x = a.to_vector_f64(), y = b.to_vector_f64();
+  double d = 0, m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    d = std::max(d, std::abs(x[i] - y[i]));
+    m = std::max(m, std::abs(y[i]));
+  }
+  return m > 0 ? d / m : d;
 }
 
 }  // namespace hpcnet::test_util

@@ -11,12 +11,23 @@
 
 namespace hpcnet::F {
 
-// x (N, C, H, W), weight (K, C, R, S), bias (K,) or undefined -> (N, K, P, Q).
+// x (N, C, H, W), weight (K, C, R, S), bias (K,) or undefined -> (N, K, P, Q) with
+// P = (H + 2 padding - dilation (R - 1) - 1) / stride + 1 (torch.nn.functional.conv2d; dilation
+// spreads the taps, as DeepLab's atrous convolutions).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1,
-              int64_t padding = 0);
+              int64_t padding = 0, int64_t dilation = 1);
 // conv2d followed by relu in one kernel (oneDNN post-op); same result as relu(conv2d(...)).
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1,
-                   int64_t padding = 0);
+                   int64_t padding = 0, int64_t dilation = 1);
+// torch.nn.functional.conv_transpose2d(x, weight, bias, stride, padding, output_padding,
+// dilation=dilation): x (N, C, H, W), weight (C, K, R, S) (torch's layout: input channels
+// first), bias (K,) or undefined -> (N, K, OH, OW), OH = (H - 1) stride - 2 padding +
+// dilation (R - 1) + output_padding + 1. The gradient of conv2d with respect to its input, run
+// forward: its backward is conv2d (for x) and conv2d's weight gradient with the roles swapped.
+// Requires output_padding < stride or < dilation (as torch). Output row-major.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        int64_t stride = 1, int64_t padding = 0, int64_t output_padding = 0,
+                        int64_t dilation = 1);
 // x (N, C, H, W) -> (N, C, P, Q); stride defaults to kernel_size as in PyTorch.
 Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
 // x (N, IN), weight (OUT, IN), bias (OUT,) or undefined -> (N, OUT).
@@ -24,6 +35,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor relu(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
+// x * s for a constant s (torch's x * 0.5); gradient dy * s.
+Tensor mul_scalar(const Tensor& x, double s);
 // A view with a new shape (one dim may be -1); the input must be contiguous.
 Tensor reshape(const Tensor& x, const Shape& shape);
 // torch.flatten(x, start_dim): dims from start_dim on are merged.
@@ -60,6 +73,14 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // x may be blocked (Layout::kBlocked16); the output is row-major. InputError for a rank other
 // than 4 or a scale < 1.
 Tensor upsample_nearest2d(const Tensor& x, int64_t scale);
+// torch.nn.functional.interpolate(x, size=(out_h, out_w), mode="bilinear", align_corners):
+// x (N, C, H, W) float32/float64 (may be blocked) -> (N, C, out_h, out_w) row-major, up or down.
+// align_corners true maps corner samples onto each other (src = dst (H - 1) / (out_h - 1));
+// false maps pixel centres (src = (dst + 0.5) H / out_h - 0.5, clamped at 0), torch's default
+// and DeepLabV3's. Backward: each input receives its bilinear weights' share of the gradient.
+// InputError for a rank other than 4, a size < 1 or an integer dtype.
+Tensor upsample_bilinear2d(const Tensor& x, int64_t out_h, int64_t out_w,
+                           bool align_corners = false);
 // torch.cat(xs, dim): tensors of one rank, dtype and device whose sizes agree except along dim
 // (-rank <= dim < rank; negative counts from the end) -> their concatenation along dim, a new
 // row-major tensor (also for one input). Any dim and rank >= 1; inputs may be blocked. Any dtype
@@ -80,6 +101,16 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 // dtypes.
 Tensor cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight = Tensor(),
                        int64_t ignore_index = 255);
+// segmentation_models_pytorch's DiceLoss(mode="multiclass", from_logits=True, smooth, eps,
+// ignore_index, class_weights=weight): logits (N, C, H, W) float32/float64 (may be blocked),
+// target (N, H, W) int64, weight (C,) or undefined -> 0-d. With p = softmax over C and, over the
+// pixels whose target is not ignore_index, per class c: I_c = sum p_c [t = c], P_c = sum p_c,
+// T_c = count(t = c),
+//   loss = sum_c w_c [T_c > 0] (1 - (I_c + smooth) / max((P_c + T_c) / 2 + smooth, eps)) / sum w
+// (without weight the mean over all C classes; classes absent from the target contribute 0, as
+// smp; no counted pixel gives 0). Gradient for logits only. InputErrors as cross_entropy2d.
+Tensor dice_loss(const Tensor& logits, const Tensor& target, const Tensor& weight = Tensor(),
+                 int64_t ignore_index = 255, double smooth = 0.0, double eps = 1e-7);
 // Not differentiable: (N, C) -> (N,) int64.
 Tensor argmax(const Tensor& x);
 

@@ -9,6 +9,7 @@ namespace hpcnet {
 namespace ops {
 
 HPCNET_DEFINE_OP(conv2d)
+HPCNET_DEFINE_OP(conv_transpose2d)
 
 namespace {
 // 2 * N * K * P * Q * C * R * S multiply-adds (the same for the forward and both backwards).
@@ -39,8 +40,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   check_conv("conv2d", x, w, b);
   detail::check_shape(
       "conv2d", y,
-      {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
-       conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w)},
+      {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h, p.dil_h),
+       conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dil_w)},
       "output");
   HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, relu);
 }
@@ -58,6 +59,22 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   detail::check_same_device_dense("conv2d_backward_weights", x.device(), {&dy});
   detail::check_same_device("conv2d_backward_weights", x.device(), {&dw, &db});
   HPCNET_DISPATCH_FLOPS(conv_flops(dw, dy), x.device(), conv2d_backward_weights, x, dy, dw, db, p);
+}
+
+void channel_bias_add_inplace(Tensor& y, const Tensor& b) {
+  HPCNET_CHECK(y.dim() == 4, "channel_bias_add: y must be (N, C, H, W)");
+  detail::check_shape("channel_bias_add", b, {y.size(1)}, "bias");
+  detail::check_dtype("channel_bias_add", b, y.dtype(), "bias");
+  detail::check_same_device("channel_bias_add", y.device(), {&y, &b});
+  HPCNET_DISPATCH(y.device(), channel_bias_add_inplace, y, b);
+}
+
+void channel_bias_backward(const Tensor& dy, Tensor& db) {
+  HPCNET_CHECK(dy.dim() == 4, "channel_bias_backward: dy must be (N, C, H, W)");
+  detail::check_shape("channel_bias_backward", db, {dy.size(1)}, "db");
+  detail::check_dtype("channel_bias_backward", db, dy.dtype(), "db");
+  detail::check_same_device("channel_bias_backward", dy.device(), {&dy, &db});
+  HPCNET_DISPATCH(dy.device(), channel_bias_backward, dy, db);
 }
 
 }  // namespace ops
@@ -97,14 +114,15 @@ struct Conv2dNode : Node {
 };
 
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
-                   int64_t padding, bool relu) {
-  HPCNET_CHECK(stride >= 1 && padding >= 0, "conv2d: stride must be >= 1 and padding >= 0");
+                   int64_t padding, int64_t dilation, bool relu) {
+  HPCNET_CHECK(stride >= 1 && padding >= 0 && dilation >= 1,
+               "conv2d: stride and dilation must be >= 1 and padding >= 0");
   Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
   Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
-  ops::Conv2dParams p{stride, stride, padding, padding};
+  ops::Conv2dParams p{stride, stride, padding, padding, dilation, dilation};
   HPCNET_CHECK(x.dim() == 4 && w.dim() == 4, "conv2d: input and weight must be 4-d");
-  int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding);
-  int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding);
+  int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding, dilation);
+  int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding, dilation);
   HPCNET_CHECK(oh > 0 && ow > 0, "conv2d: kernel " + shape_str(w.shape()) +
                                      " is larger than the padded input " + shape_str(x.shape()));
   // CPU convolutions that run on oneDNN's blocked kernels leave their output blocked, so the
@@ -130,16 +148,92 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   return y;
 }
 
+// conv_transpose2d = conv2d's input gradient run forward (x in the role of dy):
+//   y = conv2d_backward_data(x, w) + b;  dx = conv2d(dy, w);  dw = conv2d_backward_weights(dy, x)
+// (the forward convolution's input is dy, its output gradient x);  db = sum of dy per channel.
+struct ConvTranspose2dNode : Node {
+  Tensor x, w;
+  bool has_bias = false;
+  ops::Conv2dParams p;
+  const char* name() const override { return "ConvTranspose2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& grad_out) override {
+    Tensor dy = grad_out.is_dense() ? grad_out : grad_out.contiguous();  // either layout
+    Tensor dx, dw, db;
+    if (edges[0].active()) {
+      dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      ops::conv2d_forward(dy, w, Tensor(), dx, p, false);
+    }
+    if (edges[1].active()) {
+      dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      Tensor none;
+      ops::conv2d_backward_weights(dy, x, dw, none, p);
+    }
+    if (has_bias && edges[2].active()) {
+      db = Tensor::empty({w.size(1)}, w.dtype(), w.device());
+      ops::channel_bias_backward(dy.to_layout(Layout::kStrided), db);
+    }
+    return {dx, dw, db};
+  }
+  void release() override { x = w = Tensor(); }
+};
+
 }  // namespace
 
-Tensor F::conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
-                 int64_t padding) {
-  return conv2d_impl(x, w, b, stride, padding, false);
+Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
+                           int64_t stride, int64_t padding, int64_t output_padding,
+                           int64_t dilation) {
+  const std::string op = "conv_transpose2d";
+  HPCNET_CHECK(stride >= 1 && padding >= 0 && dilation >= 1 && output_padding >= 0,
+               op + ": stride and dilation must be >= 1, padding and output_padding >= 0");
+  HPCNET_CHECK(output_padding < stride, op + ": output_padding " + std::to_string(output_padding) +
+                                            " must be smaller than stride " +
+                                            std::to_string(stride));
+  HPCNET_CHECK(x_in.dim() == 4,
+               op + ": input must be (N, C, H, W), got " + shape_str(x_in.shape()));
+  HPCNET_CHECK(w_in.dim() == 4 && w_in.size(0) == x_in.size(1),
+               op + ": weight " + shape_str(w_in.shape()) +
+                   " must be (in_channels, out_channels, kH, kW) for input " +
+                   shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+               op + ": input must be float32 or float64");
+  ops::detail::check_dtype(op.c_str(), w_in, x_in.dtype(), "weight");
+  const int64_t K = w_in.size(1);
+  if (b_in.defined()) {
+    ops::detail::check_shape(op.c_str(), b_in, {K}, "bias");
+    ops::detail::check_dtype(op.c_str(), b_in, x_in.dtype(), "bias");
+  }
+  Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
+  Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
+  ops::Conv2dParams p{stride, stride, padding, padding, dilation, dilation};
+  const int64_t oh =
+      (x.size(2) - 1) * stride - 2 * padding + dilation * (w.size(2) - 1) + output_padding + 1;
+  const int64_t ow =
+      (x.size(3) - 1) * stride - 2 * padding + dilation * (w.size(3) - 1) + output_padding + 1;
+  HPCNET_CHECK(oh > 0 && ow > 0, op + ": padding " + std::to_string(padding) +
+                                     " leaves no output for input " + shape_str(x.shape()) +
+                                     " and weight " + shape_str(w.shape()));
+  Tensor y = Tensor::empty({x.size(0), K, oh, ow}, x.dtype(), x.device());
+  ops::conv2d_backward_data(x, w, y, p);
+  if (b.defined()) ops::channel_bias_add_inplace(y, b);
+  if (any_requires_grad({&x_in, &w_in, &b_in})) {
+    auto node = std::make_shared<ConvTranspose2dNode>();
+    node->x = x;
+    node->w = w;
+    node->has_bias = b.defined();
+    node->p = p;
+    record(node, {&x_in, &w_in, &b_in}, y);
+  }
+  return y;
+}
+
+Tensor F::conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
+                 int64_t dilation) {
+  return conv2d_impl(x, w, b, stride, padding, dilation, false);
 }
 
 Tensor F::conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
-                      int64_t padding) {
-  return conv2d_impl(x, w, b, stride, padding, true);
+                      int64_t padding, int64_t dilation) {
+  return conv2d_impl(x, w, b, stride, padding, dilation, true);
 }
 
 }  // namespace hpcnet

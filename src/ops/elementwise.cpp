@@ -11,6 +11,7 @@ namespace ops {
 
 HPCNET_DEFINE_OP(relu)
 HPCNET_DEFINE_OP(add)
+HPCNET_DEFINE_OP(mul_scalar)
 HPCNET_DEFINE_OP(reshape)
 HPCNET_DEFINE_OP(sum)
 HPCNET_DEFINE_OP(mean)
@@ -73,6 +74,17 @@ struct AddNode : Node {
   std::vector<Tensor> backward(const Tensor& g) override { return {g, g}; }
 };
 
+struct MulScalarNode : Node {
+  double s = 1;
+  const char* name() const override { return "MulScalarBackward"; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    Tensor g = g_in.contiguous();
+    Tensor dx = Tensor::empty(g.shape(), g.dtype(), g.device());
+    ops::scale(g, s, dx);
+    return {dx};
+  }
+};
+
 struct ReshapeNode : Node {
   Shape in_shape;
   const char* name() const override { return "ReshapeBackward"; }
@@ -122,6 +134,18 @@ Tensor F::relu(const Tensor& x_in) {
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<ReluNode>();
     node->y = y;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::mul_scalar(const Tensor& x_in, double s) {
+  Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  ops::scale(x, s, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<MulScalarNode>();
+    node->s = s;
     record(node, {&x_in}, y);
   }
   return y;

@@ -17,6 +17,7 @@ HPCNET_DEFINE_OP(log_softmax)
 HPCNET_DEFINE_OP(nll_loss)
 HPCNET_DEFINE_OP(cross_entropy)
 HPCNET_DEFINE_OP(cross_entropy2d)
+HPCNET_DEFINE_OP(dice_loss)
 
 namespace {
 void check_rows_targets(const char* op, const Tensor& x, const Tensor& target) {
@@ -29,31 +30,33 @@ void check_rows_targets(const char* op, const Tensor& x, const Tensor& target) {
 }
 bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 
-// cross_entropy2d's arguments, as InputErrors naming the op and the shapes: logits (N, C, H, W)
-// float with C >= 1, target (N, H, W) int64, weight undefined or (C,) of logits' dtype.
-void check_cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight) {
-  HPCNET_REQUIRE(logits.defined() && target.defined(),
-                 "cross_entropy2d: logits and target must be defined");
+// The arguments of cross_entropy2d and dice_loss, as InputErrors naming the op and the shapes:
+// logits (N, C, H, W) float with C >= 1, target (N, H, W) int64, weight undefined or (C,) of
+// logits' dtype.
+void check_dense_targets(const std::string& op, const Tensor& logits, const Tensor& target,
+                         const Tensor& weight) {
+  HPCNET_REQUIRE(logits.defined() && target.defined(), op + ": logits and target must be defined");
   const std::string shapes =
       " (logits " + shape_str(logits.shape()) + ", target " + shape_str(target.shape()) + ")";
-  HPCNET_REQUIRE(logits.dim() == 4, "cross_entropy2d: logits must be (N, C, H, W)" + shapes);
-  HPCNET_REQUIRE(logits.size(1) >= 1, "cross_entropy2d: logits need at least one class" + shapes);
+  HPCNET_REQUIRE(logits.dim() == 4, op + ": logits must be (N, C, H, W)" + shapes);
+  HPCNET_REQUIRE(logits.size(1) >= 1, op + ": logits need at least one class" + shapes);
   HPCNET_REQUIRE(is_float(logits.dtype()),
-                 std::string("cross_entropy2d: logits must be float32 or float64, got ") +
-                     dtype_name(logits.dtype()));
+                 (op + ": logits must be float32 or float64, got ") + dtype_name(logits.dtype()));
   HPCNET_REQUIRE(target.dtype() == DType::kInt64,
-                 std::string("cross_entropy2d: target must be int64 class indices, got ") +
-                     dtype_name(target.dtype()));
+                 (op + ": target must be int64 class indices, got ") + dtype_name(target.dtype()));
   HPCNET_REQUIRE(target.shape() == Shape({logits.size(0), logits.size(2), logits.size(3)}),
-                 "cross_entropy2d: target must be (N, H, W) of logits (N, C, H, W)" + shapes);
+                 op + ": target must be (N, H, W) of logits (N, C, H, W)" + shapes);
   if (weight.defined()) {
     HPCNET_REQUIRE(weight.shape() == Shape({logits.size(1)}),
-                   "cross_entropy2d: weight must be (C,) = (" + std::to_string(logits.size(1)) +
-                       ",), got " + shape_str(weight.shape()));
-    HPCNET_REQUIRE(weight.dtype() == logits.dtype(),
-                   std::string("cross_entropy2d: weight has dtype ") + dtype_name(weight.dtype()) +
-                       ", logits " + dtype_name(logits.dtype()));
+                   op + ": weight must be (C,) = (" + std::to_string(logits.size(1)) + ",), got " +
+                       shape_str(weight.shape()));
+    HPCNET_REQUIRE(weight.dtype() == logits.dtype(), (op + ": weight has dtype ") +
+                                                         dtype_name(weight.dtype()) + ", logits " +
+                                                         dtype_name(logits.dtype()));
   }
+}
+void check_cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight) {
+  check_dense_targets("cross_entropy2d", logits, target, weight);
 }
 }  // namespace
 
@@ -114,6 +117,34 @@ void cross_entropy2d_backward(const Tensor& dloss, const Tensor& prob, const Ten
   HPCNET_DISPATCH(prob.device(), cross_entropy2d_backward, dloss, prob, target, weight,
                   total_weight, ignore_index, dlogits);
 }
+void dice_loss_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                       int64_t ignore_index, double smooth, double eps, Tensor& loss, Tensor& prob,
+                       Tensor& coef) {
+  check_dense_targets("dice_loss", logits, target, weight);
+  HPCNET_REQUIRE(smooth >= 0 && eps > 0, "dice_loss: need smooth >= 0 and eps > 0");
+  detail::check_shape("dice_loss", prob, logits.shape(), "prob");
+  detail::check_dtype("dice_loss", prob, logits.dtype(), "prob");
+  detail::check_dtype("dice_loss", loss, logits.dtype(), "loss");
+  detail::check_shape("dice_loss", coef, {2, logits.size(1)}, "coef");
+  detail::check_dtype("dice_loss", coef, DType::kFloat64, "coef");
+  HPCNET_CHECK(loss.numel() == 1, "dice_loss: loss is 0-d");
+  detail::check_same_device("dice_loss", logits.device(),
+                            {&logits, &target, &weight, &loss, &prob, &coef});
+  HPCNET_DISPATCH(logits.device(), dice_loss_forward, logits, target, weight, ignore_index, smooth,
+                  eps, loss, prob, coef);
+}
+void dice_loss_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
+                        const Tensor& coef, int64_t ignore_index, Tensor& dlogits) {
+  check_dense_targets("dice_loss_backward", prob, target, Tensor());
+  detail::check_shape("dice_loss_backward", dlogits, prob.shape(), "dlogits");
+  detail::check_dtype("dice_loss_backward", dlogits, prob.dtype(), "dlogits");
+  detail::check_dtype("dice_loss_backward", dloss, prob.dtype(), "dloss");
+  detail::check_shape("dice_loss_backward", coef, {2, prob.size(1)}, "coef");
+  detail::check_same_device("dice_loss_backward", prob.device(),
+                            {&dloss, &prob, &target, &coef, &dlogits});
+  HPCNET_DISPATCH(prob.device(), dice_loss_backward, dloss, prob, target, coef, ignore_index,
+                  dlogits);
+}
 void argmax(const Tensor& x, Tensor& out) {
   HPCNET_CHECK(x.dim() == 2, "argmax: input must be (N, C), got " + shape_str(x.shape()));
   detail::check_dtype("argmax", out, DType::kInt64, "output");
@@ -160,6 +191,18 @@ struct CrossEntropyNode : Node {
     return {dx, Tensor()};
   }
   void release() override { prob = target = Tensor(); }
+};
+
+struct DiceLossNode : Node {
+  Tensor prob, target, coef;
+  int64_t ignore_index = 255;
+  const char* name() const override { return "DiceLossBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(prob.shape(), prob.dtype(), prob.device());
+    ops::dice_loss_backward(g.contiguous(), prob, target, coef, ignore_index, dx);
+    return {dx};
+  }
+  void release() override { prob = target = coef = Tensor(); }
 };
 
 struct CrossEntropy2dNode : Node {
@@ -235,6 +278,27 @@ Tensor F::cross_entropy2d(const Tensor& logits_in, const Tensor& target_in, cons
     node->target = target;
     node->weight = weight;
     node->total_weight = total_weight;
+    node->ignore_index = ignore_index;
+    record(node, {&logits_in}, loss);
+  }
+  return loss;
+}
+
+Tensor F::dice_loss(const Tensor& logits_in, const Tensor& target_in, const Tensor& weight_in,
+                    int64_t ignore_index, double smooth, double eps) {
+  ops::check_dense_targets("dice_loss", logits_in, target_in, weight_in);
+  Tensor logits = logits_in.contiguous();  // blocked activations become row-major
+  Tensor target = target_in.contiguous();
+  Tensor weight = weight_in.defined() ? weight_in.contiguous().detach() : Tensor();
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  Tensor prob = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  Tensor coef = Tensor::empty({2, logits.size(1)}, DType::kFloat64, logits.device());
+  ops::dice_loss_forward(logits, target, weight, ignore_index, smooth, eps, loss, prob, coef);
+  if (any_requires_grad({&logits_in})) {
+    auto node = std::make_shared<DiceLossNode>();
+    node->prob = prob;
+    node->target = target;
+    node->coef = coef;
     node->ignore_index = ignore_index;
     record(node, {&logits_in}, loss);
   }

@@ -8,10 +8,12 @@
 
 #define HPCNET_OP_TABLE(X) \
   X(conv2d)                \
+  X(conv_transpose2d)      \
   X(max_pool2d)            \
   X(linear)                \
   X(relu)                  \
   X(add)                   \
+  X(mul_scalar)            \
   X(reshape)               \
   X(log_softmax)           \
   X(nll_loss)              \
@@ -23,8 +25,10 @@
   X(subsample_pad)         \
   X(dropout)               \
   X(upsample_nearest2d)    \
+  X(upsample_bilinear2d)   \
   X(cat)                   \
-  X(cross_entropy2d)
+  X(cross_entropy2d)       \
+  X(dice_loss)
 
 // Non-differentiable ops (no gradient check): argmax.
 

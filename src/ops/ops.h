@@ -15,10 +15,12 @@ namespace hpcnet::ops {
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
+  int64_t dil_h = 1, dil_w = 1;  // dilation (torch's convention: 1 = none)
 };
-// Output spatial size of a convolution or pooling window.
-inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
-  return (in + 2 * pad - k) / stride + 1;
+// Output spatial size of a convolution or pooling window (dilation d spreads the k taps over
+// d (k - 1) + 1 pixels, as torch.nn.Conv2d).
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil = 1) {
+  return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
 }
 
 struct Pool2dParams {

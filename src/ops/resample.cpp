@@ -16,6 +16,7 @@ HPCNET_DEFINE_OP(global_avg_pool2d)
 HPCNET_DEFINE_OP(subsample_pad)
 HPCNET_DEFINE_OP(dropout)
 HPCNET_DEFINE_OP(upsample_nearest2d)
+HPCNET_DEFINE_OP(upsample_bilinear2d)
 
 void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
   detail::check_same_device("global_avg_pool2d", x.device(), {&x, &y});
@@ -54,6 +55,22 @@ void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
   detail::check_dtype("upsample_nearest2d_backward", dy, dx.dtype(), "dy");
   detail::check_same_device("upsample_nearest2d_backward", dy.device(), {&dy, &dx});
   HPCNET_DISPATCH(dy.device(), upsample_nearest2d_backward, dy, dx, scale);
+}
+
+void upsample_bilinear2d_forward(const Tensor& x, Tensor& y, bool align_corners) {
+  HPCNET_CHECK(x.dim() == 4 && y.dim() == 4 && y.size(0) == x.size(0) && y.size(1) == x.size(1),
+               "upsample_bilinear2d: need x (N, C, H, W) and y (N, C, OH, OW)");
+  detail::check_dtype("upsample_bilinear2d", y, x.dtype(), "output");
+  detail::check_same_device("upsample_bilinear2d", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), upsample_bilinear2d_forward, x, y, align_corners);
+}
+void upsample_bilinear2d_backward(const Tensor& dy, Tensor& dx, bool align_corners) {
+  HPCNET_CHECK(
+      dx.dim() == 4 && dy.dim() == 4 && dy.size(0) == dx.size(0) && dy.size(1) == dx.size(1),
+      "upsample_bilinear2d_backward: need dy (N, C, OH, OW) and dx (N, C, H, W)");
+  detail::check_dtype("upsample_bilinear2d_backward", dy, dx.dtype(), "dy");
+  detail::check_same_device("upsample_bilinear2d_backward", dy.device(), {&dy, &dx});
+  HPCNET_DISPATCH(dy.device(), upsample_bilinear2d_backward, dy, dx, align_corners);
 }
 
 }  // namespace ops
@@ -100,6 +117,16 @@ struct UpsampleNearest2dNode : Node {
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
     ops::upsample_nearest2d_backward(g.contiguous(), dx, scale);
+    return {dx};
+  }
+};
+struct UpsampleBilinear2dNode : Node {
+  Shape x_shape;  // (N, C, H, W)
+  bool align_corners = false;
+  const char* name() const override { return "UpsampleBilinear2dBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
+    ops::upsample_bilinear2d_backward(g.contiguous(), dx, align_corners);
     return {dx};
   }
 };
@@ -178,6 +205,28 @@ Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
     auto node = std::make_shared<UpsampleNearest2dNode>();
     node->x_shape = x.shape();
     node->scale = scale;
+    record(node, {&x_in}, y);
+  }
+  return y;
+}
+
+Tensor F::upsample_bilinear2d(const Tensor& x_in, int64_t out_h, int64_t out_w,
+                              bool align_corners) {
+  HPCNET_REQUIRE(x_in.dim() == 4,
+                 "upsample_bilinear2d: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
+  HPCNET_REQUIRE(out_h >= 1 && out_w >= 1 && x_in.size(2) >= 1 && x_in.size(3) >= 1,
+                 "upsample_bilinear2d: sizes must be >= 1, got input " + shape_str(x_in.shape()) +
+                     " and output " + std::to_string(out_h) + "x" + std::to_string(out_w));
+  HPCNET_REQUIRE(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+                 std::string("upsample_bilinear2d: input must be float32 or float64, got ") +
+                     dtype_name(x_in.dtype()));
+  Tensor x = x_in.contiguous();  // blocked activations become row-major
+  Tensor y = Tensor::empty({x.size(0), x.size(1), out_h, out_w}, x.dtype(), x.device());
+  ops::upsample_bilinear2d_forward(x, y, align_corners);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<UpsampleBilinear2dNode>();
+    node->x_shape = x.shape();
+    node->align_corners = align_corners;
     record(node, {&x_in}, y);
   }
   return y;

@@ -143,6 +143,7 @@ def make_lenet():
 
     meta.update({
         "torch_version": torch.__version__,
+        "dice_reference": dice_reference(),
         "generator": "tests/golden/make_golden.py",
         "seed": f"torch.manual_seed({SEED}), then Net(), then the draws in entry order",
         "model": "PyTorch CIFAR-10 tutorial Net: conv1(3,6,5) relu pool(2,2) conv2(6,16,5) relu "
@@ -205,6 +206,46 @@ def op_recorder(seed):
     return entries, rand, functools.partial(record_op, entries, rand)
 
 
+SMP_NOTE = (" (smp 0.6.0 when installed, else smp_dice_loss's own copy of its formula; the file's"
+            " metadata key dice_reference says which)")
+
+
+def smp_dice_loss(x, target, class_weights=None, smooth=0.0):
+    """segmentation_models_pytorch's DiceLoss(mode='multiclass', from_logits=True, smooth,
+    ignore_index=255, class_weights) when the package is installed; otherwise the same formula
+    written out (softmax; over non-ignored pixels per class I = sum p t, S = sum p + sum t;
+    dice = (I + smooth) / max(S / 2 + smooth, 1e-7); loss = weighted mean over classes of
+    (1 - dice), classes absent from the target counting 0)."""
+    try:
+        from segmentation_models_pytorch.losses import DiceLoss
+        weights = None if class_weights is None else class_weights.tolist()
+        return DiceLoss("multiclass", from_logits=True, smooth=smooth, ignore_index=255,
+                        class_weights=weights)(x, target)
+    except ImportError:
+        pass
+    p = x.log_softmax(dim=1).exp()
+    valid = (target != 255)
+    c = x.shape[1]
+    onehot = F.one_hot(torch.where(valid, target, 0), c).permute(0, 3, 1, 2).to(x.dtype)
+    onehot = onehot * valid.unsqueeze(1)
+    p = p * valid.unsqueeze(1)
+    inter = (p * onehot).sum(dim=(0, 2, 3))
+    card = p.sum(dim=(0, 2, 3)) + onehot.sum(dim=(0, 2, 3))
+    dice = (inter + smooth) / (0.5 * card + smooth).clamp_min(1e-7)
+    loss = (1 - dice) * (onehot.sum(dim=(0, 2, 3)) > 0).to(x.dtype)
+    if class_weights is None:
+        return loss.mean()
+    return (loss * class_weights).sum() / class_weights.sum()
+
+
+def dice_reference():
+    try:
+        import segmentation_models_pytorch as smp
+        return "segmentation_models_pytorch " + smp.__version__
+    except ImportError:
+        return "the formula in smp_dice_loss"
+
+
 def make_ops():
     entries, rand, record = op_recorder(SEED)
 
@@ -257,9 +298,33 @@ def make_ops():
     record("cross_entropy2d_all_ignored",
            [("x", rand(1, 3, 2, 2)), ("target", torch.full((1, 2, 2), 255, dtype=torch.int64))],
            lambda x, t: F.cross_entropy(x, t, ignore_index=255))
+    # DeepLab's and the decoders' ops (drawn after the ops above, so their entries keep values).
+    x, w, b = rand(2, 3, 9, 8), rand(4, 3, 3, 3), rand(4)
+    record("conv2d_dilated", [("x", x), ("w", w), ("b", b)],
+           lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=2, dilation=2))
+    x, w, b = rand(2, 3, 4, 5), rand(3, 2, 3, 3), rand(2)
+    record("conv_transpose2d", [("x", x), ("w", w), ("b", b)],
+           lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1))
+    record("upsample_bilinear2d", [("x", rand(2, 3, 4, 5))],
+           lambda x: F.interpolate(x, size=(9, 7), mode="bilinear", align_corners=False))
+    record("upsample_bilinear2d_ac", [("x", rand(2, 3, 4, 5))],
+           lambda x: F.interpolate(x, size=(9, 7), mode="bilinear", align_corners=True))
+    record("upsample_bilinear2d_down", [("x", rand(1, 2, 7, 6))],
+           lambda x: F.interpolate(x, size=(3, 4), mode="bilinear", align_corners=False))
+    dice_target = torch.randint(0, 5, (2, 3, 4), dtype=torch.int64)
+    dice_target[dice_target == 3] = 1  # class 3 absent: its term is 0
+    dice_target[torch.rand(2, 3, 4) < 0.2] = 255
+    record("dice_loss", [("x", rand(2, 5, 3, 4) * 2), ("target", dice_target)],
+           lambda x, t: smp_dice_loss(x, t))
+    # smp keeps class weights in float32 and sums them there: dyadic weights make that sum exact.
+    dice_weight = torch.tensor([0.5, 1.25, 2.0, 0.75, 1.5], dtype=torch.float64)
+    entries.append(("dice_loss_weighted.weight", dice_weight))  # a constant: no gradient
+    record("dice_loss_weighted", [("x", rand(2, 5, 3, 4) * 2), ("target", dice_target)],
+           lambda x, t: smp_dice_loss(x, t, class_weights=dice_weight, smooth=1.0))
 
     meta = {
         "torch_version": torch.__version__,
+        "dice_reference": dice_reference(),
         "generator": "tests/golden/make_golden.py",
         "seed": f"torch.manual_seed({SEED}), then the draws in entry order",
         "convention": "<op>.<input> inputs, <op>.y = op(inputs), <op>.dy a random upstream "
@@ -293,6 +358,20 @@ def make_ops():
                                     "dweight)",
         "cross_entropy2d_all_ignored": "F.cross_entropy(x (1,3,2,2), target all 255, "
                                        "ignore_index=255): y is NaN, dx is 0",
+        "conv2d_dilated": "F.conv2d(x (2,3,9,8), w (4,3,3,3), b (4,), padding=2, dilation=2)",
+        "conv_transpose2d": "F.conv_transpose2d(x (2,3,4,5), w (3,2,3,3), b (2,), stride=2, "
+                            "padding=1, output_padding=1) -> (2,2,8,10)",
+        "upsample_bilinear2d": "F.interpolate(x (2,3,4,5), size=(9,7), mode='bilinear', "
+                               "align_corners=False)",
+        "upsample_bilinear2d_ac": "F.interpolate(x (2,3,4,5), size=(9,7), mode='bilinear', "
+                                  "align_corners=True)",
+        "upsample_bilinear2d_down": "F.interpolate(x (1,2,7,6), size=(3,4), mode='bilinear', "
+                                    "align_corners=False)",
+        "dice_loss": "segmentation_models_pytorch.losses.DiceLoss('multiclass', "
+                     "from_logits=True, ignore_index=255)(x (2,5,3,4), target (2,3,4) with some "
+                     "255 and class 3 absent)" + SMP_NOTE,
+        "dice_loss_weighted": "the same with class_weights=<op>.weight (5,) and smooth=1.0"
+                              + SMP_NOTE,
     }
     return entries, meta
 

@@ -9,6 +9,7 @@
 #include "src/ops/cpu/conv2d_direct.h"
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/dnnl_util.h"
+#include "src/ops/cpu/float_dispatch.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -32,18 +33,18 @@ double conv_macs(const ConvShape& s) {
 DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu,
                  int variant) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
-                  bias, relu, variant);
+                  p.dil_h, p.dil_w, bias, relu, variant);
 }
 
 // Descriptors of a convolution: the tensors' own (plain NCHW / OIHW f32) and the ones the
 // primitive is created with (format "any", so oneDNN picks its blocked layouts; bf16 inputs when
 // the conv precision is bf16). DnnlOp stages between the two with reorders.
 struct ConvMds {
-  memory::desc w, b;                  // plain f32 (activations: user_md of each tensor)
-  memory::desc x_any, w_any, y_any;   // for the primitive: inputs in `in`, outputs in f32
-  memory::desc x_any_out, w_any_out;  // x / w as outputs of a backward (f32)
-  memory::desc y_any_in;              // y as an input of a backward (dy, in `in`)
-  memory::dims strides, pad_l, pad_r;
+  memory::desc w, b;                            // plain f32 (activations: user_md of each tensor)
+  memory::desc x_any, w_any, y_any;             // for the primitive: inputs in `in`, outputs in f32
+  memory::desc x_any_out, w_any_out;            // x / w as outputs of a backward (f32)
+  memory::desc y_any_in;                        // y as an input of a backward (dy, in `in`)
+  memory::dims strides, dilates, pad_l, pad_r;  // dilates in oneDNN's convention (0 = none)
 };
 
 ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
@@ -61,21 +62,24 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
   m.w_any_out = memory::desc(wd, dt::f32, tag::any);
   m.y_any_in = memory::desc(yd, in, tag::any);
   m.strides = {p.stride_h, p.stride_w};
+  m.dilates = {p.dil_h - 1, p.dil_w - 1};
   m.pad_l = {p.pad_h, p.pad_w};
-  // Right padding so that oneDNN's output size matches floor((H + 2p - R) / stride) + 1.
-  m.pad_r = {(s.p - 1) * p.stride_h + s.r - s.h - p.pad_h,
-             (s.q - 1) * p.stride_w + s.s - s.w - p.pad_w};
+  // Right padding so that oneDNN's output size matches floor((H + 2p - d (R - 1) - 1) / stride)
+  // + 1 (the dilated kernel spans d (R - 1) + 1 pixels).
+  m.pad_r = {(s.p - 1) * p.stride_h + p.dil_h * (s.r - 1) + 1 - s.h - p.pad_h,
+             (s.q - 1) * p.stride_w + p.dil_w * (s.s - 1) + 1 - s.w - p.pad_w};
   return m;
 }
 
 // The forward primitive descriptor (also the hint for the backward ones).
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias, bool relu) {
   using namespace dnnl;
-  auto d =
-      bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                       m.x_any, m.w_any, m.b, m.y_any, m.strides, m.pad_l, m.pad_r)
-           : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                       m.x_any, m.w_any, m.y_any, m.strides, m.pad_l, m.pad_r);
+  auto d = bias ? convolution_forward::desc(prop_kind::forward_training,
+                                            algorithm::convolution_direct, m.x_any, m.w_any, m.b,
+                                            m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+                : convolution_forward::desc(prop_kind::forward_training,
+                                            algorithm::convolution_direct, m.x_any, m.w_any,
+                                            m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
   primitive_attr attr;
   if (relu) {
     post_ops po;
@@ -145,10 +149,10 @@ void conv_fwd_ref(const ConvShape& s, const Conv2dParams& p, const double* x, co
           double acc = b ? b[k] : 0.0;
           for (int64_t c = 0; c < s.c; ++c)
             for (int64_t r = 0; r < s.r; ++r) {
-              int64_t ih = oh * p.stride_h - p.pad_h + r;
+              int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
               if (ih < 0 || ih >= s.h) continue;
               for (int64_t t = 0; t < s.s; ++t) {
-                int64_t iw = ow * p.stride_w - p.pad_w + t;
+                int64_t iw = ow * p.stride_w - p.pad_w + t * p.dil_w;
                 if (iw < 0 || iw >= s.w) continue;
                 acc += x[((n * s.c + c) * s.h + ih) * s.w + iw] *
                        w[((k * s.c + c) * s.r + r) * s.s + t];
@@ -169,10 +173,10 @@ void conv_for_each_mac(const ConvShape& s, const Conv2dParams& p, F&& f) {
           int64_t yi = ((n * s.k + k) * s.p + oh) * s.q + ow;
           for (int64_t c = 0; c < s.c; ++c)
             for (int64_t r = 0; r < s.r; ++r) {
-              int64_t ih = oh * p.stride_h - p.pad_h + r;
+              int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
               if (ih < 0 || ih >= s.h) continue;
               for (int64_t t = 0; t < s.s; ++t) {
-                int64_t iw = ow * p.stride_w - p.pad_w + t;
+                int64_t iw = ow * p.stride_w - p.pad_w + t * p.dil_w;
                 if (iw < 0 || iw >= s.w) continue;
                 f(((n * s.c + c) * s.h + ih) * s.w + iw, ((k * s.c + c) * s.r + r) * s.s + t, yi);
               }
@@ -262,7 +266,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
-                                      m.y_any_in, m.strides, m.pad_l, m.pad_r);
+                                      m.y_any_in, m.strides, m.dilates, m.pad_l, m.pad_r);
     convolution_backward_data::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, false, false));
     op.prim = convolution_backward_data(pd);
     op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);
@@ -305,10 +309,10 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     ConvMds m = conv_mds(s, p, bf16);
     auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
                                                         m.w_any_out, m.b, m.y_any_in, m.strides,
-                                                        m.pad_l, m.pad_r)
+                                                        m.dilates, m.pad_l, m.pad_r)
                    : convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
-                                                        m.w_any_out, m.y_any_in, m.strides, m.pad_l,
-                                                        m.pad_r);
+                                                        m.w_any_out, m.y_any_in, m.strides,
+                                                        m.dilates, m.pad_l, m.pad_r);
     convolution_backward_weights::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, has_b, false));
     op.prim = convolution_backward_weights(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
@@ -322,6 +326,42 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   if (has_b) e.bind(DNNL_ARG_DIFF_BIAS, db);
   SmallWorkSerial serial(conv_macs(s));
   e.run();
+}
+
+void channel_bias_add_inplace(Tensor& y, const Tensor& b) {
+  HPCNET_CHECK(y.is_contiguous(), "channel_bias_add: y must be row-major");
+  const int64_t N = y.size(0), C = y.size(1), HW = y.size(2) * y.size(3);
+  dispatch_float(y.dtype(), "channel_bias_add", [&](auto tag) {
+    using T = decltype(tag);
+    T* py = y.data<T>();
+    const T* pb = b.data<T>();
+#pragma omp parallel for schedule(static) if (y.numel() > (1 << 15))
+    for (int64_t nc = 0; nc < N * C; ++nc) {
+      const T v = pb[nc % C];
+      T* row = py + nc * HW;
+      for (int64_t i = 0; i < HW; ++i) row[i] += v;
+    }
+  });
+}
+
+void channel_bias_backward(const Tensor& dy, Tensor& db) {
+  HPCNET_CHECK(dy.is_contiguous(), "channel_bias_backward: dy must be row-major");
+  const int64_t N = dy.size(0), C = dy.size(1), HW = dy.size(2) * dy.size(3);
+  dispatch_float(dy.dtype(), "channel_bias_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pdy = dy.data<T>();
+    T* pdb = db.data<T>();
+    // One channel per task, summed in double in a fixed order (thread-count independent).
+#pragma omp parallel for schedule(static) if (dy.numel() > (1 << 15))
+    for (int64_t c = 0; c < C; ++c) {
+      double acc = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = pdy + (n * C + c) * HW;
+        for (int64_t i = 0; i < HW; ++i) acc += static_cast<double>(row[i]);
+      }
+      pdb[c] = static_cast<T>(acc);
+    }
+  });
 }
 
 }  // namespace hpcnet::cpu

@@ -349,7 +349,8 @@ void set_conv_algo(ConvAlgo a) { g_algo = a; }
 ConvAlgo conv_algo() { return g_algo; }
 
 bool conv2d_direct_applies(const Shape& x, const Shape& w, const Conv2dParams& p) {
-  if (p.stride_h != 1 || p.stride_w != 1 || p.pad_h != p.pad_w) return false;
+  if (p.stride_h != 1 || p.stride_w != 1 || p.pad_h != p.pad_w || p.dil_h != 1 || p.dil_w != 1)
+    return false;
   int64_t c = w[1], k = w[0], r = w[2], s = w[3];
   if (r != s || r < 1 || r > 7 || p.pad_h >= r) return false;
   // oneDNN's blocked kernels win once channels fill its 16-wide blocks.

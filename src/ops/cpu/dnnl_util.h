@@ -34,7 +34,7 @@ dnnl::stream& dnnl_stream();
 
 // A primitive-cache key: the op kind and up to 15 integers (shapes, strides, flags).
 struct DnnlKey {
-  std::array<int64_t, 16> v{};
+  std::array<int64_t, 20> v{};
   bool operator==(const DnnlKey& o) const { return v == o.v; }
 };
 struct DnnlKeyHash {
@@ -46,7 +46,7 @@ struct DnnlKeyHash {
 };
 template <class... Ints>
 DnnlKey make_key(Ints... ints) {
-  static_assert(sizeof...(Ints) <= 16, "DnnlKey holds 16 integers");
+  static_assert(sizeof...(Ints) <= 20, "DnnlKey holds 20 integers");
   DnnlKey k;
   size_t i = 0;
   ((k.v[i++] = static_cast<int64_t>(ints)), ...);

@@ -27,13 +27,14 @@ constexpr int64_t kParallelMin = 1 << 15;  // elements below which loops stay se
 
 // The first target of (N, H, W) outside [0, c) that is not ignore_index, as an InputError naming
 // its value and pixel.
-void check_pixel_labels(const Tensor& target, int64_t c, int64_t ignore_index) {
+void check_pixel_labels(const Tensor& target, int64_t c, int64_t ignore_index,
+                        const char* op = "cross_entropy2d") {
   const int64_t* t = target.data<int64_t>();
   const int64_t h = target.size(1), w = target.size(2), total = target.numel();
   for (int64_t k = 0; k < total; ++k) {
     const int64_t v = t[k];
     if (v == ignore_index || (v >= 0 && v < c)) continue;
-    throw InputError("cross_entropy2d: label " + std::to_string(v) + " at pixel (n=" +
+    throw InputError(std::string(op) + ": label " + std::to_string(v) + " at pixel (n=" +
                      std::to_string(k / (h * w)) + ", h=" + std::to_string(k / w % h) +
                      ", w=" + std::to_string(k % w) + ") is out of range [0, " + std::to_string(c) +
                      ") and is not ignore_index " + std::to_string(ignore_index));
@@ -193,6 +194,72 @@ void cross_entropy2d_backward(const Tensor& dloss, const Tensor& prob, const Ten
           dp[p] = math::cross_entropy_grad(scale, pp[p], j == t, T(1), T(0));
         }
       }
+  });
+}
+
+void dice_loss_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                       int64_t ignore_index, double smooth, double eps, Tensor& loss, Tensor& prob,
+                       Tensor& coef) {
+  const int64_t n = logits.size(0), c = logits.size(1), hw = logits.size(2) * logits.size(3);
+  const int64_t pixels = n * hw;
+  check_pixel_labels(target, c, ignore_index, "dice_loss");
+  const int64_t* tg = target.data<int64_t>();
+  dispatch_float(logits.dtype(), "dice_loss", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    T* pr = prob.data<T>();
+    const int64_t chunks = (pixels + kPixelChunk - 1) / kPixelChunk;
+    std::vector<double> part(3 * c * chunks, 0.0);  // (I, P, T) per class per chunk
+#pragma omp parallel for schedule(static) if (pixels * c > kParallelMin)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      double* acc = part.data() + 3 * c * ch;
+      const int64_t end = std::min(pixels, (ch + 1) * kPixelChunk);
+      for (int64_t k = ch * kPixelChunk; k < end; ++k) {
+        const int64_t off = (k / hw) * c * hw + k % hw, t = tg[k];
+        math::softmax_nll_strided(x + off, pr + off, c, hw, int64_t{-1});
+        if (t == ignore_index) continue;
+        for (int64_t j = 0; j < c; ++j) acc[c + j] += static_cast<double>(pr[off + j * hw]);
+        acc[t] += static_cast<double>(pr[off + t * hw]);
+        acc[2 * c + t] += 1.0;
+      }
+    }
+    std::vector<double> sum(3 * c, 0.0);
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      for (int64_t j = 0; j < 3 * c; ++j) sum[j] += part[3 * c * ch + j];
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    double W = 0;
+    for (int64_t j = 0; j < c; ++j) W += pw ? static_cast<double>(pw[j]) : 1.0;
+    double* cf = coef.data<double>();
+    double total = 0;
+    for (int64_t j = 0; j < c; ++j)
+      total += math::dice_class_terms(sum[j], sum[c + j], sum[2 * c + j],
+                                      pw ? static_cast<double>(pw[j]) : 1.0, W, smooth, eps, cf[j],
+                                      cf[c + j]);
+    loss.data<T>()[0] = static_cast<T>(total);
+  });
+}
+
+void dice_loss_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
+                        const Tensor& coef, int64_t ignore_index, Tensor& dlogits) {
+  const int64_t n = prob.size(0), c = prob.size(1), hw = prob.size(2) * prob.size(3);
+  const int64_t pixels = n * hw;
+  check_pixel_labels(target, c, ignore_index, "dice_loss");
+  const int64_t* tg = target.data<int64_t>();
+  const double* cf = coef.data<double>();
+  dispatch_float(prob.dtype(), "dice_loss_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pr = prob.data<T>();
+    T* d = dlogits.data<T>();
+    const double g = static_cast<double>(dloss.data<T>()[0]);
+#pragma omp parallel for schedule(static) if (prob.numel() > kParallelMin)
+    for (int64_t k = 0; k < pixels; ++k) {
+      const int64_t off = (k / hw) * c * hw + k % hw, t = tg[k];
+      if (t == ignore_index) {
+        for (int64_t j = 0; j < c; ++j) d[off + j * hw] = T(0);
+        continue;
+      }
+      math::dice_grad_pixel(pr + off, d + off, c, hw, t, cf, g);
+    }
   });
 }
 

@@ -144,4 +144,36 @@ void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t s) {
   });
 }
 
+void upsample_bilinear2d_forward(const Tensor& x, Tensor& y, bool align) {
+  dispatch_float(x.dtype(), "upsample_bilinear2d", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
+    const int64_t oh = y.size(2), ow = y.size(3);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+#pragma omp parallel for schedule(static) if (y.numel() > kParallelMin)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+          py[(pl * oh + oy) * ow + ox] =
+              math::bilinear_sample(px + pl * h * w, h, w, oh, ow, oy, ox, align);
+  });
+}
+
+void upsample_bilinear2d_backward(const Tensor& dy, Tensor& dx, bool align) {
+  dispatch_float(dy.dtype(), "upsample_bilinear2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t planes = dx.size(0) * dx.size(1), h = dx.size(2), w = dx.size(3);
+    const int64_t oh = dy.size(2), ow = dy.size(3);
+    const T* pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+#pragma omp parallel for schedule(static) if (dy.numel() > kParallelMin)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t iy = 0; iy < h; ++iy)
+        for (int64_t ix = 0; ix < w; ++ix)
+          pdx[(pl * h + iy) * w + ix] =
+              math::bilinear_grad(pdy + pl * oh * ow, h, w, oh, ow, iy, ix, align);
+  });
+}
+
 }  // namespace hpcnet::cpu

@@ -94,7 +94,8 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
                                           i32(s.r, "R"), i32(s.s, "S")));
   HPCNET_CUDNN(cudnnSetConvolution2dDescriptor(
       p->conv, i32(cp.pad_h, "pad"), i32(cp.pad_w, "pad"), i32(cp.stride_h, "stride"),
-      i32(cp.stride_w, "stride"), 1, 1, CUDNN_CROSS_CORRELATION, dt));
+      i32(cp.stride_w, "stride"), i32(cp.dil_h, "dilation"), i32(cp.dil_w, "dilation"),
+      CUDNN_CROSS_CORRELATION, dt));
   // CUDNN_DEFAULT_MATH lets float32 use TF32 tensor cores; CUDNN_FMA_MATH keeps it in FP32.
   HPCNET_CUDNN(cudnnSetConvolutionMathType(
       p->conv, f32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
@@ -158,9 +159,9 @@ ConvPlan& plan_for(int device, Kind kind, DType dtype, const ConvShape& s, const
                    bool bias, bool relu) {
   thread_local auto* cache =
       new std::unordered_map<PlanKey, std::unique_ptr<ConvPlan>, PlanKeyHash>();
-  PlanKey key =
-      make_plan_key(kind, device, static_cast<int>(dtype), s.n, s.c, s.h, s.w, s.k, s.r, s.s,
-                    cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, bias, relu, allow_tf32());
+  PlanKey key = make_plan_key(kind, device, static_cast<int>(dtype), s.n, s.c, s.h, s.w, s.k, s.r,
+                              s.s, cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, cp.dil_h, cp.dil_w,
+                              bias, relu, allow_tf32());
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
   auto p = make_plan(cudnn_handle(device), kind, dtype, s, cp, bias, relu);
@@ -266,6 +267,18 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   HPCNET_CUDNN(cudnnConvolutionBackwardFilter(
       cudnn_handle(dev), k.one(t), plan.x, x.raw_data(), plan.y, dy.raw_data(), plan.conv,
       plan.bwd_filter, ws.get(), plan.workspace, k.zero(t), plan.w, dw.raw_data()));
+}
+
+void channel_bias_add_inplace(Tensor& y, const Tensor& b) {
+  dispatch_float(y.dtype(), "channel_bias_add", [](auto) {});
+  prepare(y);
+  if (y.numel()) add_bias_act(y, b, y.size(0), y.size(1), y.size(2) * y.size(3), false);
+}
+
+void channel_bias_backward(const Tensor& dy, Tensor& db) {
+  dispatch_float(dy.dtype(), "channel_bias_backward", [](auto) {});
+  prepare(dy);
+  bias_grad(dy, db, dy.size(0), dy.size(1), dy.size(2) * dy.size(3));
 }
 
 }  // namespace hpcnet::cuda

@@ -207,6 +207,84 @@ __global__ void cross_entropy2d_backward_kernel(
   }
 }
 
+// dice_loss, pass 1: one thread per pixel (grid-stride) writes the softmax; an out-of-range
+// label poisons its probabilities (NaN) and is recorded.
+template <class T>
+__global__ void dice_softmax_kernel(const T* __restrict__ x, const int64_t* __restrict__ target,
+                                    int64_t ignore_index, T* __restrict__ prob, int64_t pixels,
+                                    int64_t c, int64_t hw, DeviceErrorSlot* slot) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < pixels;
+       k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = k / hw, off = b * c * hw + k % hw, t = target[k];
+    math::softmax_nll_strided(x + off, prob + off, c, hw, int64_t{-1});
+    if (t != ignore_index && !label_ok(t, c)) {
+      report_label(slot, b, t, c);
+      for (int64_t j = 0; j < c; ++j) prob[off + j * hw] = static_cast<T>(NAN);
+    }
+  }
+}
+
+// Pass 2: block j sums class j's (I, P) and T over the counted pixels, in a fixed order.
+template <class T>
+__global__ void dice_stats_kernel(const T* __restrict__ prob, const int64_t* __restrict__ target,
+                                  int64_t ignore_index, double* __restrict__ stats, int64_t pixels,
+                                  int64_t c, int64_t hw) {
+  const int64_t j = blockIdx.x;
+  double inter = 0, psum = 0, tcount = 0;
+  for (int64_t k = threadIdx.x; k < pixels; k += blockDim.x) {
+    const int64_t t = target[k];
+    if (t == ignore_index) continue;
+    const double p = static_cast<double>(prob[(k / hw) * c * hw + j * hw + k % hw]);
+    psum += p;
+    if (t == j) inter += p, tcount += 1;
+  }
+  block_sum2(inter, psum);
+  double unused = 0;
+  block_sum2(tcount, unused);
+  if (threadIdx.x == 0) {
+    stats[j] = inter;
+    stats[c + j] = psum;
+    stats[2 * c + j] = tcount;
+  }
+}
+
+// Pass 3 (one thread): the loss and the gradient's class terms, classes in order.
+template <class T>
+__global__ void dice_loss_kernel(const double* __restrict__ stats, const T* __restrict__ weight,
+                                 int64_t c, double smooth, double eps, T* __restrict__ loss,
+                                 double* __restrict__ coef) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  double W = 0;
+  for (int64_t j = 0; j < c; ++j) W += weight ? static_cast<double>(weight[j]) : 1.0;
+  double total = 0;
+  for (int64_t j = 0; j < c; ++j)
+    total += math::dice_class_terms(stats[j], stats[c + j], stats[2 * c + j],
+                                    weight ? static_cast<double>(weight[j]) : 1.0, W, smooth, eps,
+                                    coef[j], coef[c + j]);
+  loss[0] = static_cast<T>(total);
+}
+
+// One thread per pixel.
+template <class T>
+__global__ void dice_backward_kernel(const T* __restrict__ dloss, const T* __restrict__ prob,
+                                     const int64_t* __restrict__ target,
+                                     const double* __restrict__ coef, int64_t ignore_index,
+                                     T* __restrict__ dlogits, int64_t pixels, int64_t c,
+                                     int64_t hw) {
+  const double g = static_cast<double>(dloss[0]);
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < pixels;
+       k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t off = (k / hw) * c * hw + k % hw, t = target[k];
+    if (t == ignore_index) {
+      for (int64_t j = 0; j < c; ++j) dlogits[off + j * hw] = T(0);
+    } else if (!label_ok(t, c)) {
+      for (int64_t j = 0; j < c; ++j) dlogits[off + j * hw] = static_cast<T>(NAN);
+    } else {
+      math::dice_grad_pixel(prob + off, dlogits + off, c, hw, t, coef, g);
+    }
+  }
+}
+
 template <class T>
 __global__ void argmax_kernel(const T* __restrict__ x, int64_t* __restrict__ out, int64_t n,
                               int64_t c) {
@@ -339,6 +417,47 @@ void argmax(const Tensor& x, Tensor& out) {
     using T = decltype(tag);
     argmax_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), out.data<int64_t>(), n, c);
     HPCNET_CUDA_LAUNCH(argmax_kernel);
+  });
+}
+
+void dice_loss_forward(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                       int64_t ignore_index, double smooth, double eps, Tensor& loss, Tensor& prob,
+                       Tensor& coef) {
+  cudaStream_t s = prepare(logits);
+  const int64_t n = logits.size(0), c = logits.size(1), hw = logits.size(2) * logits.size(3);
+  const int64_t pixels = n * hw;
+  DeviceErrorSlot* slot = error_slot(logits.device().index);
+  Scratch stats(sizeof(double) * 3 * c, logits.device().index);
+  auto* ps = static_cast<double*>(stats.get());
+  dispatch_float(logits.dtype(), "dice_loss", [&](auto tag) {
+    using T = decltype(tag);
+    if (pixels > 0) {
+      dice_softmax_kernel<T>
+          <<<grid_for(pixels), kThreads, 0, s>>>(logits.data<T>(), target.data<int64_t>(),
+                                                 ignore_index, prob.data<T>(), pixels, c, hw, slot);
+      HPCNET_CUDA_LAUNCH(dice_softmax_kernel);
+    }
+    dice_stats_kernel<T><<<static_cast<unsigned>(c), kThreads, 0, s>>>(
+        prob.data<T>(), target.data<int64_t>(), ignore_index, ps, pixels, c, hw);
+    HPCNET_CUDA_LAUNCH(dice_stats_kernel);
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    dice_loss_kernel<T>
+        <<<1, 1, 0, s>>>(ps, pw, c, smooth, eps, loss.data<T>(), coef.data<double>());
+    HPCNET_CUDA_LAUNCH(dice_loss_kernel);
+  });
+}
+
+void dice_loss_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
+                        const Tensor& coef, int64_t ignore_index, Tensor& dlogits) {
+  cudaStream_t s = prepare(prob);
+  const int64_t c = prob.size(1), hw = prob.size(2) * prob.size(3), pixels = prob.size(0) * hw;
+  if (pixels == 0) return;
+  dispatch_float(prob.dtype(), "dice_loss_backward", [&](auto tag) {
+    using T = decltype(tag);
+    dice_backward_kernel<T><<<grid_for(pixels), kThreads, 0, s>>>(
+        dloss.data<T>(), prob.data<T>(), target.data<int64_t>(), coef.data<double>(), ignore_index,
+        dlogits.data<T>(), pixels, c, hw);
+    HPCNET_CUDA_LAUNCH(dice_backward_kernel);
   });
 }
 

@@ -89,6 +89,31 @@ __global__ void upsample_nearest2d_backward_kernel(const T* __restrict__ dy, T* 
   }
 }
 
+// One thread per element of y (N, C, OH, OW): math::bilinear_sample, as the CPU.
+template <class T>
+__global__ void upsample_bilinear2d_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                           int64_t total, int64_t h, int64_t w, int64_t oh,
+                                           int64_t ow, bool align) {
+  HPCNET_GRID_LOOP(i, total) {
+    int64_t ox = i % ow, t = i / ow;
+    int64_t oy = t % oh, plane = t / oh;
+    y[i] = math::bilinear_sample(x + plane * h * w, h, w, oh, ow, oy, ox, align);
+  }
+}
+
+// One thread per element of dx (N, C, H, W), gathering its share of dy (math::bilinear_grad:
+// the CPU's order, so the same bits and no atomics).
+template <class T>
+__global__ void upsample_bilinear2d_backward_kernel(const T* __restrict__ dy, T* __restrict__ dx,
+                                                    int64_t total, int64_t h, int64_t w, int64_t oh,
+                                                    int64_t ow, bool align) {
+  HPCNET_GRID_LOOP(i, total) {
+    int64_t ix = i % w, t = i / w;
+    int64_t iy = t % h, plane = t / h;
+    dx[i] = math::bilinear_grad(dy + plane * oh * ow, h, w, oh, ow, iy, ix, align);
+  }
+}
+
 }  // namespace
 
 void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
@@ -173,6 +198,30 @@ void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
     upsample_nearest2d_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
         dy.data<T>(), dx.data<T>(), total, dx.size(2), dx.size(3), scale);
     HPCNET_CUDA_LAUNCH(upsample_nearest2d_backward_kernel);
+  });
+}
+
+void upsample_bilinear2d_forward(const Tensor& x, Tensor& y, bool align) {
+  cudaStream_t s = prepare(x);
+  const int64_t total = y.numel();
+  if (total == 0) return;
+  dispatch_float(x.dtype(), "upsample_bilinear2d", [&](auto tag) {
+    using T = decltype(tag);
+    upsample_bilinear2d_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        x.data<T>(), y.data<T>(), total, x.size(2), x.size(3), y.size(2), y.size(3), align);
+    HPCNET_CUDA_LAUNCH(upsample_bilinear2d_kernel);
+  });
+}
+
+void upsample_bilinear2d_backward(const Tensor& dy, Tensor& dx, bool align) {
+  cudaStream_t s = prepare(dy);
+  const int64_t total = dx.numel();
+  if (total == 0) return;
+  dispatch_float(dy.dtype(), "upsample_bilinear2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    upsample_bilinear2d_backward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
+        dy.data<T>(), dx.data<T>(), total, dx.size(2), dx.size(3), dy.size(2), dy.size(3), align);
+    HPCNET_CUDA_LAUNCH(upsample_bilinear2d_backward_kernel);
   });
 }
 
