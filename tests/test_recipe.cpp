@@ -79,6 +79,11 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"clip_grad_norm", &C::clip_grad_norm},
       {"ema_decay", &C::ema_decay},
       {"cutout", &C::cutout},
+      {"loss", &C::loss},
+      {"class_weights", &C::class_weights},
+      {"aux_loss", &C::aux_loss},
+      {"scale_min", &C::scale_min},
+      {"scale_max", &C::scale_max},
       {"workers", &C::workers},
       {"seed", &C::seed},
       {"log_every", &C::log_every},
@@ -386,6 +391,13 @@ TEST(RecipeValidate, MessagesNameTheFlag) {
       {[](C& c) { c.dataset = "mnist"; }, {"mnist"}},
       {[](C& c) { c.imgsz = 64; }, {"--imgsz 64", "lenet", "32x32"}},
       {[](C& c) { c.lr_schedule = "bogus"; }, {"bogus"}},
+      {[](C& c) { c.loss = "focal"; }, {"--loss", "'focal'", "ce+dice"}},
+      {[](C& c) { c.class_weights = "1,x,2"; }, {"--class-weights", "'x'"}},
+      {[](C& c) { c.class_weights = "1,-2"; }, {"--class-weights", "'-2'"}},
+      {[](C& c) { c.class_weights = "0,0"; }, {"--class-weights", "all be 0"}},
+      {[](C& c) { c.aux_loss = true; }, {"--aux-loss", "deeplabv3", "lenet"}},
+      {[](C& c) { c.scale_min = 0; }, {"--scale-min"}},
+      {[](C& c) { c.scale_min = 2, c.scale_max = 1; }, {"--scale-min", "--scale-max"}},
   };
   for (const Case& k : cases) {
     TrainConfig c = rc_valid();
@@ -417,6 +429,16 @@ TEST(RecipeValidate, ResolvedTaskImgszAndTaskOptions) {
   EXPECT_EQ(o.label_smoothing, 0.1);
   c.imgsz = 0;
   EXPECT_EQ(train::task_options(c).imgsz, 32);
+  c.loss = "ce+dice";
+  c.class_weights = "0.5, 1,2";
+  c.scale_min = 0.5;
+  c.scale_max = 2;
+  const task::TaskOptions s = train::task_options(c);
+  EXPECT_EQ(s.loss, "ce+dice");
+  EXPECT_EQ(s.class_weights, (std::vector<double>{0.5, 1, 2}));
+  EXPECT_EQ(s.scale_min, 0.5);
+  EXPECT_EQ(s.scale_max, 2);
+  EXPECT_TRUE(train::parse_class_weights("").empty());
 }
 
 // ---- the CLI -----------------------------------------------------------------------------------

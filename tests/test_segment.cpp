@@ -222,6 +222,43 @@ TEST(SegmentTask, LossIgnoresPixelsAndPicturesAreImages) {
   EXPECT_NEAR(p.json.at("pixels").at("x").get<double>(), 0.5, 1e-12);  // argmax: x at 2 of 4
 }
 
+// The loss options: Dice and ce+dice are the ops' values, class weights reach both, a second
+// output (an auxiliary head) adds aux_weight times its loss, and a batch whose every pixel is
+// ignored gives 0 instead of torch's NaN (so one such batch cannot stop a run).
+TEST(SegmentTask, LossKindsClassWeightsAuxAndAllIgnored) {
+  data::Batch b;
+  b.size = 1;
+  b.masks = Tensor::from_labels({0, 1, 255, 1}).view_nograd({1, 2, 2});
+  Tensor logits = Tensor::from_vector({2, 0, 0, 1, 0, 3, 5, -1}, {1, 2, 2, 2});
+  Tensor aux = Tensor::from_vector({1, 1, 0, 0, 0, 2, 1, 1}, {1, 2, 2, 2});
+  Tensor w = Tensor::from_vector({0.5, 2}, {2});
+  auto loss_of = [&](task::TaskOptions o, const nn::Outputs& outs) {
+    o.imgsz = 16;
+    return task::make_task("segment", o)->loss(outs, b).item();
+  };
+  task::TaskOptions o;
+  const double ce = F::cross_entropy2d(logits, b.masks).item();
+  const double dice = F::dice_loss(logits, b.masks).item();
+  EXPECT_NEAR(loss_of(o, {logits}), ce, 1e-7);
+  o.loss = "dice";
+  EXPECT_NEAR(loss_of(o, {logits}), dice, 1e-7);
+  o.loss = "ce+dice";
+  EXPECT_NEAR(loss_of(o, {logits}), ce + dice, 1e-6);
+  o.class_weights = {0.5, 2};
+  EXPECT_NEAR(
+      loss_of(o, {logits}),
+      F::cross_entropy2d(logits, b.masks, w).item() + F::dice_loss(logits, b.masks, w).item(),
+      1e-6);
+  o.class_weights.clear();
+  o.loss = "ce";
+  EXPECT_NEAR(loss_of(o, {logits, aux}), ce + 0.5 * F::cross_entropy2d(aux, b.masks).item(), 1e-6);
+  o.class_weights = {1, 1, 1};  // three weights, two classes
+  EXPECT_TRUE(input_error([&] { loss_of(o, {logits}); }, "--class-weights has 3 values"));
+  o.class_weights.clear();
+  b.masks = Tensor::full({1, 2, 2}, 255, DType::kInt64);
+  EXPECT_EQ(loss_of(o, {logits}), 0.0);
+}
+
 // ---- the hpcnet command, end to end ------------------------------------------------------------
 
 namespace {
@@ -352,6 +389,39 @@ TEST(SegmentCli, TrainEvalPredictAndExactResume) {
                   (d / "bad").string()},
                  d.path());
   EXPECT_EQ(r.rc, 2) << r.err;
+}
+
+// DeepLabV3 with its auxiliary head, the ce+dice loss, class weights and random scaling trains
+// (two steps), and eval and predict rebuild the model with the aux head from the file alone.
+TEST(SegmentCli, DeepLabWithAuxDiceWeightsAndScaleTrainsEvalsAndPredicts) {
+  TempDir d("segdl");
+  sg_tiny_set(d / "data");
+  std::vector<std::string> args = sg_train_args(d / "data", d / "dl", 1);
+  args[2] = "deeplabv3_resnet50";
+  for (const char* a : {"--aux-loss", "--loss", "ce+dice", "--class-weights", "0.5,1,2",
+                        "--augment", "--scale-min", "0.5", "--scale-max", "2", "--steps", "2"})
+    args.push_back(a);
+  RunResult r = run_hpcnet(args, d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("[1,     2] loss: "), std::string::npos) << r.out;
+  const std::string w = (d / "dl" / "model.safetensors").string();
+  SafetensorsFile f = load_safetensors(w);
+  EXPECT_TRUE(f.contains("aux_classifier.4.bias"));
+  EXPECT_TRUE(f.contains("classifier.0.convs.4.1.weight"));
+  r = run_hpcnet({"eval", "--weights", w, "--dataset", "segmentation", "--data",
+                  (d / "data").string(), "--split", "val", "--threads", "1", "--json"},
+                 d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("pixels"), 4 * 32 * 32);
+  r = run_hpcnet({"predict", "--weights", w, (d / "data" / "images" / "val").string()}, d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out_lines().size(), 4u) << r.out;
+  // --aux-loss on a model without an auxiliary head is refused in one line.
+  args = sg_train_args(d / "data", d / "bad", 1);
+  args.push_back("--aux-loss");
+  r = run_hpcnet(args, d.path());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--aux-loss"), std::string::npos) << r.err;
 }
 
 // The shipped segmentation recipes run on the tiny set (at 32 pixels, one step).

@@ -680,3 +680,55 @@ TEST(TargetsLoader, SameForAnyNumberOfWorkers) {
     EXPECT_EQ(m0.masks.size(), 3u);
   }
 }
+
+// ---- RandomScale -----------------------------------------------------------------------------
+
+// RandomScale resizes to a random square and cuts (or pads to) size x size: the output is always
+// size x size, the padding is 0 in the image and ignore in the mask, the mask follows the pixels
+// (a two-colour image whose halves are two classes: a pixel of one colour has that colour's
+// class), both small and large scales occur, and a seed gives the same output with or without a
+// mask.
+TEST(TargetsMasks, RandomScalePadsOrCropsAndTheMaskFollows) {
+  const int H = 16, W = 16, S = 16;
+  Bytes px(H * W * 3), mask(H * W);
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const bool left = x < W / 2;
+      for (int c = 0; c < 3; ++c) px[(y * W + x) * 3 + c] = left ? 50 : 150;
+      mask[y * W + x] = left ? 1 : 2;
+    }
+  const Example ex = tg_example(px, H, W, nullptr, &mask);
+  const Example bare = tg_example(px, H, W);
+  const Compose t({RandomScale{S, 0.5, 2.0}, RandomHorizontalFlip{0.5}, ToTensor{}});
+  EXPECT_EQ(t.output_shape(H, W), (std::array<int64_t, 3>{3, S, S}));
+  EXPECT_NE(t.str().find("RandomScale(16, scale=(0.5, 2))"), std::string::npos) << t.str();
+  int padded_runs = 0, full_runs = 0;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    const TgOut o = tg_apply(t, ex, seed);
+    ASSERT_EQ(o.h, S);
+    ASSERT_EQ(o.w, S);
+    int64_t pads = 0;
+    for (int64_t y = 0; y < S; ++y)
+      for (int64_t x = 0; x < S; ++x) {
+        const int v = o.value(0, y, x);
+        if (v == 0) {
+          ASSERT_EQ(o.m(y, x), kIgnoreIndex) << seed << " at " << y << "," << x;
+          ++pads;
+        } else if (v == 50) {
+          ASSERT_EQ(o.m(y, x), 1) << seed << " at " << y << "," << x;
+        } else if (v == 150) {
+          ASSERT_EQ(o.m(y, x), 2) << seed << " at " << y << "," << x;
+        } else {
+          ASSERT_TRUE(o.m(y, x) == 1 || o.m(y, x) == 2) << seed;  // a blended edge pixel
+        }
+      }
+    (pads > 0 ? padded_runs : full_runs)++;
+    const TgOut again = tg_apply(t, bare, seed);
+    ASSERT_EQ(again.px, o.px) << seed;
+  }
+  EXPECT_GT(padded_runs, 0);
+  EXPECT_GT(full_runs, 0);
+  EXPECT_THROW(Compose({ToTensor{}, RandomScale{S, 0.5, 2.0}}), InputError);  // must come first
+  EXPECT_THROW(Compose({RandomScale{S, 2.0, 0.5}, ToTensor{}}), InputError);
+  EXPECT_THROW(Compose({RandomScale{0, 0.5, 2.0}, ToTensor{}}), InputError);
+}

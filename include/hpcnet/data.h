@@ -296,6 +296,15 @@ struct RandomCrop {
   int64_t size = 0;
   int64_t padding = 0;
 };
+// Random scale and crop, for segmentation (torchvision's segmentation reference: RandomResize then
+// RandomCrop with pad_if_needed): the image is resized (bilinear, as Resize; masks nearest) to a
+// square of round(size s) pixels, s uniform in [scale_min, scale_max], then a size x size window
+// at a uniform random offset is cut from it; a side smaller than size is padded equally on both
+// sides first (image 0, mask kIgnoreIndex). Must come first (in place of Resize).
+struct RandomScale {
+  int64_t size = 0;
+  double scale_min = 0.5, scale_max = 2.0;
+};
 // Mirrors left-right when rng.uniform() < p.
 struct RandomHorizontalFlip {
   double p = 0.5;
@@ -307,8 +316,8 @@ struct RandomHorizontalFlip {
 struct Cutout {
   int64_t size = 16;
 };
-using Transform =
-    std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout, Resize, Letterbox>;
+using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout,
+                               Resize, Letterbox, RandomScale>;
 
 // A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
 // draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;

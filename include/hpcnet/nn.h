@@ -45,6 +45,9 @@ class Module {
 
   void train(bool on = true);
   void eval() { train(false); }
+  // This module ("") and every descendant, depth-first, under their dotted names (torch's
+  // named_modules): e.g. to switch only the Dropouts to eval mode.
+  std::vector<std::pair<std::string, Module*>> named_modules();
   bool is_training() const { return training_; }
   // Drops every parameter's gradient (set_to_none, as torch 2.x) or fills it with zeros.
   void zero_grad(bool set_to_none = true);  // torch 2.x default
@@ -72,16 +75,29 @@ class Module {
   bool training_ = true;
 };
 
-// torch.nn.Conv2d(in, out, kernel_size, stride, padding, bias): weight (out, in, k, k), bias (out,)
-// initialised uniform in +-1/sqrt(in * k * k) (kaiming_uniform with a = sqrt(5)).
+// torch.nn.Conv2d(in, out, kernel_size, stride, padding, bias, dilation): weight (out, in, k, k),
+// bias (out,) initialised uniform in +-1/sqrt(in * k * k) (kaiming_uniform with a = sqrt(5)).
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
-         int64_t padding = 0, bool bias = true);
+         int64_t padding = 0, bool bias = true, int64_t dilation = 1);
   Tensor forward(const Tensor& x) override;
   Tensor forward_relu(const Tensor& x);  // relu(forward(x)) in one fused kernel
   Tensor weight, bias;
-  int64_t stride, padding;
+  int64_t stride, padding, dilation;
+};
+
+// torch.nn.ConvTranspose2d(in, out, kernel_size, stride, padding, output_padding, bias):
+// weight (in, out, k, k) and bias (out,) initialised uniform in +-1/sqrt(out * k * k) (torch's
+// fan-in of a transposed convolution is weight.size(1) * k * k).
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                  int64_t stride = 1, int64_t padding = 0, int64_t output_padding = 0,
+                  bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t stride, padding, output_padding;
 };
 
 class MaxPool2d : public Module {
@@ -177,6 +193,7 @@ class Trunk : public Module {
 // What make_model needs besides the name: the class count, and what heads need.
 struct ModelOptions {
   int64_t num_classes = 10;
+  bool aux_loss = false;  // deeplabv3_*: build the auxiliary FCN head (torchvision's aux_loss)
 };
 
 // What a model is for, from the registry: the task it serves and its default input size.

@@ -24,10 +24,14 @@ using nn::Outputs;
 
 // The recipe's fields a task reads (train::TrainConfig fills it).
 struct TaskOptions {
-  int64_t imgsz = 32;            // square input size of the model
-  bool augment = false;          // the task's training augmentation
-  int64_t cutout = 0;            // classify: Cutout(size) after the other transforms (0 = off)
-  double label_smoothing = 0.0;  // classify: cross-entropy label smoothing
+  int64_t imgsz = 32;                 // square input size of the model
+  bool augment = false;               // the task's training augmentation
+  int64_t cutout = 0;                 // classify: Cutout(size) after the other transforms (0 = off)
+  double label_smoothing = 0.0;       // classify: cross-entropy label smoothing
+  std::string loss = "ce";            // segment: ce, dice or ce+dice (their sum)
+  std::vector<double> class_weights;  // segment: per-class loss weights (empty: all 1)
+  double aux_weight = 0.5;            // segment: weight of an auxiliary head's loss
+  double scale_min = 1, scale_max = 1;  // segment: RandomScale range when augmenting (1, 1 = off)
 };
 
 // A metric summed over batches. Its whole state is a vector of numbers that add up: the state of

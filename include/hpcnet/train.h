@@ -55,6 +55,10 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;        // > 0: clip the gradients' 2-norm to this each step
   double ema_decay = 0.0;             // > 0: keep an EMA of weights; eval and model file use it
   int64_t cutout = 0;                 // > 0: Cutout(size) after the other augmentation
+  std::string loss = "ce";            // segment: ce | dice | ce+dice
+  std::string class_weights;          // segment: "w0,w1,..." per-class loss weights ("" = 1)
+  bool aux_loss = false;              // deeplabv3: auxiliary FCN head, its loss weighted 0.5
+  double scale_min = 1.0, scale_max = 1.0;  // segment, with --augment: RandomScale range
   int workers = 2;
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
@@ -123,6 +127,8 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
 // The task and input size a config resolves to (task "" = the model's, imgsz 0 = the model's).
 std::string resolved_task(const TrainConfig& c);
 int64_t resolved_imgsz(const TrainConfig& c);
+// --class-weights "0.5,1,2" -> {0.5, 1, 2} ("" -> {}); InputError for a bad item.
+std::vector<double> parse_class_weights(const std::string& text);
 task::TaskOptions task_options(const TrainConfig& c);
 // The learning-rate schedule of the recipe (InputError when it is inconsistent).
 optim::LrSchedule make_schedule(const TrainConfig& c);

@@ -159,55 +159,65 @@ Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(tran
   for (const Transform& t : transforms_) {
     const bool is_first = first;
     first = false;
-    std::visit(Overloaded{
-                   [&](const Resize& r) {
-                     HPCNET_REQUIRE(is_first, "transforms: Resize must come first");
-                     HPCNET_REQUIRE(r.height > 0 && r.width > 0,
-                                    "transforms: Resize needs a positive size, got " +
-                                        std::to_string(r.height) + "x" + std::to_string(r.width));
-                   },
-                   [&](const Letterbox& l) {
-                     HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
-                     HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
-                   },
-                   [&](const ToTensor&) {
-                     HPCNET_REQUIRE(to_tensor == 0, "transforms: ToTensor appears twice");
-                     to_tensor++;
-                   },
-                   [&](const Normalize& n) {
-                     HPCNET_REQUIRE(to_tensor == 1,
-                                    "transforms: Normalize must come after "
-                                    "ToTensor");
-                     HPCNET_REQUIRE(normalize == 0, "transforms: Normalize appears twice");
-                     for (float s : n.std)
-                       HPCNET_REQUIRE(s > 0.f,
-                                      "transforms: Normalize std must be > 0, got " + fmt_float(s));
-                     norm = n;
-                     normalize++;
-                   },
-                   [&](const Cutout& c) {
-                     HPCNET_REQUIRE(to_tensor == 1, "transforms: Cutout must come after ToTensor");
-                     HPCNET_REQUIRE(c.size > 0, "transforms: Cutout needs size > 0");
-                     cutout++;
-                   },
-                   [&](const RandomCrop& c) {
-                     HPCNET_REQUIRE(cutout == 0, "transforms: RandomCrop must come before Cutout");
-                     HPCNET_REQUIRE(normalize == 0,
-                                    "transforms: RandomCrop must come before "
-                                    "Normalize");
-                     HPCNET_REQUIRE(c.size > 0 && c.padding >= 0,
-                                    "transforms: RandomCrop needs size > 0 and padding >= 0, got " +
-                                        std::to_string(c.size) + ", " + std::to_string(c.padding));
-                   },
-                   [&](const RandomHorizontalFlip& f) {
-                     HPCNET_REQUIRE(normalize == 0,
-                                    "transforms: RandomHorizontalFlip must come "
-                                    "before Normalize");
-                     HPCNET_REQUIRE(f.p >= 0.0 && f.p <= 1.0,
-                                    "transforms: RandomHorizontalFlip p must be in [0, 1]");
-                   },
-               },
-               t);
+    std::visit(
+        Overloaded{
+            [&](const Resize& r) {
+              HPCNET_REQUIRE(is_first, "transforms: Resize must come first");
+              HPCNET_REQUIRE(r.height > 0 && r.width > 0,
+                             "transforms: Resize needs a positive size, got " +
+                                 std::to_string(r.height) + "x" + std::to_string(r.width));
+            },
+            [&](const Letterbox& l) {
+              HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
+              HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
+            },
+            [&](const RandomScale& r) {
+              HPCNET_REQUIRE(is_first, "transforms: RandomScale must come first");
+              HPCNET_REQUIRE(
+                  r.size > 0 && r.scale_min > 0 && r.scale_max >= r.scale_min && r.scale_max <= 8,
+                  "transforms: RandomScale needs size > 0 and 0 < scale_min <= "
+                  "scale_max <= 8, got " +
+                      std::to_string(r.size) + ", " + fmt_float(static_cast<float>(r.scale_min)) +
+                      ", " + fmt_float(static_cast<float>(r.scale_max)));
+            },
+            [&](const ToTensor&) {
+              HPCNET_REQUIRE(to_tensor == 0, "transforms: ToTensor appears twice");
+              to_tensor++;
+            },
+            [&](const Normalize& n) {
+              HPCNET_REQUIRE(to_tensor == 1,
+                             "transforms: Normalize must come after "
+                             "ToTensor");
+              HPCNET_REQUIRE(normalize == 0, "transforms: Normalize appears twice");
+              for (float s : n.std)
+                HPCNET_REQUIRE(s > 0.f,
+                               "transforms: Normalize std must be > 0, got " + fmt_float(s));
+              norm = n;
+              normalize++;
+            },
+            [&](const Cutout& c) {
+              HPCNET_REQUIRE(to_tensor == 1, "transforms: Cutout must come after ToTensor");
+              HPCNET_REQUIRE(c.size > 0, "transforms: Cutout needs size > 0");
+              cutout++;
+            },
+            [&](const RandomCrop& c) {
+              HPCNET_REQUIRE(cutout == 0, "transforms: RandomCrop must come before Cutout");
+              HPCNET_REQUIRE(normalize == 0,
+                             "transforms: RandomCrop must come before "
+                             "Normalize");
+              HPCNET_REQUIRE(c.size > 0 && c.padding >= 0,
+                             "transforms: RandomCrop needs size > 0 and padding >= 0, got " +
+                                 std::to_string(c.size) + ", " + std::to_string(c.padding));
+            },
+            [&](const RandomHorizontalFlip& f) {
+              HPCNET_REQUIRE(normalize == 0,
+                             "transforms: RandomHorizontalFlip must come "
+                             "before Normalize");
+              HPCNET_REQUIRE(f.p >= 0.0 && f.p <= 1.0,
+                             "transforms: RandomHorizontalFlip p must be in [0, 1]");
+            },
+        },
+        t);
   }
   HPCNET_REQUIRE(to_tensor == 1,
                  "transforms: the pipeline needs a ToTensor (batches hold float tensors)");
@@ -227,6 +237,8 @@ std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) cons
       width = r->width;
     } else if (const auto* l = std::get_if<Letterbox>(&t)) {
       height = width = l->size;
+    } else if (const auto* rs = std::get_if<RandomScale>(&t)) {
+      height = width = rs->size;
     } else if (const auto* c = std::get_if<RandomCrop>(&t)) {
       HPCNET_REQUIRE(c->size <= height + 2 * c->padding && c->size <= width + 2 * c->padding,
                      "transforms: RandomCrop(" + std::to_string(c->size) +
@@ -251,6 +263,13 @@ void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
       const LetterboxGeometry g = letterbox_geometry(ex.height, ex.width, l->size);
       ex =
           resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill, buf);
+    } else if (const auto* rs = std::get_if<RandomScale>(&transforms_.front())) {
+      // The scale has its own stream, so the draws of the transforms after it are unchanged.
+      Rng scale_rng(sample_seed, 1);
+      const double f = rs->scale_min + (rs->scale_max - rs->scale_min) * scale_rng.uniform();
+      const int64_t side = std::max<int64_t>(1, std::llround(static_cast<double>(rs->size) * f));
+      if (side != ex.height || side != ex.width)
+        ex = resample(ex_in, side, side, side, side, 0, 0, 0, buf);
     }
   }
   Rng rng(sample_seed, 0);
@@ -271,7 +290,17 @@ void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
                           std::max<int64_t>(cx - k->size / 2, 0),
                           std::min<int64_t>(cx - k->size / 2 + k->size, ax.size)};
     }
-    if (const auto* c = std::get_if<RandomCrop>(&t)) {
+    if (const auto* rs = std::get_if<RandomScale>(&t)) {
+      // The window: padded equally to at least size on each axis, then cut at random.
+      const int64_t py = std::max<int64_t>(0, (rs->size - ay.size + 1) / 2);
+      const int64_t px = std::max<int64_t>(0, (rs->size - ax.size + 1) / 2);
+      const int64_t top =
+          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ay.size + 2 * py - rs->size + 1)));
+      const int64_t left =
+          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ax.size + 2 * px - rs->size + 1)));
+      ay.crop(top - py, rs->size);
+      ax.crop(left - px, rs->size);
+    } else if (const auto* c = std::get_if<RandomCrop>(&t)) {
       const int64_t ph = ay.size + 2 * c->padding, pw = ax.size + 2 * c->padding;
       HPCNET_REQUIRE(c->size <= ph && c->size <= pw,
                      "transforms: RandomCrop(" + std::to_string(c->size) +
@@ -372,6 +401,11 @@ std::string Compose::str() const {
             },
             [&](const Letterbox& l) {
               s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) + ")";
+            },
+            [&](const RandomScale& r) {
+              s += "RandomScale(" + std::to_string(r.size) + ", scale=(" +
+                   fmt_float(static_cast<float>(r.scale_min)) + ", " +
+                   fmt_float(static_cast<float>(r.scale_max)) + "))";
             },
             [&](const RandomHorizontalFlip& f) {
               char buf[32];

@@ -84,6 +84,17 @@ void Module::train(bool on) {
   for (auto& [n, c] : children_) c->train(on);
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [n, c] : children_)
+    for (auto& [sub, m] : c->named_modules()) {
+      std::string name = n;
+      if (!sub.empty()) name += (name.empty() ? "" : ".") + sub;
+      out.emplace_back(name, m);
+    }
+  return out;
+}
+
 void Module::zero_grad(bool set_to_none) { zero_grads(parameters(), set_to_none); }
 
 int64_t Module::num_parameters() const {
@@ -104,20 +115,41 @@ Tensor uniform_tensor(const Shape& shape, double bound) {
 }  // namespace
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
-               int64_t padding_, bool has_bias)
-    : stride(stride_), padding(padding_) {
+               int64_t padding_, bool has_bias, int64_t dilation_)
+    : stride(stride_), padding(padding_), dilation(dilation_) {
   HPCNET_REQUIRE(
-      in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 && padding_ >= 0,
-      "Conv2d: channels, kernel_size and stride must be positive, padding >= 0");
+      in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 && padding_ >= 0 &&
+          dilation_ > 0,
+      "Conv2d: channels, kernel_size, stride and dilation must be positive, padding >= 0");
   double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
   weight = register_parameter(
       "weight", uniform_tensor({out_channels, in_channels, kernel_size, kernel_size}, bound));
   if (has_bias) bias = register_parameter("bias", uniform_tensor({out_channels}, bound));
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return F::conv2d(x, weight, bias, stride, padding); }
+Tensor Conv2d::forward(const Tensor& x) {
+  return F::conv2d(x, weight, bias, stride, padding, dilation);
+}
 Tensor Conv2d::forward_relu(const Tensor& x) {
-  return F::conv2d_relu(x, weight, bias, stride, padding);
+  return F::conv2d_relu(x, weight, bias, stride, padding, dilation);
+}
+
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                 int64_t stride_, int64_t padding_, int64_t output_padding_,
+                                 bool has_bias)
+    : stride(stride_), padding(padding_), output_padding(output_padding_) {
+  HPCNET_REQUIRE(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 &&
+                     padding_ >= 0 && output_padding_ >= 0 && output_padding_ < stride_,
+                 "ConvTranspose2d: channels, kernel_size and stride must be positive, padding >= "
+                 "0 and 0 <= output_padding < stride");
+  double bound = 1.0 / std::sqrt(static_cast<double>(out_channels * kernel_size * kernel_size));
+  weight = register_parameter(
+      "weight", uniform_tensor({in_channels, out_channels, kernel_size, kernel_size}, bound));
+  if (has_bias) bias = register_parameter("bias", uniform_tensor({out_channels}, bound));
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  return F::conv_transpose2d(x, weight, bias, stride, padding, output_padding);
 }
 
 MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t p)

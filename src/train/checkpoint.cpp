@@ -160,7 +160,11 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
   m.val_split = f.meta.val_split;
   m.task = f.meta.task.empty() ? nn::model_info(m.name).task : f.meta.task;
   m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;
-  m.module = nn::make_model(m.name, nn::ModelOptions{static_cast<int64_t>(m.classes.size())});
+  nn::ModelOptions mo{static_cast<int64_t>(m.classes.size())};
+  // A model saved with an auxiliary head (deeplabv3 trained with --aux-loss) is rebuilt with it.
+  for (const auto& [key, t] : f.model)
+    if (key.rfind("aux_classifier.", 0) == 0) mo.aux_loss = true;
+  m.module = nn::make_model(m.name, mo);
   try {
     m.module->load_state_dict(f.model);
   } catch (const InputError& e) {

@@ -185,8 +185,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
 
   Data d = load_data(cfg, pg);
   manual_seed(cfg.seed);
-  std::shared_ptr<nn::Module> model =
-      nn::make_model(cfg.model, nn::ModelOptions{static_cast<int64_t>(d.classes.size())});
+  std::shared_ptr<nn::Module> model = nn::make_model(
+      cfg.model, nn::ModelOptions{static_cast<int64_t>(d.classes.size()), cfg.aux_loss});
   HPCNET_REQUIRE(d.train->target_kind() == task->target_kind(),
                  "--task " + task->name() + " needs a dataset of " +
                      data::target_kind_name(task->target_kind()) + " targets; --dataset " +

@@ -2,6 +2,7 @@
 // with dashes, the flag), help, role across runs and validation. Adding a field is one row here
 // (and its member in TrainConfig); the CLI, config files, checkpoints and --resume follow.
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
@@ -30,7 +31,10 @@ std::string need(bool ok, const char* flag, const char* what, const T& v) {
 }
 
 const std::vector<RecipeField> kFields = {
-    {"model", &C::model, "lenet, resnet20, resnet32, resnet56 or resnet18", kRecipe, kRequired,
+    {"model", &C::model,
+     "classify: lenet, resnet20, resnet32, resnet56, resnet18; segment: unet_resnet18, "
+     "unet_resnet34, deeplabv3_resnet50",
+     kRecipe, kRequired,
      [](const C& c) {
        nn::model_info(c.model);  // InputError listing the known models
        return std::string();
@@ -144,6 +148,44 @@ const std::vector<RecipeField> kFields = {
            ("must be in [0, " + std::to_string(s) + "] pixels, the input size (0 = off)").c_str(),
            c.cutout);
      }},
+    {"loss", &C::loss,
+     "segment: ce (per-pixel cross-entropy), dice (smp's multiclass DiceLoss) or ce+dice (their "
+     "sum)",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.loss == "ce" || c.loss == "dice" || c.loss == "ce+dice", "--loss",
+                   "must be ce, dice or ce+dice", c.loss);
+     }},
+    {"class_weights", &C::class_weights,
+     "segment: comma-separated loss weight per class, background first (empty = all 1)", kRecipe, 0,
+     [](const C& c) {
+       try {
+         parse_class_weights(c.class_weights);
+       } catch (const InputError& e) {
+         return std::string(e.what());
+       }
+       return std::string();
+     }},
+    {"aux_loss", &C::aux_loss,
+     "deeplabv3: train an auxiliary FCN head on layer3, its loss weighted 0.5 (torchvision's "
+     "--aux-loss)",
+     kRecipe, 0,
+     [](const C& c) {
+       return c.aux_loss && c.model.rfind("deeplabv3", 0) != 0
+                  ? "--aux-loss: only the deeplabv3 models have an auxiliary head (model " +
+                        c.model + ")"
+                  : std::string();
+     }},
+    {"scale_min", &C::scale_min,
+     "segment, with --augment: random scale range low end (RandomScale; 1 and 1 = off; "
+     "torchvision's reference: 0.5 to 2.0)",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.scale_min > 0 && c.scale_min <= c.scale_max && c.scale_max <= 8, "--scale-min",
+                   "must be in (0, --scale-max] and --scale-max at most 8", c.scale_min);
+     }},
+    {"scale_max", &C::scale_max, "segment, with --augment: random scale range high end", kRecipe,
+     0},
     {"precision", &C::precision,
      "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights", kRecipe,
      0,
@@ -199,6 +241,26 @@ bool given(const C& c, const RecipeField& f) { return !c.given || c.given->count
 
 }  // namespace
 
+std::vector<double> parse_class_weights(const std::string& text) {
+  std::vector<double> w;
+  if (text.empty()) return w;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    HPCNET_REQUIRE(!item.empty() && end && *end == '\0' && std::isfinite(v) && v >= 0,
+                   "--class-weights: '" + item +
+                       "' is not a non-negative number (give e.g. "
+                       "0.5,1,1,2: one weight per class, background first)");
+    w.push_back(v);
+  }
+  double sum = 0;
+  for (double v : w) sum += v;
+  HPCNET_REQUIRE(sum > 0, "--class-weights: the weights must not all be 0");
+  return w;
+}
+
 std::string RecipeField::flag() const {
   std::string s = std::string("--") + key;
   for (char& ch : s)
@@ -222,6 +284,10 @@ task::TaskOptions task_options(const TrainConfig& c) {
   o.augment = c.augment;
   o.cutout = c.cutout;
   o.label_smoothing = c.label_smoothing;
+  o.loss = c.loss;
+  o.class_weights = parse_class_weights(c.class_weights);
+  o.scale_min = c.scale_min;
+  o.scale_max = c.scale_max;
   return o;
 }
 

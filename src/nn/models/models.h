@@ -96,4 +96,71 @@ class Unet : public Module {
   std::shared_ptr<Conv2d> head;
 };
 
+// torchvision's ResNet Bottleneck (v1.5: the stride on the 3x3): conv1 1x1 -> planes, conv2 3x3
+// (stride, dilation, padding = dilation), conv3 1x1 -> 4 planes, each with its BatchNorm, plus
+// the "downsample" projection (1x1 conv at the stride + BatchNorm) where the shape changes.
+class Bottleneck : public Module {
+ public:
+  static constexpr int64_t kExpansion = 4;
+  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, int64_t dilation);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Conv2d> conv1, conv2, conv3;
+  std::shared_ptr<BatchNorm2d> bn1, bn2, bn3;
+  std::shared_ptr<Sequential> downsample;
+};
+
+// torchvision's resnet50 trunk (3, 4, 6, 3 bottlenecks; 256, 512, 1024, 2048 channels) with
+// replace_stride_with_dilation = dilate for layers 2-4: a dilated layer keeps the resolution and
+// doubles the dilation instead (DeepLabV3: {false, true, true}, output stride 8). Names conv1,
+// bn1, layer1..layer4 as torchvision's; convolutions kaiming_normal(fan_out, relu).
+// forward_features returns the stem (stride 2) and each layer.
+class DilatedResNetTrunk : public Trunk {
+ public:
+  DilatedResNetTrunk(const std::vector<int64_t>& blocks, const std::vector<bool>& dilate);
+  Outputs forward_features(const Tensor& x) override;
+  std::vector<int64_t> feature_strides() const override;
+  std::vector<int64_t> feature_channels() const override { return {64, 256, 512, 1024, 2048}; }
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<BatchNorm2d> bn1;
+  std::shared_ptr<MaxPool2d> maxpool;
+  std::vector<std::shared_ptr<Sequential>> layers;
+
+ private:
+  std::vector<int64_t> strides_;  // of layer1..layer4
+};
+
+// A conv (no bias) + BatchNorm2d + ReLU unit of torchvision's heads, run as one fused BN+ReLU.
+struct ConvBnRelu {
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn;
+  Tensor forward(const Tensor& x) const {
+    return bn->forward_act(conv->forward(x), Tensor(), true);
+  }
+};
+
+// torchvision's deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=K,
+// aux_loss): backbone.* (the dilated trunk above, output stride 8); classifier.0 = ASPP
+// (convs.0 1x1, convs.1-3 3x3 at dilation 12, 24, 36, convs.4 image pooling: global average, 1x1,
+// bilinear back; each conv + BN + ReLU to 256; project.0/.1 1x1 1280 -> 256 + BN + ReLU +
+// Dropout(0.5)), classifier.1/.2 3x3 + BN + ReLU, classifier.4 1x1 -> K with bias; with aux_loss
+// aux_classifier (FCNHead on layer3: .0/.1 3x3 1024 -> 256 + BN + ReLU, Dropout(0.1), .4 1x1 -> K).
+// Both logits are resized to the input (bilinear, align_corners=False). forward_all returns
+// {out, aux} (aux only with aux_loss); forward returns out and skips the aux head.
+class DeepLabV3 : public Module {
+ public:
+  static constexpr int64_t kAsppRates[3] = {12, 24, 36};
+  DeepLabV3(int64_t num_classes, bool aux_loss);
+  Tensor forward(const Tensor& x) override;
+  Outputs forward_all(const Tensor& x) override;
+  std::shared_ptr<DilatedResNetTrunk> backbone;
+
+ private:
+  Outputs run(const Tensor& x, bool with_aux);
+  Tensor head(const Tensor& features);  // the classifier at the features' resolution
+  std::vector<ConvBnRelu> branches;     // ASPP convs.0..4 (4: after the pooling)
+  ConvBnRelu project_unit, head_unit, aux_unit;
+  std::shared_ptr<Dropout> project_dropout, aux_dropout;
+  std::shared_ptr<Conv2d> head_out, aux_out;
+};
+
 }  // namespace hpcnet::nn

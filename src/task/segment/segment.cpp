@@ -132,11 +132,16 @@ class SegmentTask : public Task {
   std::string name() const override { return "segment"; }
   data::TargetKind target_kind() const override { return data::TargetKind::kMask; }
 
-  // Resize (a no-op at imgsz), [RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5).
+  // Resize (a no-op at imgsz) or, augmenting with a scale range, RandomScale;
+  // [RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5).
   data::Compose train_transform() const override {
-    const int64_t s = options().imgsz;
-    std::vector<data::Transform> t{data::Resize{s, s}};
-    if (options().augment) t.push_back(data::RandomHorizontalFlip{0.5});
+    const TaskOptions& o = options();
+    const int64_t s = o.imgsz;
+    const bool scale = o.augment && (o.scale_min != 1 || o.scale_max != 1);
+    std::vector<data::Transform> t{
+        scale ? data::Transform{data::RandomScale{s, o.scale_min, o.scale_max}}
+              : data::Transform{data::Resize{s, s}}};
+    if (o.augment) t.push_back(data::RandomHorizontalFlip{0.5});
     t.push_back(data::ToTensor{});
     t.push_back(kNormalize);
     return data::Compose(t);
@@ -145,8 +150,43 @@ class SegmentTask : public Task {
     const int64_t s = options().imgsz;
     return data::Compose({data::Resize{s, s}, data::ToTensor{}, kNormalize});
   }
+  // The loss of the main head plus aux_weight times that of an auxiliary head (torchvision's
+  // DeepLabV3 criterion: out + 0.5 aux); each is cross-entropy, Dice or their sum, with the
+  // class weights when given.
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
-    return F::cross_entropy2d(outputs.at(0), batch.masks, Tensor(), data::kIgnoreIndex);
+    const TaskOptions& o = options();
+    Tensor w;
+    if (!o.class_weights.empty()) {
+      const int64_t C = outputs.at(0).size(1);
+      HPCNET_REQUIRE(static_cast<int64_t>(o.class_weights.size()) == C,
+                     "--class-weights has " + std::to_string(o.class_weights.size()) +
+                         " values; the model has " + std::to_string(C) + " classes");
+      w = Tensor::from_vector_f64(o.class_weights, {C}).to(outputs.at(0).dtype());
+      if (!outputs.at(0).device().is_cpu()) w = w.to(outputs.at(0).device());
+    }
+    auto one = [&](const Tensor& logits) {
+      Tensor l;
+      if (o.loss == "ce" || o.loss == "ce+dice")
+        l = F::cross_entropy2d(logits, batch.masks, w, data::kIgnoreIndex);
+      if (o.loss == "dice" || o.loss == "ce+dice") {
+        Tensor d = F::dice_loss(logits, batch.masks, w, data::kIgnoreIndex);
+        l = l.defined() ? F::add(l, d) : d;
+      }
+      HPCNET_REQUIRE(l.defined(), "segment: unknown loss '" + o.loss + "' (ce, dice or ce+dice)");
+      return l;
+    };
+    // A batch whose every pixel is ignored (255) has no loss to take the mean of: torch's NaN
+    // would stop the run, so it counts as 0 (no gradient) here.
+    if (batch.masks.device().is_cpu()) {
+      const int64_t* m = batch.masks.data<int64_t>();
+      bool any = false;
+      for (int64_t i = 0; i < batch.masks.numel() && !any; ++i) any = m[i] != data::kIgnoreIndex;
+      if (!any) return F::mul_scalar(F::sum(outputs.at(0)), 0.0);
+    }
+    Tensor total = one(outputs.at(0));
+    for (size_t k = 1; k < outputs.size(); ++k)
+      total = F::add(total, F::mul_scalar(one(outputs[k]), o.aux_weight));
+    return total;
   }
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
     return std::make_unique<SegmentMetric>(classes);
