@@ -259,7 +259,7 @@ run_hpcnet() {
   local dir="$runs/hpcnet-$w"
   hp timeout "$(limit 20)" "$build/hpcnet" train --device "$device" --model lenet \
     --data "$data" --batch-size "$b" --log-every $((b == 4 ? 2000 : 20)) \
-    "${common[@]}" --no-progress --out "$dir" "$@" >"$out/hpcnet-$w.log" 2>&1
+    "${common[@]}" --no-progress --exist-ok --out "$dir" "$@" >"$out/hpcnet-$w.log" 2>&1
   local rc=$?
   tail -4 "$out/hpcnet-$w.log"
   if [[ $rc != 0 || ! -f $dir/metrics.jsonl ]]; then

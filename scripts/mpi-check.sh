@@ -55,9 +55,9 @@ throughput() {
       read -r how args <<<"${runs[$name]}"
       # shellcheck disable=SC2086
       case $how in
-        -) "$hpcnet" train "${common[@]}" --out "$out/tp" $args >/dev/null ;;
-        vader) "${mpirun[@]}" -np 2 --mca btl self,vader "$hpcnet" train "${common[@]}" --out "$out/tp" $args >/dev/null ;;
-        tcp) "${mpirun[@]}" -np 2 --mca btl self,tcp "$hpcnet" train "${common[@]}" --out "$out/tp" $args >/dev/null ;;
+        -) "$hpcnet" train "${common[@]}" --out "$out/tp" --exist-ok $args >/dev/null ;;
+        vader) "${mpirun[@]}" -np 2 --mca btl self,vader "$hpcnet" train "${common[@]}" --out "$out/tp" --exist-ok $args >/dev/null ;;
+        tcp) "${mpirun[@]}" -np 2 --mca btl self,tcp "$hpcnet" train "${common[@]}" --out "$out/tp" --exist-ok $args >/dev/null ;;
       esac
       got[$name]+=" $(field "$out/tp/metrics.jsonl" images_per_sec)"
     done

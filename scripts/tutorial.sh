@@ -13,7 +13,8 @@ build="${HPCNET_BUILD_DIR:-build}"
 download=()
 if [[ ! -e "$data" || -d "$data" ]]; then download=(--download); fi
 "$build/hpcnet" train --model lenet --dataset cifar10 --data "$data" "${download[@]}" \
-  --epochs 2 --batch-size 4 --lr 0.001 --momentum 0.9 --workers 2 --seed 0 --out runs/tutorial "$@"
+  --epochs 2 --batch-size 4 --lr 0.001 --momentum 0.9 --workers 2 --seed 0 --out runs/tutorial \
+  --exist-ok "$@"
 # Accuracy on the test split (the official archive has one; an image folder needs test/<class>/).
 if ! "$build/hpcnet" eval --weights runs/tutorial/model.safetensors --dataset cifar10 \
      --data "$data" --split test; then

@@ -243,10 +243,11 @@ TEST_F(CliTest, TrainPrintsTheTutorialLinesAndWritesTheRun) {
   const RunResult& r = cli_shared().run();
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  // 200 images in batches of 4 = 50 steps per epoch; --log-every 25.
-  EXPECT_EQ(r.out_lines().size(), 5u) << r.out;
+  // 200 images in batches of 4 = 50 steps per epoch; --log-every 25; and a summary per epoch.
+  EXPECT_EQ(tutorial_lines(r.out).size(), 5u) << r.out;
+  EXPECT_EQ(r.out_lines().size(), 7u) << r.out;
   const std::regex line(R"(\[[12], +(25|50)\] loss: \d\.\d{3})");
-  auto lines = r.out_lines();
+  auto lines = tutorial_lines(r.out);
   for (size_t i = 0; i + 1 < lines.size(); ++i)
     EXPECT_TRUE(std::regex_match(lines[i], line)) << lines[i];
   EXPECT_EQ(lines[0].substr(0, 11), "[1,    25] ");
@@ -303,9 +304,11 @@ TEST_F(CliTest, ResumeEqualsAnUninterruptedRun) {
   ASSERT_EQ(r.rc, 0) << r.err;
   r = run({"train", "--resume", (dir_ / "part").string(), "--epochs", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  auto lines = r.out_lines();
+  auto lines = tutorial_lines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
-  EXPECT_EQ(lines[0], cli_shared().run().out_lines()[2]);  // "[2,    25] loss: ..." as before
+  EXPECT_EQ(r.out_lines()[0], "resuming " + (dir_ / "part").string() + " from epoch 2 (of 2)");
+  EXPECT_EQ(lines[0],
+            tutorial_lines(cli_shared().run().out)[2]);  // "[2,    25] loss: ..." as before
   EXPECT_EQ(read_file(dir_ / "part" / "model.safetensors"),
             read_file(straight / "model.safetensors"));
   EXPECT_EQ(read_file(dir_ / "part" / "checkpoint.safetensors"),
@@ -681,7 +684,7 @@ TEST_F(CliTest, ConfigFileSetsTheRecipeAndFlagsOverrideIt) {
                      "--out", "run", "--threads", "1", "--log-every", "10"});
   ASSERT_EQ(r.rc, 0) << r.err;
   // 200 images / batch 8 = 25 steps in the one epoch; the flag's --log-every 10 wins over 5.
-  auto lines = r.out_lines();
+  auto lines = tutorial_lines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_EQ(lines[0].substr(0, 11), "[1,    10] ");
   EXPECT_EQ(lines[1].substr(0, 11), "[1,    20] ");

@@ -95,6 +95,8 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"device", &C::device},
       {"precision", &C::precision},
       {"max_steps", &C::max_steps},
+      {"save_every", &C::save_every},
+      {"exist_ok", &C::exist_ok},
       {"progress", &C::progress},
       {"quiet", &C::quiet},
       {"dist_timeout", &C::dist_timeout},

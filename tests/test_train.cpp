@@ -79,9 +79,13 @@ TEST_F(TrainTest, LossLinesHaveTheTutorialFormat) {
   auto c = config("run");
   c.epochs = 2;
   train::TrainResult res;
-  std::vector<std::string> lines = split_lines(train(c, &res));
-  // 50 steps per epoch, a line every 10: 5 per epoch, then "Finished Training".
+  const std::string out = train(c, &res);
+  std::vector<std::string> lines = tutorial_lines(out);
+  // 50 steps per epoch, a line every 10: 5 per epoch, then "Finished Training"; beside them
+  // hpcnet's one summary line per epoch, after that epoch's loss lines.
   ASSERT_EQ(lines.size(), 11u);
+  ASSERT_EQ(split_lines(out).size(), 13u) << out;
+  EXPECT_EQ(split_lines(out)[5].rfind("epoch 1/2  train_loss ", 0), 0u) << out;
   EXPECT_EQ(lines.back(), "Finished Training");
   const std::regex re(R"(\[(\d), +(\d+)\] loss: (\d\.\d{3}))");
   for (size_t k = 0; k < 10; ++k) {
@@ -111,7 +115,7 @@ TEST_F(TrainTest, LogEveryCountsMiniBatchesAndPartialBatchesAreKept) {
   c.batch_size = 7;  // 200 = 28 * 7 + 4: 29 steps, the last one of 4 images
   c.log_every = 5;
   train::TrainResult res;
-  std::vector<std::string> lines = split_lines(train(c, &res));
+  std::vector<std::string> lines = tutorial_lines(train(c, &res));
   ASSERT_EQ(lines.size(), 6u);  // steps 5, 10, ..., 25
   EXPECT_EQ(lines[0].substr(0, 11), "[1,     5] ");
   EXPECT_EQ(lines[4].substr(0, 11), "[1,    25] ");
@@ -126,7 +130,7 @@ TEST_F(TrainTest, TwoThousandStepLineMatchesTheTutorial) {
   c.data = (dir_ / "big").string();
   c.batch_size = 1;
   c.log_every = 2000;
-  std::vector<std::string> lines = split_lines(train(c));
+  std::vector<std::string> lines = tutorial_lines(train(c));
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_TRUE(std::regex_match(lines[0], std::regex(R"(\[1,  2000\] loss: \d\.\d{3})")))
       << lines[0];
@@ -280,8 +284,8 @@ TEST_P(TrainResumeTest, ResumeIsBitExact) {
   EXPECT_EQ(read_file(run("straight") / "model.safetensors"),
             read_file(run("resumed") / "model.safetensors"));
   // The printed lines continue where the first run stopped.
-  auto all = split_lines(straight);
-  auto a = split_lines(first), b = split_lines(second);
+  auto all = tutorial_lines(straight);
+  auto a = tutorial_lines(first), b = tutorial_lines(second);
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(b.size(), 6u);
   for (size_t i = 0; i < 5; ++i) {

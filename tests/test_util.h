@@ -67,6 +67,16 @@ inline std::vector<std::string> split_lines(const std::string& text) {
 }
 
 // A new empty folder TMP/hpcnet_test_<tag>_XXXXXX (mkdtemp).
+// The tutorial's own lines of a training run's stdout ("[1,  2000] loss: ...", "Finished
+// Training"): without hpcnet's per-epoch summaries ("epoch 1/2  train_loss ...") and the
+// "resuming RUN from epoch ..." line.
+inline std::vector<std::string> tutorial_lines(const std::string& out) {
+  std::vector<std::string> keep;
+  for (const std::string& l : split_lines(out))
+    if (l.rfind("epoch ", 0) != 0 && l.rfind("resuming ", 0) != 0) keep.push_back(l);
+  return keep;
+}
+
 inline fs::path make_temp_dir(const std::string& tag) {
   std::string tmpl = (fs::temp_directory_path() / ("hpcnet_test_" + tag + "_XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);

@@ -407,8 +407,10 @@ class DataLoader {
   // world_size), samples_per_epoch() indices into dataset().
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
-  // Starts epoch e (any epoch, any time; work of an unfinished epoch is dropped).
-  void begin_epoch(int64_t epoch);
+  // Starts epoch e (any epoch, any time; work of an unfinished epoch is dropped) at batch
+  // first_batch (0 <= first_batch <= num_batches()): batches are a pure function of the epoch
+  // and their index, so a run resumed inside an epoch gets the batches it would have had.
+  void begin_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the current epoch into out; false at the end of the epoch. Starts epoch 0
   // when no epoch was begun.
   bool next(Batch& out);

@@ -72,6 +72,8 @@ struct TrainConfig {
   // accumulation and outputs; master weights, optimizer state and other ops stay float32).
   std::string precision = "fp32";
   int64_t max_steps = 0;  // stop after this many steps in total (0 = no limit)
+  int64_t save_every = 0;  // > 0: also write the checkpoint every this many steps
+  bool exist_ok = false;   // train into a non-empty --out without --resume (replaces its run)
   int progress = -1;      // -1 auto (a terminal), 0 off, 1 on
   bool quiet = false;     // no per-step lines (benchmarks)
   // Data-parallel runs (started by mpirun/srun; see dist.h). Each rank reads its share of every
@@ -142,6 +144,9 @@ struct TrainResult {
                              // val split exists
   double data_wait_seconds = 0;  // time the training thread waited for the DataLoader
   int world_size = 1;            // processes that trained together (images counts all of them)
+  // 0, or 128 + the signal when SIGINT or SIGTERM stopped the run (130, 143: the shell's codes)
+  // after the checkpoint of the step it was in was written.
+  int exit_code = 0;
 };
 
 // Validates the config (InputError on bad values), then trains, printing the tutorial's lines to

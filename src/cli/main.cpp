@@ -421,9 +421,9 @@ int main(int argc, char** argv) {
       dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
       tc.progress = no_progress ? 0 : -1;
       tc.given = given_recipe_keys(*t);
-      train::run_training(tc, std::cout);
+      const train::TrainResult r = train::run_training(tc, std::cout);
       dist::finalize();
-      return 0;
+      return r.exit_code;  // 130 / 143 when SIGINT / SIGTERM stopped it (checkpoint written)
     }
     if (e->parsed()) return cmd_eval(ea);
     if (p->parsed()) return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave);

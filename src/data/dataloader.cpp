@@ -143,12 +143,15 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
   }
 }
 
-void DataLoader::begin_epoch(int64_t epoch) {
+void DataLoader::begin_epoch(int64_t epoch, int64_t first_batch) {
+  HPCNET_REQUIRE(first_batch >= 0 && first_batch <= num_batches(),
+                 "DataLoader: first batch " + std::to_string(first_batch) + " of an epoch of " +
+                     std::to_string(num_batches()));
   started_ = true;
   auto order = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
   if (!shared_) {
     epoch_ = epoch;
-    next_batch_ = 0;
+    next_batch_ = first_batch;
     order_ = std::move(order);
     return;
   }
@@ -157,8 +160,8 @@ void DataLoader::begin_epoch(int64_t epoch) {
     shared_->generation++;
     shared_->epoch = epoch;
     shared_->n_batches = num_batches();
-    shared_->next_claim = 0;
-    shared_->next_deliver = 0;
+    shared_->next_claim = first_batch;
+    shared_->next_deliver = first_batch;
     shared_->order = std::move(order);
     for (Shared::Slot& s : shared_->slots) s = Shared::Slot{};
   }

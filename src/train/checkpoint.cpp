@@ -2,6 +2,11 @@
 // top of them.
 #include "src/train/checkpoint.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
 #include "hpcnet/io.h"
 
 namespace hpcnet::train {
@@ -25,6 +30,33 @@ void append_host(nn::NamedTensors& out, const std::string& prefix, const nn::Nam
     out.emplace_back(prefix + n, t.device().is_cpu() ? t : t.to(cpu_device()));
 }
 
+// The first tensor of ts (floating point) holding NaN or Inf, as "NAME (k of n values are NaN or
+// Inf)", or "" when every value is finite.
+std::string first_non_finite(const nn::NamedTensors& ts) {
+  for (const auto& [name, t] : ts) {
+    if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64) continue;
+    const Tensor c = t.contiguous();
+    int64_t bad = 0;
+    if (c.dtype() == DType::kFloat32) {
+      const float* p = c.data<float>();
+      for (int64_t i = 0; i < c.numel(); ++i) bad += !std::isfinite(p[i]);
+    } else {
+      const double* p = c.data<double>();
+      for (int64_t i = 0; i < c.numel(); ++i) bad += !std::isfinite(p[i]);
+    }
+    if (bad)
+      return name + " (" + std::to_string(bad) + " of " + std::to_string(c.numel()) +
+             " values are NaN or Inf)";
+  }
+  return "";
+}
+
+std::string num17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 void write_run_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
                     const nn::NamedTensors* optim, const nn::NamedTensors* ema,
                     const TrainState* state) {
@@ -32,6 +64,10 @@ void write_run_file(const std::string& path, const ModelMeta& meta, const nn::Na
   append_host(tensors, state ? "model." : "", model);
   if (optim) append_host(tensors, "optim.", *optim);
   if (ema) append_host(tensors, "", *ema);
+  if (std::string bad = first_non_finite(tensors); !bad.empty())
+    throw std::runtime_error("refusing to write " + path + ": tensor " + bad +
+                             "; the training diverged (lower --lr, or --clip-grad-norm), and "
+                             "the previous file is kept");
   auto m = meta_strings(meta);
   if (state) {
     nlohmann::json rng = nlohmann::json::array();
@@ -42,6 +78,12 @@ void write_run_file(const std::string& path, const ModelMeta& meta, const nn::Na
     m["hpcnet.config"] = state->recipe.dump();
     m["hpcnet.rng_state"] = rng.dump();
     m["hpcnet.world_size"] = std::to_string(state->world_size);
+    if (state->epoch_step > 0) {
+      m["hpcnet.epoch_step"] = std::to_string(state->epoch_step);
+      m["hpcnet.loss_sums"] =
+          "[" + num17(state->epoch_loss) + "," + num17(state->running_loss) + "]";
+    }
+    if (state->best) m["hpcnet.best_metric"] = num17(*state->best);
   }
   save_safetensors(path, tensors, m);
 }
@@ -103,6 +145,12 @@ RunFile read_run_file(const std::string& path) {
     else if (n.rfind("ema.", 0) == 0)
       r.ema.emplace(n, t);
   }
+  for (const auto* part : {&r.model, &r.optim, &r.ema}) {
+    nn::NamedTensors ts(part->begin(), part->end());
+    if (std::string bad = first_non_finite(ts); !bad.empty())
+      throw InputError(path + ": tensor " + bad +
+                       ": these weights come from a diverged run and cannot be used");
+  }
   if (!is_checkpoint) return r;
   TrainState st;
   try {
@@ -126,6 +174,25 @@ RunFile read_run_file(const std::string& path) {
   }
   if (std::string ws = get("hpcnet.world_size"); !ws.empty())
     st.world_size = static_cast<int>(parse_int(ws, path, "hpcnet.world_size"));
+  if (std::string es = get("hpcnet.epoch_step"); !es.empty()) {
+    st.epoch_step = parse_int(es, path, "hpcnet.epoch_step");
+    HPCNET_REQUIRE(st.epoch_step >= 0 && st.epoch_step <= st.steps,
+                   path + ": corrupt checkpoint: hpcnet.epoch_step " + es);
+    try {
+      auto j = nlohmann::json::parse(get("hpcnet.loss_sums"));
+      st.epoch_loss = j.at(0).get<double>();
+      st.running_loss = j.at(1).get<double>();
+    } catch (const std::exception&) {
+      throw InputError(path + ": corrupt checkpoint: bad hpcnet.loss_sums");
+    }
+  }
+  if (std::string b = get("hpcnet.best_metric"); !b.empty()) {
+    char* end = nullptr;
+    const double v = std::strtod(b.c_str(), &end);
+    HPCNET_REQUIRE(end && *end == '\0' && std::isfinite(v),
+                   path + ": corrupt checkpoint: hpcnet.best_metric '" + b + "'");
+    st.best = v;
+  }
   r.train = std::move(st);
   return r;
 }

@@ -22,6 +22,12 @@ inline constexpr const char* kCheckpointFormat = "hpcnet-checkpoint-1";
 struct TrainState {
   int64_t epochs_done = 0;
   int64_t steps = 0;
+  // A checkpoint written inside an epoch (--save-every, SIGINT/SIGTERM): the batches of epoch
+  // epochs_done + 1 already trained, and the loss sums of that epoch and of the current log
+  // window, so a resume continues the epoch and its loss lines exactly. 0 at an epoch's end.
+  int64_t epoch_step = 0;
+  double epoch_loss = 0, running_loss = 0;
+  std::optional<double> best;  // the best validation metric so far (best.safetensors holds it)
   Rng::State rng{};
   nlohmann::json recipe;  // recipe_json() of the run
   int world_size = 1;     // informational: resume works on any rank count
@@ -37,9 +43,13 @@ struct RunFile {
 };
 
 // Reads a model file or a checkpoint (any safetensors file: one without hpcnet metadata reads as
-// a model file of no named model). InputError naming the file for anything malformed.
+// a model file of no named model). InputError naming the file for anything malformed, and for a
+// tensor holding NaN or Inf (naming the tensor): such weights are never trained on, evaluated
+// or used for predictions.
 RunFile read_run_file(const std::string& path);
 
+// The writers refuse (RuntimeError naming the file and the tensor, the file left as it was) to
+// write a tensor holding NaN or Inf: a diverged run never overwrites its last good files.
 // Writes a model file (tensors: the state_dict, moved to the CPU).
 void write_model_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model);
 // Writes a checkpoint.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -105,7 +106,8 @@ struct FailPoint {
 FailPoint parse_fail_at(const std::string& text) {
   FailPoint f;
   if (text.empty()) return f;
-  const std::string usage = "--fail-at-step " + text + ": expected RANK:STEP[:kill|exit|hang]";
+  const std::string usage =
+      "--fail-at-step " + text + ": expected RANK:STEP[:kill|exit|hang|term|int]";
   size_t a = text.find(':');
   HPCNET_REQUIRE(a != std::string::npos, usage);
   size_t b = text.find(':', a + 1);
@@ -116,9 +118,10 @@ FailPoint parse_fail_at(const std::string& text) {
     throw InputError(usage);
   }
   if (b != std::string::npos) f.mode = text.substr(b + 1);
-  HPCNET_REQUIRE(
-      f.rank >= 0 && f.step >= 1 && (f.mode == "kill" || f.mode == "exit" || f.mode == "hang"),
-      usage);
+  HPCNET_REQUIRE(f.rank >= 0 && f.step >= 1 &&
+                     (f.mode == "kill" || f.mode == "exit" || f.mode == "hang" ||
+                      f.mode == "term" || f.mode == "int"),
+                 usage);
   return f;
 }
 
@@ -126,9 +129,75 @@ void fail_now(const FailPoint& f) {
   std::fprintf(stderr, "hpcnet: rank %d: --fail-at-step: %s before step %lld (testing)\n", f.rank,
                f.mode.c_str(), static_cast<long long>(f.step));
   std::fflush(stderr);
+  if (f.mode == "term" || f.mode == "int") {  // delivered like kill -TERM / Ctrl-C; the run goes on
+    ::raise(f.mode == "term" ? SIGTERM : SIGINT);
+    return;
+  }
   if (f.mode == "kill") ::kill(::getpid(), SIGKILL);
   if (f.mode == "exit") std::_Exit(1);
   for (;;) ::pause();  // hang
+}
+
+// SIGINT and SIGTERM during training: the first one is noted and the loop stops after the step it
+// is in, writing the checkpoint (Slurm's --signal, a requeue, Ctrl-C lose nothing); a second one
+// ends the process at once, as without the handler.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  g_stop_signal = sig;
+}
+
+// The handlers for one run_training call; the previous ones come back after it.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+// The signal that stops the run after this step, agreed by every rank (SIGTERM over SIGINT): one
+// signalled rank stops them all at the same step.
+int agreed_stop_signal(dist::ProcessGroup& pg) {
+  const int mine = g_stop_signal;
+  if (pg.world_size() == 1) return mine;
+  double v[2] = {mine == SIGINT ? 1.0 : 0.0, mine == SIGTERM ? 1.0 : 0.0};
+  pg.allreduce_sum(v, 2);
+  return v[1] > 0 ? SIGTERM : (v[0] > 0 ? SIGINT : 0);
+}
+
+std::string fmt_lr(const char* f, double lr) {
+  char b[32];
+  std::snprintf(b, sizeof b, f, lr);
+  return b;
+}
+
+// A --out that holds files is another run's unless --resume or --exist-ok say otherwise.
+void check_run_directory(const TrainConfig& c) {
+  std::error_code ec;
+  if (!c.resume.empty() || !fs::is_directory(c.out, ec) || fs::is_empty(c.out, ec)) return;
+  if (!c.exist_ok)
+    throw InputError("--out " + c.out + " is not empty (another run?): continue it with --resume " +
+                     c.out + ", replace it with --exist-ok, or choose another --out");
 }
 
 // Reads the checkpoint of --resume (the one reader of the format) and merges its recipe into c,
@@ -157,6 +226,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   std::optional<RunFile> ckpt;
   if (!cfg.resume.empty()) ckpt = read_resume(cfg);
   validate(cfg);
+  check_run_directory(cfg);
   const FailPoint fail_at = parse_fail_at(cfg.fail_at);
   const Device device = resolve_device(cfg.device);
   // Data parallelism: this process's place in the group (rank 0 of 1 without a launcher).
@@ -180,6 +250,12 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   if (ckpt) {
     st.epochs_done = ckpt->train->epochs_done;
     st.steps = ckpt->train->steps;
+    st.epoch_step = ckpt->train->epoch_step;
+    st.best = ckpt->train->best;
+    if (rank == 0) {  // the loss sums are all ranks' (see write_state): rank 0 carries them
+      st.epoch_loss = ckpt->train->epoch_loss;
+      st.running_loss = ckpt->train->running_loss;
+    }
   }
   const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
 
@@ -232,6 +308,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                    ckpt->train->world_size, world, static_cast<long long>(world * cfg.batch_size),
                    world, static_cast<long long>(cfg.batch_size));
     ckpt.reset();
+    if (!cfg.quiet && st.epochs_done < cfg.epochs)
+      out << "resuming " << cfg.out << " from epoch " << st.epochs_done + 1
+          << (st.epoch_step > 0 ? " step " + std::to_string(st.epoch_step + 1) : std::string())
+          << " (of " << cfg.epochs << ")" << std::endl;
   }
   // Every replica starts from rank 0's state (ranks wait here for the slowest data loading, hence
   // the longer timeout), and gradients are averaged over ranks in buckets during backward.
@@ -279,10 +359,33 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     if (ec || !fs::is_directory(cfg.out))
       throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
+    // --exist-ok replaces the run there: its checkpoint must not be resumed by mistake later.
+    if (cfg.resume.empty())
+      for (const char* f : {"checkpoint.safetensors", "model.safetensors", "best.safetensors"})
+        fs::remove(fs::path(cfg.out) / f, ec);
   }
   const std::string ckpt_path = (fs::path(cfg.out) / "checkpoint.safetensors").string();
   const std::string model_path = (fs::path(cfg.out) / "model.safetensors").string();
-  RankZeroMetrics metrics(lead, (fs::path(cfg.out) / "metrics.jsonl").string(), st.epochs_done > 0);
+  const std::string best_path = (fs::path(cfg.out) / "best.safetensors").string();
+  // The checkpoint of the run as it stands (every rank calls this: the loss sums are reduced).
+  auto write_state = [&](int64_t epoch_step, double epoch_loss, double running_loss) {
+    double sums[2] = {epoch_loss, running_loss};
+    if (world > 1) pg.allreduce_sum(sums, 2);
+    if (!lead) return;
+    st.rng = default_rng().state();
+    st.recipe = recipe_json(cfg);
+    st.world_size = world;
+    st.epoch_step = epoch_step;
+    st.epoch_loss = sums[0];
+    st.running_loss = sums[1];
+    write_checkpoint(ckpt_path, meta, model->state_dict(), opt.state_dict(),
+                     ema ? ema->state_dict() : nn::NamedTensors{}, st);
+  };
+  StopSignals signals;
+  int stopped_by = 0;  // SIGINT or SIGTERM, once one has stopped the run
+  const int64_t resume_epoch = st.epochs_done, resume_step = st.epoch_step;
+  RankZeroMetrics metrics(lead, (fs::path(cfg.out) / "metrics.jsonl").string(),
+                          st.epochs_done > 0 || st.epoch_step > 0);
   {
     nlohmann::json rec = {{"event", "start"},
                           {"config", recipe_json(cfg)},
@@ -308,12 +411,14 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   bool stop = false, partial = false;
   for (int64_t epoch = st.epochs_done; epoch < cfg.epochs && !stop; ++epoch) {
     auto t_epoch = clock::now();
-    loader.begin_epoch(epoch);
+    // A run resumed inside an epoch starts at the batch after its checkpoint's.
+    const int64_t first = epoch == resume_epoch ? resume_step : 0;
+    loader.begin_epoch(epoch, first);
     ProgressBar bar(show_bar,
                     "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
                     loader.num_batches(), world * cfg.batch_size);
-    double running_loss = 0, epoch_loss = 0;
-    int64_t epoch_steps = 0;
+    double running_loss = first ? st.running_loss : 0, epoch_loss = first ? st.epoch_loss : 0;
+    int64_t epoch_steps = first;
     data::Batch batch;
     auto next_batch = [&] {  // times how long the step waits for data
       auto t0 = clock::now();
@@ -321,7 +426,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       res.data_wait_seconds += std::chrono::duration<double>(clock::now() - t0).count();
       return more;
     };
-    for (int64_t i = 0; next_batch(); ++i) {
+    for (int64_t i = first; next_batch(); ++i) {
       if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
       opt.set_lr(schedule.lr_at(st.steps, loader.num_batches(), cfg.epochs));
       opt.zero_grad();
@@ -331,6 +436,15 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         if (batch.masks.defined()) batch.masks = batch.masks.to(device);
       }
       Tensor loss = task->loss(model->forward_all(batch.images), batch);
+      // Checked before the step, so the weights are still the last finite ones.
+      const double l = loss.item();
+      HPCNET_CHECK(
+          std::isfinite(l),
+          "loss became " + std::to_string(l) + " at epoch " + std::to_string(epoch + 1) + " step " +
+              std::to_string(i + 1) + "; nothing of this epoch is saved (" +
+              (st.epochs_done > 0 || resume_step > 0 ? ckpt_path + " holds the last checkpoint"
+                                                     : std::string("no checkpoint yet")) +
+              "); lower --lr or use --clip-grad-norm");
       if (reducer)
         reducer->backward(loss);  // gradients averaged over ranks
       else
@@ -338,10 +452,6 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       if (cfg.clip_grad_norm > 0) optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
       opt.step();
       if (ema) ema->update(*model);
-      double l = loss.item();
-      HPCNET_CHECK(std::isfinite(l), "loss became " + std::to_string(l) + " at epoch " +
-                                         std::to_string(epoch + 1) + " step " +
-                                         std::to_string(i + 1) + "; lower --lr");
       running_loss += l;
       epoch_loss += l;
       ++epoch_steps;
@@ -367,6 +477,17 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         running_loss = 0;
       }
       bar.update(i + 1);
+      // A signal, or --save-every: the checkpoint of this step (at the epoch's last batch the
+      // epoch's own checkpoint follows; a signal then stops the run after it).
+      const int sig = agreed_stop_signal(pg);
+      const bool last_batch = i + 1 == loader.num_batches();
+      if (!last_batch && (sig || (cfg.save_every > 0 && st.steps % cfg.save_every == 0)))
+        write_state(i + 1, epoch_loss, running_loss);
+      if (sig) {
+        stopped_by = sig;
+        stop = true;
+        break;
+      }
       if (cfg.max_steps > 0 && res.steps >= cfg.max_steps) {
         stop = true;
         break;
@@ -385,30 +506,43 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         {"train_loss", epoch_steps ? epoch_loss / (epoch_steps * world) : 0.0},
         {"seconds", epoch_s},
         {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size * world / epoch_s : 0}};
-    if (partial) break;  // a partial epoch is not checkpointed
+    if (partial) break;  // a partial epoch is not checkpointed (a signal's was, above)
     st.epochs_done = epoch + 1;
     // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
     dist::check_same_on_all_ranks(pg, model->parameters(),
                                   "model parameters after epoch " + std::to_string(epoch + 1));
-    if (lead) {
-      st.rng = default_rng().state();
-      st.recipe = recipe_json(cfg);
-      st.world_size = world;
-      write_checkpoint(ckpt_path, meta, model->state_dict(), opt.state_dict(),
-                       ema ? ema->state_dict() : nn::NamedTensors{}, st);
-    }
-    // With an EMA, evaluation and the model file use the averaged weights.
+    // With an EMA, evaluation and the model files use the averaged weights.
     if (ema) ema->swap(*model);
+    bool improved = false;
+    std::string val_text;
     if (val_loader) {
       std::unique_ptr<task::Metric> ev = evaluate_sharded(pg, *task, *model, *val_loader);
       res.val_accuracy = ev->value();
       rec[ev->value_key()] = ev->value();
+      improved = std::isfinite(ev->value()) && (!st.best || ev->value() > *st.best);
+      if (improved) st.best = ev->value();
+      char v[64];
+      std::snprintf(v, sizeof v, "  %s %.2f%%", ev->value_key().c_str(), ev->value());
+      val_text = v;
     }
     metrics.write(rec);
+    // The model files first, the checkpoint last: killed in between, a resume redoes the epoch.
     if (lead) save_model(model_path, *model, meta);
+    if (lead && improved) save_model(best_path, *model, meta);  // by the validation metric
     if (ema) ema->swap(*model);
+    write_state(0, 0, 0);
+    if (!cfg.quiet) {
+      char line[200];
+      const double lr = opt.lr();
+      std::snprintf(line, sizeof line, "epoch %lld/%lld  train_loss %.3f%s  lr %s  %.1f s",
+                    static_cast<long long>(epoch + 1), static_cast<long long>(cfg.epochs),
+                    rec["train_loss"].get<double>(), val_text.c_str(),
+                    (lr != 0 && lr < 1e-3 ? fmt_lr("%.2e", lr) : fmt_lr("%.4f", lr)).c_str(),
+                    epoch_s);
+      out << line << std::endl;
+    }
   }
-  if (partial && lead) {
+  if (partial && !stopped_by && lead) {
     if (ema) ema->swap(*model);
     save_model(model_path, *model, meta);
     if (ema) ema->swap(*model);
@@ -421,6 +555,22 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                  {"last_report_loss", res.last_report_loss},
                  {"val_accuracy", res.val_accuracy},
                  {"data_wait_seconds", res.data_wait_seconds}});
+  if (stopped_by) {
+    res.exit_code = 128 + stopped_by;
+    metrics.write({{"event", "stopped"},
+                   {"signal", stopped_by == SIGTERM ? "SIGTERM" : "SIGINT"},
+                   {"epoch", st.epochs_done + (st.epoch_step > 0 ? 1 : 0)},
+                   {"epoch_step", st.epoch_step},
+                   {"steps", st.steps}});
+    if (lead)
+      std::fprintf(stderr,
+                   "hpcnet: %s: stopped after step %lld (epoch %lld); %s holds it: continue with "
+                   "hpcnet train --resume %s\n",
+                   stopped_by == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(st.steps),
+                   static_cast<long long>(st.epochs_done + (st.epoch_step > 0 ? 1 : 0)),
+                   ckpt_path.c_str(), cfg.out.c_str());
+    return res;
+  }
   if (!cfg.quiet) out << "Finished Training" << std::endl;
   return res;
 }

@@ -218,6 +218,18 @@ const std::vector<RecipeField> kFields = {
     {"device", &C::device, "auto, cpu or cuda", kSession},
     {"steps", &C::max_steps, "stop after this many steps (0 = run all epochs)", kSession, 0,
      [](const C& c) { return need(c.max_steps >= 0, "--steps", "must be >= 0", c.max_steps); }},
+    {"save_every", &C::save_every,
+     "also write the checkpoint every N steps, inside epochs (0 = at epoch ends only); --resume "
+     "continues from the step it holds",
+     kRun, 0,
+     [](const C& c) {
+       return need(c.save_every >= 0, "--save-every", "must be >= 0 (0 = epoch ends only)",
+                   c.save_every);
+     }},
+    {"exist_ok", &C::exist_ok,
+     "train into a run directory that is not empty, replacing its run (without it, a non-empty "
+     "--out needs --resume)",
+     kSession},
     {"dist_timeout", &C::dist_timeout,
      "with several ranks (mpirun/srun): seconds a rank may wait for the others in a collective "
      "before the job is aborted, naming the missing ranks (0 = forever)",

@@ -1,0 +1,222 @@
+// Run directories users can trust, through the hpcnet binary: a non-empty --out is refused unless
+// --resume or --exist-ok; SIGTERM and SIGINT stop after the current step with a checkpoint (exit
+// 143 / 130) and --resume then ends bit-identical to an uninterrupted run, also from a
+// --save-every checkpoint after a SIGKILL; best.safetensors follows the validation metric; one
+// summary line per epoch; and nothing non-finite is written, trained on, evaluated or predicted
+// with.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "hpcnet/io.h"
+#include "src/train/checkpoint.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+// The tutorial recipe on tiny CIFAR-10 data: 5 x 12 training images at batch 4 = 15 steps per
+// epoch; `workers` data-loading threads.
+std::vector<std::string> rn_args(const fs::path& data, const fs::path& out, int epochs,
+                                 int workers = 0) {
+  return {"train",
+          "--model",
+          "lenet",
+          "--dataset",
+          "cifar10",
+          "--data",
+          data.string(),
+          "--epochs",
+          std::to_string(epochs),
+          "--batch-size",
+          "4",
+          "--lr",
+          "0.01",
+          "--momentum",
+          "0.9",
+          "--workers",
+          std::to_string(workers),
+          "--seed",
+          "3",
+          "--threads",
+          "1",
+          "--log-every",
+          "4",
+          "--out",
+          out.string()};
+}
+
+std::vector<std::string> with(std::vector<std::string> a, std::initializer_list<const char*> more) {
+  for (const char* m : more) a.push_back(m);
+  return a;
+}
+
+// The "log" records of RUN/metrics.jsonl without their wall-clock field.
+std::vector<nlohmann::json> rn_log_records(const fs::path& run) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& l : split_lines(read_file(run / "metrics.jsonl"))) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    if (j.at("event") != "log") continue;
+    j.erase("elapsed_s");
+    out.push_back(j);
+  }
+  return out;
+}
+
+class RunsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { write_tiny_cifar10(dir_ / "data", 12, 8); }
+  RunResult run(const std::vector<std::string>& args) { return run_hpcnet(args, dir_.path()); }
+  fs::path data() const { return dir_ / "data"; }
+  TempDir dir_{"runs"};
+};
+
+}  // namespace
+
+// A second run into the same --out is refused (exit 2, one line naming --resume and --exist-ok)
+// and leaves the first run's files alone; --exist-ok replaces the run (no old checkpoint left to
+// be resumed by mistake).
+TEST_F(RunsTest, NonEmptyOutNeedsResumeOrExistOk) {
+  RunResult r = run(rn_args(data(), dir_ / "a", 1));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string model = read_file(dir_ / "a" / "model.safetensors");
+  const std::string metrics = read_file(dir_ / "a" / "metrics.jsonl");
+  r = run(rn_args(data(), dir_ / "a", 1));
+  expect_refused(r, "non-empty --out", {"--out", "--resume", "--exist-ok"});
+  EXPECT_EQ(read_file(dir_ / "a" / "model.safetensors"), model);
+  EXPECT_EQ(read_file(dir_ / "a" / "metrics.jsonl"), metrics);
+  // A stray file counts too; an empty folder does not.
+  fs::create_directories(dir_ / "b");
+  ASSERT_EQ(run(rn_args(data(), dir_ / "b", 1)).rc, 0);
+  fs::create_directories(dir_ / "c");
+  write_file(dir_ / "c" / "notes.txt", "mine");
+  EXPECT_EQ(run(rn_args(data(), dir_ / "c", 1)).rc, 2);
+  // --exist-ok: a 2-epoch run replaces the 1-epoch one.
+  r = run(with(rn_args(data(), dir_ / "a", 2), {"--exist-ok", "--steps", "3"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "a" / "checkpoint.safetensors"));  // 3 steps: no epoch ended
+  EXPECT_NE(read_file(dir_ / "a" / "model.safetensors"), model);
+}
+
+// SIGTERM at step 6 (of 15 per epoch), delivered while the step runs: the step finishes, the
+// checkpoint holds it, exit 143 with a line that says how to continue; --resume prints where it
+// starts and ends with the bytes of an uninterrupted run. The same with 2 data-loading threads
+// and SIGINT (130), stopping in the second epoch.
+TEST_F(RunsTest, SigtermAndSigintStopWithACheckpointAndResumeIsBitExact) {
+  for (int workers : {0, 2}) {
+    SCOPED_TRACE(workers);
+    const std::string w = std::to_string(workers);
+    const fs::path straight = dir_ / ("straight" + w), cut = dir_ / ("cut" + w);
+    RunResult r = run(rn_args(data(), straight, 2, workers));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const char* at = workers == 0 ? "0:6:term" : "0:20:int";
+    r = run(with(rn_args(data(), cut, 2, workers), {"--fail-at-step", at}));
+    EXPECT_EQ(r.rc, workers == 0 ? 143 : 130) << r.err;
+    EXPECT_NE(r.err.find(workers == 0 ? "SIGTERM: stopped after step 6"
+                                      : "SIGINT: stopped after step 20"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("--resume " + cut.string()), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("Finished Training"), std::string::npos);
+    train::RunFile f = train::read_run_file((cut / "checkpoint.safetensors").string());
+    ASSERT_TRUE(f.train.has_value());
+    EXPECT_EQ(f.train->steps, workers == 0 ? 6 : 20);
+    EXPECT_EQ(f.train->epoch_step, workers == 0 ? 6 : 5);
+    r = run({"train", "--resume", cut.string(), "--workers", w});  // workers: not in the recipe
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out_lines().at(0),
+              "resuming " + cut.string() +
+                  (workers == 0 ? " from epoch 1 step 7 (of 2)" : " from epoch 2 step 6 (of 2)"))
+        << r.out;
+    EXPECT_TRUE(read_file(cut / "model.safetensors") == read_file(straight / "model.safetensors"));
+    EXPECT_TRUE(read_file(cut / "checkpoint.safetensors") ==
+                read_file(straight / "checkpoint.safetensors"));
+    // The loss lines after the resume are the uninterrupted run's (the log window's sum is kept).
+    EXPECT_EQ(rn_log_records(cut), rn_log_records(straight));
+  }
+}
+
+// --save-every 4, then SIGKILL at step 11: the checkpoint of step 8 survives and the resumed run
+// ends with the uninterrupted run's bytes.
+TEST_F(RunsTest, SaveEveryThenSigkillResumesFromTheLastSavedStep) {
+  RunResult r = run(with(rn_args(data(), dir_ / "straight", 2), {"--save-every", "4"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run(
+      with(rn_args(data(), dir_ / "cut", 2), {"--save-every", "4", "--fail-at-step", "0:11:kill"}));
+  EXPECT_EQ(r.rc, 128 + 9) << r.err;
+  train::RunFile f = train::read_run_file((dir_ / "cut" / "checkpoint.safetensors").string());
+  EXPECT_EQ(f.train->steps, 8);
+  EXPECT_EQ(f.train->epoch_step, 8);
+  r = run({"train", "--resume", (dir_ / "cut").string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(read_file(dir_ / "cut" / "model.safetensors") ==
+              read_file(dir_ / "straight" / "model.safetensors"));
+}
+
+// One summary line per epoch, after the tutorial's loss lines; with a val split it carries the
+// metric, and best.safetensors holds the best epoch's weights.
+TEST_F(RunsTest, EpochSummaryLineAndBestModel) {
+  RunResult r = run(with(rn_args(data(), dir_ / "v", 3), {"--val-split", "12"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::regex line(
+      R"(epoch [123]/3  train_loss \d+\.\d{3}  val_accuracy \d+\.\d\d%  lr 0\.0100  \d+\.\d s)");
+  int summaries = 0;
+  for (const std::string& l : r.out_lines())
+    if (l.rfind("epoch ", 0) == 0) {
+      EXPECT_TRUE(std::regex_match(l, line)) << l;
+      ++summaries;
+    }
+  EXPECT_EQ(summaries, 3) << r.out;
+  EXPECT_EQ(r.out_lines().back(), "Finished Training");
+  ASSERT_TRUE(fs::exists(dir_ / "v" / "best.safetensors"));
+  train::RunFile f = train::read_run_file((dir_ / "v" / "checkpoint.safetensors").string());
+  ASSERT_TRUE(f.train->best.has_value());
+  double best = -1;
+  for (const std::string& l : split_lines(read_file(dir_ / "v" / "metrics.jsonl")))
+    if (l.find("\"event\":\"epoch\"") != std::string::npos)
+      best = std::max(best, nlohmann::json::parse(l).at("val_accuracy").get<double>());
+  EXPECT_DOUBLE_EQ(*f.train->best, best);
+}
+
+// Nothing non-finite: the writer refuses a NaN tensor and keeps the previous file; a model file or
+// checkpoint holding NaN is refused by eval, predict and --resume, naming the tensor.
+TEST_F(RunsTest, NonFiniteWeightsAreNeverWrittenOrUsed) {
+  RunResult r = run(rn_args(data(), dir_ / "a", 1));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const fs::path model = dir_ / "a" / "model.safetensors";
+  const std::string good = read_file(model);
+  train::RunFile f = train::read_run_file(model.string());
+  nn::NamedTensors tensors(f.model.begin(), f.model.end());
+  for (auto& [n, t] : tensors)
+    if (n == "conv2.weight") {
+      t = t.clone();
+      t.data<float>()[7] = NAN;
+    }
+  try {
+    train::write_model_file(model.string(), f.meta, tensors);
+    FAIL() << "a NaN tensor was written";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("conv2.weight (1 of 2400 values are NaN or Inf)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(read_file(model), good);
+  // A NaN file made behind hpcnet's back (as a diverged run elsewhere would leave it).
+  std::map<std::string, std::string> meta = {{"hpcnet.model", "lenet"}};
+  nn::NamedTensors bad = tensors;
+  save_safetensors((dir_ / "nan.safetensors").string(), bad, meta);
+  write_png_file(dir_ / "cat.png", 32, 32, noisy_pixels(32, 32, 90, 60, 30, 1, 5, 10));
+  r = run(
+      {"predict", "--weights", (dir_ / "nan.safetensors").string(), (dir_ / "cat.png").string()});
+  expect_refused(r, "predict with NaN weights", {"nan.safetensors", "conv2.weight", "NaN"});
+  r = run({"eval", "--weights", (dir_ / "nan.safetensors").string(), "--data", data().string()});
+  expect_refused(r, "eval with NaN weights", {"conv2.weight"});
+}
