@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark of U-Net training: hpcnet against segmentation_models_pytorch, in one run.
+"""Side-by-side benchmark of segmentation training: hpcnet against PyTorch (smp's U-Net, torchvision's DeepLabV3), in one run.
 
 For each thread count and precision this runs, interleaved, --repeat times:
 
@@ -11,6 +11,14 @@ For each thread count and precision this runs, interleaved, --repeat times:
              --lr 0.001 --weight-decay 0.0001 --lr-min 0 --seed 0 --threads T --precision P
              [--steps N] --out RUN.jsonl        (smp.Unet, AdamW, CosineAnnealingLR per epoch,
                                                  flip 0.5, Normalize(0.5, 0.5), plain CE)
+
+and with --model deeplabv3_resnet50 [--aux-loss] the same, hpcnet run with --model
+deeplabv3_resnet50 [--aux-loss] and the PyTorch side by the same script with --arch
+deeplabv3_resnet50 [--aux-loss] in place of --encoder: torchvision's
+deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=K, aux_loss), the loss
+CE(out) + 0.5 CE(aux) (ignore 255) on both sides with --aux-loss, CE(out) without. The table
+names that side "torchvision"; in the --json-out file it stays under the key "smp" for
+either model (so --render reads older files).
 
 each as its own process, started with subprocess.Popen and reaped with os.wait4 (wall time and
 ru_maxrss of the child, measured here the same way for both), with OMP_NUM_THREADS and
@@ -25,7 +33,8 @@ MKL_NUM_THREADS = T as well as each tool's thread flag. It prints:
   val mIoU %    the process's own validation after its last epoch, when the run ended at an
                 epoch boundary (a full run); pixel acc % beside it (smp: its own; hpcnet: from
                 `hpcnet eval --json` on the final weights, in a separate process)
-  speed ratio   smp train s / hpcnet train s    (above 1: hpcnet trains faster)
+  speed ratio   smp train s / hpcnet train s    (above 1: hpcnet trains faster; DeepLabV3:
+                torchvision's train s)
   mem ratio     hpcnet peak RSS / smp peak RSS   (below 1: hpcnet needs less memory)
 
     python3 bench/compare_segment.py                        # 2 threads, 30 steps: a timing run
@@ -36,13 +45,16 @@ MKL_NUM_THREADS = T as well as each tool's thread flag. It prints:
                                           # (the issue's smp runs took 509-523 s per epoch at
                                           # 2 threads: plan on about an hour per repeat)
     python3 bench/compare_segment.py --steps 3 --threads 1 --repeat 1   # smoke test
+    python3 bench/compare_segment.py --model deeplabv3_resnet50 --aux-loss --steps 10
+                                          # DeepLabV3 against torchvision's (the dilated
+                                          # ResNet-50 costs several U-Net steps)
     python3 bench/compare_segment.py --render /tmp/seg.json --markdown  # reprint a table
 
 Defaults: --data /tmp/scenes (images/{train,val}/*.jpg + masks/{train,val}/*.png, made by
 /work/shared/data/make_scenes.py), --hpcnet build/hpcnet (a private copy is run, so a rebuild
 during the comparison cannot mix builds; path, mtime and sha256 in the header), --smp-python the
 first of /tmp/ref/bin/python, this Python, /opt/torchvenv/bin/python that imports torch and
-segmentation_models_pytorch, --threads 2, --precision fp32, --repeat 1, --workers 1 (hpcnet's
+segmentation_models_pytorch (deeplabv3_resnet50: torchvision), --threads 2, --precision fp32, --repeat 1, --workers 1 (hpcnet's
 data-loading threads; the smp script cuts its batches in the training thread).
 
 Length: --steps N (default 30) stops both after N steps of the 3-epoch recipe (the learning
@@ -58,7 +70,8 @@ parameters, gradients and AdamW): the ratios of a bf16 row are against the other
 --omp-wait-policy sets OMP_WAIT_POLICY for every run (default: the environment's; both tools
 use GNU OpenMP, see bench/README.md "Reading the numbers" for why `passive` helps on a shared
 machine). The header has the machine, its load average at the start and the end, the versions
-(`hpcnet --version` and its `info` backend line, torch, smp, Python) and the start-up footprint
+(`hpcnet --version` and its `info` backend line, torch, smp, torchvision, Python) and the
+start-up footprint
 of each side; --json-out FILE gets every raw run (command, exit status, times, memory, load
 average before and after, the parsed records), rewritten after each cell. The exit status is 1
 when any run failed (the table says FAILED and the notes give the command and its stderr tail).
@@ -82,7 +95,18 @@ DEFAULT_HPCNET = os.path.join(ROOT, "build", "hpcnet")
 DEFAULT_DATA = "/tmp/scenes"
 SMP_SCRIPT = os.path.join(HERE, "smp_train_unet.py")
 DEFAULT_SMP_CANDIDATES = ["/tmp/ref/bin/python", sys.executable, "/opt/torchvenv/bin/python"]
-MODELS = {"unet_resnet18": "resnet18", "unet_resnet34": "resnet34"}  # hpcnet name -> smp encoder
+# hpcnet model name -> the PyTorch side: the library it needs, the arguments that choose it in
+# smp_train_unet.py, and how the header names it.
+MODELS = {
+    "unet_resnet18": {"lib": "smp", "args": ["--encoder", "resnet18"],
+                      "desc": "smp Unet(resnet18, encoder_weights=None)"},
+    "unet_resnet34": {"lib": "smp", "args": ["--encoder", "resnet34"],
+                      "desc": "smp Unet(resnet34, encoder_weights=None)"},
+    "deeplabv3_resnet50": {"lib": "torchvision", "args": ["--arch", "deeplabv3_resnet50"],
+                           "desc": "torchvision deeplabv3_resnet50(weights=None, "
+                                   "weights_backbone=None)"},
+}
+LIB_MODULES = {"smp": "segmentation_models_pytorch", "torchvision": "torchvision"}
 RECIPE_EPOCHS = 3
 DEFAULT_STEPS = 30
 
@@ -143,14 +167,16 @@ def hpcnet_cmd(args, threads, precision, outdir):
            "--lr-min", str(args.lr_min), "--augment", "--seed", str(args.seed),
            "--threads", str(threads), "--workers", str(args.workers),
            "--precision", precision, "--no-progress", "--out", outdir]
+    if args.aux_loss:
+        cmd += ["--aux-loss"]
     if args.steps:
         cmd += ["--steps", str(args.steps)]
     return cmd
 
 
 def smp_cmd(args, threads, precision, out):
-    cmd = [args.smp_python, SMP_SCRIPT, "--data", args.data, "--encoder", MODELS[args.model],
-           "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+    cmd = [args.smp_python, SMP_SCRIPT, "--data", args.data, *MODELS[args.model]["args"],
+           *(["--aux-loss"] if args.aux_loss else []), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
            "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
            "--lr-min", str(args.lr_min), "--seed", str(args.seed), "--threads", str(threads),
            "--precision", precision, "--out", out]
@@ -246,6 +272,7 @@ def run_smp(args, threads, precision, workdir, tag):
                self_reported_peak_rss_before_val_mb=end.get("peak_rss_before_val_mb"),
                self_reported_children_peak_rss_mb=end.get("peak_rss_children_mb"),
                torch_version=end.get("torch_version"), smp_version=end.get("smp_version"),
+               torchvision_version=end.get("torchvision_version"),
                epochs=[{k: r.get(k) for k in ("epoch", "steps", "seconds", "train_loss",
                                               "val_miou", "pixel_accuracy", "images_per_sec",
                                               "partial", "eval_seconds")} for r in epochs])
@@ -274,9 +301,14 @@ def check_run(args, res):
 # --------------------------------------------------------------------------------------------
 
 def probe_smp(interp):
-    code = ("import json,platform,torch,segmentation_models_pytorch as smp;"
-            "c=getattr(torch.backends,'cpu',None);f=getattr(c,'get_cpu_capability',None);"
-            "print(json.dumps({'torch':torch.__version__,'smp':smp.__version__,"
+    """Versions under interp: torch (required), smp and torchvision (None when not importable)."""
+    code = ("import json,platform,importlib,torch\n"
+            "def v(m):\n"
+            "    try: return importlib.import_module(m).__version__\n"
+            "    except Exception: return None\n"
+            "c=getattr(torch.backends,'cpu',None);f=getattr(c,'get_cpu_capability',None)\n"
+            "print(json.dumps({'torch':torch.__version__,'smp':v('segmentation_models_pytorch'),"
+            "'torchvision':v('torchvision'),"
             "'python':platform.python_version(),'module':torch.__file__,"
             "'cpu_capability':f() if f else None,"
             "'mkldnn':torch.backends.mkldnn.is_available()}))")
@@ -291,15 +323,16 @@ def probe_smp(interp):
         return None
 
 
-def find_smp_python(spec):
+def find_smp_python(spec, lib):
+    """The first candidate that imports torch and lib ("smp" or "torchvision"), and its versions."""
     cands = [spec] if spec else DEFAULT_SMP_CANDIDATES
     for interp in cands:
         if not (shutil.which(interp) or os.path.exists(interp)):
             continue
         info = probe_smp(interp)
-        if info:
+        if info and info.get(lib):
             return interp, info
-    raise SystemExit("error: no interpreter imports torch and segmentation_models_pytorch "
+    raise SystemExit(f"error: no interpreter imports torch and {LIB_MODULES[lib]} "
                      f"(tried {', '.join(cands)}); give --smp-python")
 
 
@@ -371,10 +404,16 @@ HEADERS = ["threads", "precision", "implementation", "train s", "s/step", "image
            "process wall s"]
 
 
+def ref_lib(meta):
+    """The PyTorch side's library of a run's model: "smp" or "torchvision"."""
+    return MODELS.get(meta["settings"]["model"], MODELS["unet_resnet18"])["lib"]
+
+
 def row_cells(cell, side, meta):
     s = cell["summary"][side]
+    lib = ref_lib(meta)
     label = ("hpcnet " + meta["hpcnet"]["version"].replace("hpcnet ", "") if side == "hpcnet"
-             else f"smp {meta['smp']['smp']} (torch {meta['smp']['torch']})")
+             else f"{lib} {meta['smp'].get(lib)} (torch {meta['smp']['torch']})")
     prec = cell["precision"] + (" autocast" if side == "smp" and cell["precision"] == "bf16"
                                 else "")
     if "error" in s:
@@ -400,8 +439,13 @@ def render_table(meta, cells, markdown):
 
 def render_header(meta):
     m, st, b, sm = meta["machine"], meta["settings"], meta["hpcnet"]["binary"], meta["smp"]
+    lib = ref_lib(meta)
     length = (f"{st['steps']} steps of the {st['epochs']}-epoch recipe (a timing run)"
               if st["steps"] else f"{st['epochs']} full epochs")
+    aux = st.get("aux_loss")
+    loss = ("cross-entropy (ignore 255) of out + 0.5 x that of the aux head (--aux-loss)" if aux
+            else "cross-entropy (ignore 255)")
+    startup_import = meta.get("startup_import", "import torch, segmentation_models_pytorch")
     return [
         f"date {meta['date']}; machine: {m['cpu']}, {m['cpus']} CPUs ({m['usable_cpus']} "
         f"usable), {m['mem_gib']} GiB, Linux {m['kernel']}; CPU flags: "
@@ -409,41 +453,43 @@ def render_header(meta):
         f"load average (1/5/15 min): start {meta['loadavg_start']}, end {meta['loadavg_end']}",
         f"hpcnet: {meta['hpcnet']['version']}; {meta['hpcnet']['cpu_backend']}; ran a copy of "
         f"{b['path']} (mtime {b['mtime']}, sha256 {b['sha256'][:16]})",
-        f"smp: segmentation_models_pytorch {sm['smp']}, torch {sm['torch']} (python "
+        f"{lib}: {'segmentation_models_pytorch ' if lib == 'smp' else ''}{sm.get(lib)}, "
+        f"torch {sm['torch']} (python "
         f"{sm['python']}, {meta['smp_python']}; mkldnn {sm.get('mkldnn')}, cpu capability "
         f"{sm.get('cpu_capability') or 'n/a'})",
         f"data: {st['data']} (train {meta['train_images']}, val {meta['val_images']} images), "
-        f"imgsz {st['imgsz']}; recipe: {st['model']} / smp Unet({MODELS[st['model']]}, "
-        f"encoder_weights=None), AdamW lr {st['lr']} wd {st['weight_decay']}, cosine per epoch "
-        f"to {st['lr_min']}, batch {st['batch_size']}, flip 0.5, Normalize(0.5, 0.5), "
-        f"cross-entropy (ignore 255), seed {st['seed']}",
+        f"imgsz {st['imgsz']}; recipe: {st['model']}{' --aux-loss' if aux else ''} / "
+        f"{MODELS[st['model']]['desc']}, AdamW lr {st['lr']} wd {st['weight_decay']}, cosine "
+        f"per epoch to {st['lr_min']}, batch {st['batch_size']}, flip 0.5, "
+        f"Normalize(0.5, 0.5), {loss}, seed {st['seed']}",
         f"length: {length}; threads {', '.join(map(str, st['threads']))} (OMP_NUM_THREADS, "
         f"MKL_NUM_THREADS and each tool's flag), hpcnet --workers {st['workers']}, "
         f"OMP_WAIT_POLICY={st['omp_wait_policy'] or '(inherited)'}; repeat {st['repeat']} "
         f"(median), the two sides interleaved",
-        "start-up peak RSS (`hpcnet --version`; `python -c 'import torch, "
-        "segmentation_models_pytorch'`): " +
-        ", ".join(f"{k} {fmt(v, '.0f')} MB" for k, v in meta.get("startup_rss_mb", {}).items()),
+        f"start-up peak RSS (`hpcnet --version`; `python -c '{startup_import}'`): " +
+        ", ".join(f"{k if k == 'hpcnet' else lib} {fmt(v, '.0f')} MB"
+                  for k, v in meta.get("startup_rss_mb", {}).items()),
     ]
 
 
 def render_notes(meta, cells):
     st = meta["settings"]
+    lib = ref_lib(meta)
     notes = [
         "train s: each tool's own training-loop time from its JSON lines (hpcnet: the end "
-        "record of RUN/metrics.jsonl; smp: the end record of its --out file), the sum of its "
+        f"record of RUN/metrics.jsonl; {lib}: the end record of its --out file), the sum of its "
         "epochs' loop times. Not in it: decoding the dataset into memory (both decode all "
         "images and masks first), validation, hpcnet's checkpoint writes. In it, on both "
         "sides: the per-batch data work (index, flip, ToTensor + Normalize); hpcnet does it on "
-        f"{st['workers']} loader thread(s) beside the step, the smp script in the training "
+        f"{st['workers']} loader thread(s) beside the step, the {lib} script in the training "
         "thread (a few ms per batch of 32).",
         "s/step = train s / steps; images/s = images / train s; process wall s: the whole "
         "process from start to exit (start-up, imports, decoding, validation included).",
         "peak RSS: ru_maxrss of the whole process from os.wait4() on it, the same for both "
-        "(the decoded dataset included; for smp the interpreter and torch's libraries). In a "
+        f"(the decoded dataset included; for {lib} the interpreter and torch's libraries). In a "
         "run that validates, validation (batch 500 on both sides) is part of it.",
-        "speed ratio = smp train s / hpcnet train s (above 1: hpcnet faster; 2.00x: in half "
-        "the time), medians; mem ratio = hpcnet peak RSS / smp peak RSS (below 1: hpcnet "
+        f"speed ratio = {lib} train s / hpcnet train s (above 1: hpcnet faster; 2.00x: in half "
+        f"the time), medians; mem ratio = hpcnet peak RSS / {lib} peak RSS (below 1: hpcnet "
         "smaller). Each row pair is one thread count and precision.",
         "val mIoU / pixel acc: torchvision's segmentation ConfusionMatrix on the val split "
         "(hpcnet implements the same formula), from each process's own validation after its "
@@ -456,7 +502,8 @@ def render_notes(meta, cells):
            for c in cells for s in ("hpcnet", "smp")):
         notes.append("`*`: stopped mid-epoch (--steps) with --eval-partial: hpcnet's value "
                      "from `hpcnet eval --split val` on the saved weights (separate process, fp32), "
-                     "smp's from the script's own validation at the stop (after the timed loop).")
+                     f"{lib}'s from the script's own validation at the stop (after the timed "
+                     "loop).")
     for c in cells:
         key = f"threads {c['threads']} {c['precision']}"
         r = c["ratios"]
@@ -493,12 +540,13 @@ def render_notes(meta, cells):
                     parts.append("WARNING " + w)
                 if x.get("eval", {}).get("error"):
                     parts.append("hpcnet eval FAILED: " + x["eval"]["error"][:300])
+            shown = side if side == "hpcnet" else lib
             if parts:
-                notes.append(f"{key} {side}: " + "; ".join(parts))
+                notes.append(f"{key} {shown}: " + "; ".join(parts))
             for x in runs:
                 if "error" in x:
                     tl = (x.get("stderr_tail") or "").rstrip()
-                    notes.append(f"{key} {side} FAILED ({x['error']}): `{' '.join(x['cmd'])}`" +
+                    notes.append(f"{key} {shown} FAILED ({x['error']}): `{' '.join(x['cmd'])}`" +
                                  ("\n    stderr tail:\n" +
                                   "\n".join("    " + l for l in tl.splitlines()) if tl else ""))
     return notes
@@ -531,9 +579,15 @@ def parse_args(argv=None):
     p.add_argument("--data", default=DEFAULT_DATA, help="images/ + masks/ dataset both read")
     p.add_argument("--hpcnet", default=DEFAULT_HPCNET, help="hpcnet binary (a copy is run)")
     p.add_argument("--smp-python", default=None,
-                   help="Python with torch and segmentation_models_pytorch (default: the first "
-                        "of " + ", ".join(DEFAULT_SMP_CANDIDATES) + " that imports both)")
-    p.add_argument("--model", default="unet_resnet18", choices=sorted(MODELS))
+                   help="Python with torch and segmentation_models_pytorch (deeplabv3_resnet50: "
+                        "torchvision) (default: the first of " + ", ".join(DEFAULT_SMP_CANDIDATES)
+                        + " that imports both)")
+    p.add_argument("--model", default="unet_resnet18", choices=sorted(MODELS),
+                   help="hpcnet's model; the PyTorch side: smp's Unet for unet_*, torchvision's "
+                        "deeplabv3_resnet50")
+    p.add_argument("--aux-loss", action="store_true",
+                   help="deeplabv3_resnet50: both sides train the aux FCN head, loss out + 0.5 "
+                        "aux")
     p.add_argument("--threads", default="2", help="comma list of thread counts")
     p.add_argument("--precision", default="fp32", help="comma list of fp32, bf16")
     p.add_argument("--steps", type=int, default=None,
@@ -583,6 +637,8 @@ def parse_args(argv=None):
     for name in ("epochs", "repeat", "batch_size", "imgsz"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if a.aux_loss and a.model != "deeplabv3_resnet50":
+        p.error("--aux-loss needs --model deeplabv3_resnet50")
     if a.steps < 0 or a.workers < 0:
         p.error("--steps and --workers must be >= 0")
     if not os.path.isdir(os.path.join(a.data, "images", "train")):
@@ -603,7 +659,8 @@ def main(argv=None):
                         for r in c["runs"][side]) else 0
 
     loadavg_start = loadavg()
-    args.smp_python, smp_info = find_smp_python(args.smp_python)
+    lib = MODELS[args.model]["lib"]
+    args.smp_python, smp_info = find_smp_python(args.smp_python, lib)
     workdir = tempfile.mkdtemp(prefix="hpcnet-compare-segment-")
     # Run a private copy: a rebuild of build/hpcnet during the comparison must not mix builds.
     binary = {"path": os.path.abspath(args.hpcnet), "sha256": compare.sha256_file(args.hpcnet),
@@ -613,7 +670,7 @@ def main(argv=None):
     shutil.copy2(binary["path"], args.hpcnet)
     binary["copy"] = args.hpcnet
     log(f"hpcnet: {binary['path']} (mtime {binary['mtime']}, sha256 {binary['sha256']}), "
-        f"running the copy {args.hpcnet}; smp: {args.smp_python}")
+        f"running the copy {args.hpcnet}; {lib}: {args.smp_python}")
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "argv": sys.argv,
@@ -629,14 +686,14 @@ def main(argv=None):
         "settings": {k: getattr(args, k) for k in
                      ("data", "model", "imgsz", "epochs", "steps", "batch_size", "lr",
                       "weight_decay", "lr_min", "seed", "workers", "repeat", "omp_wait_policy",
-                      "eval_partial")} | {"threads": args.thread_list,
-                                          "precisions": args.precision_list},
+                      "eval_partial", "aux_loss")} | {"threads": args.thread_list,
+                                                      "precisions": args.precision_list},
+        "startup_import": f"import torch, {LIB_MODULES[lib]}",
     }
     # Fixed cost of each side: the whole-process peak of a process that only starts up.
     meta["startup_rss_mb"] = {}
     for name, cmd in [("hpcnet", [args.hpcnet, "--version"]),
-                      ("smp", [args.smp_python, "-c",
-                               "import torch, segmentation_models_pytorch"])]:
+                      ("smp", [args.smp_python, "-c", meta["startup_import"]])]:
         rc, _, kib = compare.run_measured(cmd, run_env(args, 1), args.timeout,
                                           os.devnull, os.devnull)
         meta["startup_rss_mb"][name] = round(kib / 1024.0, 1) if rc == 0 else None
@@ -651,7 +708,8 @@ def main(argv=None):
                     # Interleaved, so a slow phase of a shared machine hits both sides.
                     for side, fn in (("hpcnet", run_hpcnet), ("smp", run_smp)):
                         tag = f"t{th}-{prec}-r{rep}-{side}"
-                        log(f"[threads {th} {prec} run {rep + 1}/{args.repeat}] {side} "
+                        log(f"[threads {th} {prec} run {rep + 1}/{args.repeat}] "
+                            f"{side if side == 'hpcnet' else lib} "
                             f"(load {loadavg()}) ...")
                         r = fn(args, th, prec, workdir, tag)
                         r["repeat"] = rep

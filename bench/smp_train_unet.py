@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The PyTorch reference for hpcnet's U-Net: segmentation_models_pytorch trained with the same recipe.
+"""The PyTorch reference for hpcnet's segmentation models: smp's U-Net (default) or torchvision's
+DeepLabV3 (--arch deeplabv3_resnet50), trained with the same recipe.
 
 What users compare hpcnet's `--model unet_resnet18 --dataset segmentation` against:
 
@@ -9,6 +10,13 @@ What users compare hpcnet's `--model unet_resnet18 --dataset segmentation` again
         all steps, stepped after every step)
     batch 32, RandomHorizontalFlip(0.5) of image and mask, ToTensor (/255), Normalize(0.5, 0.5)
     CrossEntropyLoss(ignore_index=255), 3 epochs, torch.set_num_threads(--threads)
+
+and, with --arch deeplabv3_resnet50 [--aux-loss], hpcnet's `--model deeplabv3_resnet50
+[--aux-loss]` against torchvision.models.segmentation.deeplabv3_resnet50(weights=None,
+weights_backbone=None, num_classes=11, aux_loss=--aux-loss) under the same recipe (not
+torchvision's reference SGD/poly one); the loss is torchvision's reference criterion,
+CE(out) + 0.5 CE(aux) with ignore_index 255 (the aux term only with --aux-loss), and validation
+takes "out". --encoder applies to the U-Net only.
 
 on a dataset laid out as hpcnet's segmentation reader wants it (e.g. /tmp/scenes, made by
 /work/shared/data/make_scenes.py):
@@ -47,13 +55,14 @@ Usage (the venv with torch, torchvision and segmentation-models-pytorch: /tmp/re
     /tmp/ref/bin/python bench/smp_train_unet.py --data /tmp/scenes --threads 2 --out /tmp/smp.jsonl
     /tmp/ref/bin/python bench/smp_train_unet.py --data /tmp/scenes --steps 3 --threads 1   # smoke
     /tmp/ref/bin/python bench/smp_train_unet.py --data /tmp/scenes --precision bf16 --steps 30
+    /tmp/ref/bin/python bench/smp_train_unet.py --arch deeplabv3_resnet50 --aux-loss --steps 2
 
 It prints one line per epoch and, with --out FILE, writes JSON lines like hpcnet's
 metrics.jsonl: {"event": "start", ...}, one {"event": "epoch", "epoch", "steps", "train_loss",
 "val_miou", "pixel_accuracy", "per_class_iou", "seconds", "images_per_sec", "lr", "partial",
 ...} per epoch (seconds = that epoch's training loop, validation not included) and an
 {"event": "end", "train_seconds", "images", "steps", "images_per_sec", "load_seconds",
-"peak_rss_mb", "peak_rss_before_val_mb", ...} record (RUSAGE_SELF: at the end, and just before
+"peak_rss_mb", "peak_rss_before_val_mb", "smp_version" or "torchvision_version", ...} record (RUSAGE_SELF: at the end, and just before
 the first validation, i.e. the training loop's own peak; validation at batch 500 of 128x128
 images needs several GB in torch, more than training at batch 32). bench/compare_segment.py runs this beside `hpcnet train`.
 """
@@ -72,8 +81,10 @@ import torch
 import torch.nn as nn
 
 IGNORE_INDEX = 255
+AUX_WEIGHT = 0.5  # torchvision's reference criterion: out + 0.5 aux
 DEFAULT_DATA = "/tmp/scenes"
 IMAGE_EXT = (".jpg", ".jpeg", ".png")
+ARCHS = ("unet", "deeplabv3_resnet50")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +239,46 @@ def make_batch(images, masks, flip=None):
 
 
 # ---------------------------------------------------------------------------------------------
+# Models and the loss.
+# ---------------------------------------------------------------------------------------------
+
+def build_model(args, n_classes):
+    """(model, description, {"smp_version" | "torchvision_version": version}) for --arch. The
+    model maps a batch to a dict of logits: "out" and, for DeepLabV3 with --aux-loss, "aux" (as
+    torchvision's segmentation models do; smp's U-Net is wrapped to match)."""
+    if args.arch == "unet":
+        import segmentation_models_pytorch as smp
+        unet = smp.Unet(args.encoder, encoder_weights=None, classes=n_classes)
+        return _OutDict(unet), f"Unet({args.encoder})", {"smp_version": smp.__version__}
+    import torchvision
+    model = torchvision.models.segmentation.deeplabv3_resnet50(
+        weights=None, weights_backbone=None, num_classes=n_classes, aux_loss=args.aux_loss)
+    return (model, f"deeplabv3_resnet50(aux_loss={args.aux_loss})",
+            {"torchvision_version": torchvision.__version__})
+
+
+class _OutDict(nn.Module):
+    """A module returning {"out": the inner model's logits}."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return {"out": self.inner(x)}
+
+
+def criterion(outputs, target):
+    """torchvision's references/segmentation/train.py criterion: cross-entropy (ignore 255) of
+    each head, out + 0.5 aux when there is an aux head."""
+    losses = {name: nn.functional.cross_entropy(x, target, ignore_index=IGNORE_INDEX)
+              for name, x in outputs.items()}
+    if len(losses) == 1:
+        return losses["out"]
+    return losses["out"] + AUX_WEIGHT * losses["aux"]
+
+
+# ---------------------------------------------------------------------------------------------
 # Self-check.
 # ---------------------------------------------------------------------------------------------
 
@@ -313,6 +364,15 @@ def self_check():
             assert close(opt.param_groups[0]["lr"], want, 1e-9), (per_step, k)
             opt.step()
             sched.step()
+    # The loss: plain CE of "out"; with an aux head, out + 0.5 aux; 255 left out.
+    g = torch.Generator().manual_seed(2)
+    lo, la = torch.randn(2, 3, 4, 4, generator=g), torch.randn(2, 3, 4, 4, generator=g)
+    tg = torch.randint(0, 3, (2, 4, 4), generator=g)
+    tg[0, 0] = IGNORE_INDEX
+    ce = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)
+    assert close(criterion({"out": lo}, tg).item(), ce(lo, tg).item(), 1e-6)
+    assert close(criterion({"out": lo, "aux": la}, tg).item(),
+                 ce(lo, tg).item() + 0.5 * ce(la, tg).item(), 1e-6)
     # data.yaml names, the rule hpcnet uses (background first).
     y = "path: x\nnames:\n  0: T-shirt/top\n  1: Trouser\n"
     assert _yaml_names_fallback(y) == {0: "T-shirt/top", 1: "Trouser"}
@@ -320,7 +380,8 @@ def self_check():
     assert yaml_names("names: [a, b]\n") == ["a", "b"]
     print("self-check passed: confusion matrix (hand example: mIoU 50.00%, pixel accuracy "
           "66.67%; NaN and absent-class cases; float32 torchvision reference), batching "
-          "(normalise, flip of image and mask), CosineAnnealingLR, data.yaml names")
+          "(normalise, flip of image and mask), the out + 0.5 aux loss, CosineAnnealingLR, "
+          "data.yaml names")
     return 0
 
 
@@ -333,7 +394,14 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=DEFAULT_DATA,
                    help="images/{train,val}/*.jpg + masks/{train,val}/*.png (default %(default)s)")
-    p.add_argument("--encoder", default="resnet18", help="smp encoder (default %(default)s)")
+    p.add_argument("--arch", default="unet", choices=ARCHS,
+                   help="unet: smp.Unet(--encoder); deeplabv3_resnet50: torchvision's "
+                        "(default %(default)s)")
+    p.add_argument("--encoder", default="resnet18",
+                   help="smp encoder of --arch unet (default %(default)s)")
+    p.add_argument("--aux-loss", action="store_true",
+                   help="deeplabv3_resnet50: the auxiliary FCN head on layer3, its loss "
+                        "weighted 0.5 (torchvision's --aux-loss)")
     p.add_argument("--classes", type=int, default=0,
                    help="output classes (default: from classes.txt or data.yaml, as hpcnet)")
     p.add_argument("--epochs", type=int, default=3)
@@ -365,6 +433,8 @@ def parse_args(argv=None):
         p.error("--steps, --lr, --weight-decay and --classes must be >= 0")
     if a.threads is not None and a.threads < 1:
         p.error("--threads must be >= 1")
+    if a.aux_loss and a.arch != "deeplabv3_resnet50":
+        p.error("--aux-loss needs --arch deeplabv3_resnet50")
     return a
 
 
@@ -378,7 +448,6 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     if args.self_check:
         return self_check()
-    import segmentation_models_pytorch as smp
 
     t0 = time.perf_counter()
     try:
@@ -407,16 +476,17 @@ def main(argv=None):
           f"{w}x{h}, {n_classes} classes; decoded in {load_s:.1f} s", flush=True)
 
     torch.manual_seed(args.seed)
-    model = smp.Unet(args.encoder, encoder_weights=None, classes=n_classes)
+    model, described, versions = build_model(args, n_classes)
     n_params = sum(q.numel() for q in model.parameters())
-    criterion = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     t_max = args.epochs * steps_per_epoch if args.lr_per_step else args.epochs
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=t_max, eta_min=args.lr_min)
     gen = torch.Generator().manual_seed(args.seed)
     bf16 = args.precision == "bf16"
-    print(f"torch {torch.__version__}, smp {smp.__version__}, threads {torch.get_num_threads()}, "
-          f"precision {args.precision}; Unet({args.encoder}) {n_params} parameters; "
+    print(f"torch {torch.__version__}, "
+          + ", ".join(f"{k.replace('_version', '')} {v}" for k, v in versions.items())
+          + f", threads {torch.get_num_threads()}, "
+          f"precision {args.precision}; {described} {n_params} parameters; "
           f"{steps_per_epoch} steps per epoch x {args.epochs} epochs"
           + (f", stopping after {args.steps} steps" if args.steps else ""), flush=True)
 
@@ -431,7 +501,7 @@ def main(argv=None):
                 x, y = make_batch(val_x[s:s + args.val_batch_size],
                                   val_y[s:s + args.val_batch_size])
                 with autocast():
-                    out = model(x)
+                    out = model(x)["out"]
                 cm.update(y, out.argmax(1))
         model.train()
         return cm
@@ -447,7 +517,7 @@ def main(argv=None):
           "classes": n_classes, "class_names": names, "train_images": n_train,
           "val_images": 0 if val_x is None else len(val_x), "parameters": n_params,
           "threads": torch.get_num_threads(), "torch_version": torch.__version__,
-          "smp_version": smp.__version__, "load_seconds": round(load_s, 3)})
+          **versions, "load_seconds": round(load_s, 3)})
 
     model.train()
     steps = images = 0
@@ -519,7 +589,7 @@ def main(argv=None):
            "peak_rss_before_val_mb": rss_before_val and round(rss_before_val, 1),
            "peak_rss_children_mb": round(peak_rss_mb(resource.RUSAGE_CHILDREN), 1),
            "threads": torch.get_num_threads(), "precision": args.precision,
-           "torch_version": torch.__version__, "smp_version": smp.__version__}
+           "torch_version": torch.__version__, **versions}
     emit(end)
     if out_file:
         out_file.close()
