@@ -11,6 +11,7 @@ package is not needed). Output is deterministic for a given torch version; see R
 """
 import functools
 import json
+import math
 import os
 import struct
 import sys
@@ -30,6 +31,34 @@ _DTYPE_CODES = {
     torch.float16: "F16",
     torch.int64: "I64",
 }
+
+
+def name_key(name):
+    """The formula weights' per-tensor key: sum((j + 1) * byte_j of NAME) mod 9973."""
+    return sum((j + 1) * b for j, b in enumerate(name.encode("ascii"))) % 9973
+
+
+def weight_values(name, shape):
+    """The formula weights of make_golden_unet.py and make_golden_deeplab.py (and of
+    tests/test_util.h's fill_from_formula): v_i = sin(0.7 i + 1.3 name_key + 0.5) in float64, then
+    conv weights v sqrt(3 / fan_in), BatchNorm weight 1 + 0.2 v, running_mean 0.1 v, running_var
+    1 + 0.5 |v|, biases 0.1 v, num_batches_tracked 0; rounded to float32."""
+    import numpy as np
+    n = int(np.prod(shape)) if len(shape) else 1
+    v = np.sin(0.7 * np.arange(n, dtype=np.float64) + 1.3 * name_key(name) + 0.5)
+    if name.endswith("num_batches_tracked"):
+        return torch.zeros(shape, dtype=torch.int64)
+    if name.endswith("running_mean"):
+        out = 0.1 * v
+    elif name.endswith("running_var"):
+        out = 1 + 0.5 * np.abs(v)
+    elif name.endswith("weight") and len(shape) == 4:
+        out = v * math.sqrt(3.0 / (shape[1] * shape[2] * shape[3]))
+    elif name.endswith("weight"):
+        out = 1 + 0.2 * v
+    else:
+        out = 0.1 * v
+    return torch.from_numpy(out.astype(np.float32).reshape(shape))
 
 
 def save_safetensors(path, tensors, metadata):

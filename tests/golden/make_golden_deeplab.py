@@ -59,7 +59,6 @@ Metadata: the torch and torchvision versions, the model call, "parameters" (with
 classifier) and "parameters_no_aux" (the same call with aux_loss=False), this description.
 torch.set_num_threads(1) keeps reruns byte-identical on one machine.
 """
-import math
 import os
 import sys
 
@@ -71,7 +70,7 @@ from torchvision.models.segmentation import deeplabv3_resnet50
 
 OUT_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, OUT_DIR)
-from make_golden import save_safetensors  # noqa: E402
+from make_golden import save_safetensors, weight_values  # noqa: E402
 
 # Small tensors spread through the net (a 3x3 conv of layer3 or layer4 alone would be 2.4 or
 # 9.4 MB); the BatchNorms behind the dilated convolutions carry their gradients.
@@ -90,28 +89,6 @@ BN_STATS = ["backbone.bn1", "backbone.layer1.0.bn1", "backbone.layer3.1.bn2",
             "backbone.layer4.2.bn2", "classifier.0.convs.4.2", "classifier.2", "aux_classifier.1"]
 N_PARAMS = 41_998_934
 N_PARAMS_NO_AUX = 39_636_299
-
-
-def name_key(name):
-    return sum((j + 1) * b for j, b in enumerate(name.encode("ascii"))) % 9973
-
-
-def weight_values(name, shape):
-    n = int(np.prod(shape)) if len(shape) else 1
-    v = np.sin(0.7 * np.arange(n, dtype=np.float64) + 1.3 * name_key(name) + 0.5)
-    if name.endswith("num_batches_tracked"):
-        return torch.zeros(shape, dtype=torch.int64)
-    if name.endswith("running_mean"):
-        out = 0.1 * v
-    elif name.endswith("running_var"):
-        out = 1 + 0.5 * np.abs(v)
-    elif name.endswith("weight") and len(shape) == 4:
-        out = v * math.sqrt(3.0 / (shape[1] * shape[2] * shape[3]))
-    elif name.endswith("weight"):
-        out = 1 + 0.2 * v
-    else:
-        out = 0.1 * v
-    return torch.from_numpy(out.astype(np.float32).reshape(shape))
 
 
 def main():

@@ -27,7 +27,6 @@ each rounded to float32. Entries (float32 unless noted):
   logits_eval (1,11,64,64)    model.eval() forward with the formula's running statistics
 torch.set_num_threads(1) keeps reruns byte-identical on one machine.
 """
-import math
 import os
 import sys
 
@@ -38,35 +37,13 @@ import segmentation_models_pytorch as smp
 
 OUT_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, OUT_DIR)
-from make_golden import save_safetensors  # noqa: E402
+from make_golden import save_safetensors, weight_values  # noqa: E402
 
 GRAD_FULL = ["encoder.conv1.weight", "encoder.bn1.weight", "encoder.layer2.0.downsample.0.weight",
              "encoder.layer4.1.bn2.bias", "decoder.blocks.3.conv1.0.weight",
              "decoder.blocks.4.conv2.0.weight", "decoder.blocks.4.conv2.1.weight",
              "segmentation_head.0.weight", "segmentation_head.0.bias"]
 BN_STATS = ["encoder.bn1", "encoder.layer3.1.bn2", "decoder.blocks.2.conv1.1"]
-
-
-def name_key(name):
-    return sum((j + 1) * b for j, b in enumerate(name.encode("ascii"))) % 9973
-
-
-def weight_values(name, shape):
-    n = int(np.prod(shape)) if len(shape) else 1
-    v = np.sin(0.7 * np.arange(n, dtype=np.float64) + 1.3 * name_key(name) + 0.5)
-    if name.endswith("num_batches_tracked"):
-        return torch.zeros(shape, dtype=torch.int64)
-    if name.endswith("running_mean"):
-        out = 0.1 * v
-    elif name.endswith("running_var"):
-        out = 1 + 0.5 * np.abs(v)
-    elif name.endswith("weight") and len(shape) == 4:
-        out = v * math.sqrt(3.0 / (shape[1] * shape[2] * shape[3]))
-    elif name.endswith("weight"):
-        out = 1 + 0.2 * v
-    else:
-        out = 0.1 * v
-    return torch.from_numpy(out.astype(np.float32).reshape(shape))
 
 
 def main():

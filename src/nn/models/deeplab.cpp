@@ -4,20 +4,10 @@
 // interpolation (align_corners=False), as torchvision's _SimpleSegmentationModel does.
 #include <cmath>
 
-#include "hpcnet/rng.h"
 #include "src/nn/models/models.h"
 
 namespace hpcnet::nn {
 namespace {
-
-// torch.nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu"), torchvision's ResNet
-// initialisation of every convolution.
-void kaiming_normal_fan_out(Tensor& w) {
-  const int64_t fan_out = w.numel() / w.size(1);
-  const double std = std::sqrt(2.0 / static_cast<double>(fan_out));
-  float* p = w.data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) p[i] = static_cast<float>(default_rng().normal() * std);
-}
 
 // Appends conv (k x k, no bias, padding = dilation), BatchNorm2d and ReLU to seq as its next
 // children, as torchvision's heads are built.
@@ -89,17 +79,7 @@ DilatedResNetTrunk::DilatedResNetTrunk(const std::vector<int64_t>& blocks,
 }
 
 Outputs DilatedResNetTrunk::forward_features(const Tensor& input) {
-  HPCNET_REQUIRE(input.dim() == 4 && input.size(1) == 3,
-                 "resnet trunk takes (N, 3, H, W) images, got " + shape_str(input.shape()));
-  Outputs out;
-  Tensor x = bn1->forward_act(conv1->forward(input), Tensor(), true);  // (N, 64, H/2, W/2)
-  out.push_back(x);
-  x = maxpool->forward(x);
-  for (auto& layer : layers) {
-    x = layer->forward(x);
-    out.push_back(x);
-  }
-  return out;
+  return torchvision_resnet_features(*conv1, *bn1, *maxpool, layers, input);
 }
 
 std::vector<int64_t> DilatedResNetTrunk::feature_strides() const {

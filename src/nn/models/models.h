@@ -60,6 +60,15 @@ class CifarResNet : public Module {
   std::shared_ptr<Linear> linear;
 };
 
+// torch.nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu"): torchvision's ResNet
+// initialisation of every convolution (float32 w, from default_rng()).
+void kaiming_normal_fan_out(Tensor& w);
+// A torchvision ResNet's forward as a trunk: relu(bn1(conv1(x))) (stride 2), maxpool, then each
+// layer; returns the stem's map and every layer's.
+Outputs torchvision_resnet_features(Conv2d& conv1, BatchNorm2d& bn1, MaxPool2d& maxpool,
+                                    const std::vector<std::shared_ptr<Sequential>>& layers,
+                                    const Tensor& input);
+
 // torchvision's ImageNet ResNet trunk (resnet18: 2, 2, 2, 2 basic blocks; resnet34: 3, 4, 6, 3),
 // as segmentation_models_pytorch's encoder: conv1 7x7 stride 2 (3 -> 64), bn1, relu, maxpool 3x3
 // stride 2, layer1..layer4 (64, 128, 256, 512 channels, the first block of layers 2-4 at stride

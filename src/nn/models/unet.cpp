@@ -13,13 +13,6 @@ int64_t fan(const Tensor& w, bool out) {
   return (out ? w.size(0) : w.size(1)) * receptive;
 }
 
-// torch.nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu").
-void kaiming_normal_fan_out(Tensor& w) {
-  const double std = std::sqrt(2.0 / static_cast<double>(fan(w, true)));
-  float* p = w.data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) p[i] = static_cast<float>(default_rng().normal() * std);
-}
-
 void uniform(Tensor& w, double bound) {
   float* p = w.data<float>();
   for (int64_t i = 0; i < w.numel(); ++i)
@@ -32,6 +25,28 @@ void zero(Tensor& t) {
 }
 
 }  // namespace
+
+void kaiming_normal_fan_out(Tensor& w) {
+  const double std = std::sqrt(2.0 / static_cast<double>(fan(w, true)));
+  float* p = w.data<float>();
+  for (int64_t i = 0; i < w.numel(); ++i) p[i] = static_cast<float>(default_rng().normal() * std);
+}
+
+Outputs torchvision_resnet_features(Conv2d& conv1, BatchNorm2d& bn1, MaxPool2d& maxpool,
+                                    const std::vector<std::shared_ptr<Sequential>>& layers,
+                                    const Tensor& input) {
+  HPCNET_REQUIRE(input.dim() == 4 && input.size(1) == 3,
+                 "resnet trunk takes (N, 3, H, W) images, got " + shape_str(input.shape()));
+  Outputs out;
+  Tensor x = bn1.forward_act(conv1.forward(input), Tensor(), true);  // (N, 64, H/2, W/2)
+  out.push_back(x);
+  x = maxpool.forward(x);
+  for (auto& layer : layers) {
+    x = layer->forward(x);
+    out.push_back(x);
+  }
+  return out;
+}
 
 ImageNetResNetTrunk::ImageNetResNetTrunk(const std::vector<int64_t>& blocks) {
   conv1 = register_module("conv1", std::make_shared<Conv2d>(3, 64, 7, 2, 3, false));
@@ -53,17 +68,7 @@ ImageNetResNetTrunk::ImageNetResNetTrunk(const std::vector<int64_t>& blocks) {
 }
 
 Outputs ImageNetResNetTrunk::forward_features(const Tensor& input) {
-  HPCNET_REQUIRE(input.dim() == 4 && input.size(1) == 3,
-                 "resnet encoder takes (N, 3, H, W) images, got " + shape_str(input.shape()));
-  Outputs out;
-  Tensor x = bn1->forward_act(conv1->forward(input), Tensor(), true);  // (N, 64, H/2, W/2)
-  out.push_back(x);
-  x = maxpool->forward(x);
-  for (auto& layer : layers) {
-    x = layer->forward(x);
-    out.push_back(x);
-  }
-  return out;
+  return torchvision_resnet_features(*conv1, *bn1, *maxpool, layers, input);
 }
 
 Unet::Unet(const std::vector<int64_t>& encoder_blocks, int64_t num_classes) {
