@@ -59,6 +59,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"data", &C::data},
       {"out", &C::out},
       {"resume", &C::resume},
+      {"weights", &C::weights},
       {"epochs", &C::epochs},
       {"batch_size", &C::batch_size},
       {"lr", &C::lr},

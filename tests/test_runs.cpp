@@ -220,3 +220,36 @@ TEST_F(RunsTest, NonFiniteWeightsAreNeverWrittenOrUsed) {
   r = run({"eval", "--weights", (dir_ / "nan.safetensors").string(), "--data", data().string()});
   expect_refused(r, "eval with NaN weights", {"conv2.weight"});
 }
+
+// --weights starts a fresh run from a file's weights (here with --lr 0, so the run's model is the
+// file's own); a file of another model or shape is refused, listing the tensors; a torch.save
+// file is answered with the command that converts it.
+TEST_F(RunsTest, TrainFromWeightsAndPyTorchPicklesAreNamed) {
+  RunResult r = run(rn_args(data(), dir_ / "a", 1));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> args = rn_args(data(), dir_ / "b", 1);
+  args[12] = "0";  // --lr 0
+  args.push_back("--weights");
+  args.push_back((dir_ / "a" / "checkpoint.safetensors").string());
+  r = run(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_same_tensors(dir_ / "a" / "model.safetensors", dir_ / "b" / "model.safetensors");
+  // Weights of a model with other shapes: one line naming the tensors.
+  std::map<std::string, Tensor> state = load_safetensors((dir_ / "a" / "model.safetensors").string()).tensors;
+  nn::NamedTensors odd;
+  for (auto& [n, t] : state) odd.emplace_back(n, n == "fc3.weight" ? Tensor::zeros({3, 84}) : t);
+  save_safetensors((dir_ / "odd.safetensors").string(), odd);
+  args = with(rn_args(data(), dir_ / "c", 1), {"--weights"});
+  args.push_back((dir_ / "odd.safetensors").string());
+  r = run(args);
+  expect_refused(r, "--weights of another shape", {"--weights", "fc3.weight (3, 84)", "(10, 84)"});
+  // torch.save's zip archive, and an old-style pickle.
+  write_file(dir_ / "net.pth", std::string("PK\x03\x04", 4) + std::string(64, '\0'));
+  r = run({"predict", "--weights", (dir_ / "net.pth").string(), (dir_ / "net.pth").string()});
+  expect_refused(r, "torch.save file", {"net.pth: a PyTorch torch.save file", "convert_checkpoint.py to-safetensors"});
+  write_file(dir_ / "old.pt", std::string("\x80\x02", 2) + std::string(64, 'x'));
+  args = with(rn_args(data(), dir_ / "d", 1), {"--weights"});
+  args.push_back((dir_ / "old.pt").string());
+  r = run(args);
+  expect_refused(r, "pickle", {"old.pt: a PyTorch pickle"});
+}

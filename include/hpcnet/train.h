@@ -36,6 +36,7 @@ struct TrainConfig {
   std::string data;    // dataset path (folder or archive)
   std::string out;     // run directory
   std::string resume;  // run directory to continue from ("" = fresh run)
+  std::string weights;  // a fresh run starts from these weights ("" = initialised)
   int64_t epochs = 2;
   int64_t batch_size = 4;
   double lr = 0.001;

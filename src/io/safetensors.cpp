@@ -189,6 +189,17 @@ SafetensorsFile load_safetensors(const std::string& path) {
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
   HPCNET_REQUIRE(in.good(), path + ": read failed");
+  {
+    // torch.save writes a zip archive ("PK\3\4") or, before PyTorch 1.6, a pickle (0x80, protocol).
+    unsigned char head[8];
+    std::memcpy(head, &n, 8);
+    const bool zip = head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+    const bool pickle = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    if (zip || pickle)
+      throw InputError(path + ": a PyTorch " + (zip ? "torch.save file" : "pickle") +
+                       ", not safetensors: convert it with python3 scripts/convert_checkpoint.py "
+                       "to-safetensors " + path + " OUT.safetensors --model NAME");
+  }
   HPCNET_REQUIRE(n >= 2 && n <= kMaxHeaderBytes, path + ": not a safetensors file (header length " +
                                                      std::to_string(n) + " is implausible)");
   HPCNET_REQUIRE(n <= file_size - 8, path + ": truncated: header says its JSON is " +

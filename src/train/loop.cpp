@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 
 #include "hpcnet/dist.h"
 #include "hpcnet/functional.h"
@@ -191,6 +192,36 @@ std::string fmt_lr(const char* f, double lr) {
   return b;
 }
 
+// --weights: the model's every tensor from the file, which must hold exactly the model's names
+// and shapes (the mismatches are listed, up to five).
+void load_initial_weights(const TrainConfig& c, nn::Module& model) {
+  RunFile w = read_run_file(c.weights);
+  HPCNET_REQUIRE(w.meta.model.empty() || w.meta.model == c.model,
+                 "--weights " + c.weights + ": holds weights of model '" + w.meta.model +
+                     "', not '" + c.model + "'");
+  std::vector<std::string> bad;
+  std::set<std::string> names;
+  for (const auto& [n, t] : model.state_dict()) {
+    names.insert(n);
+    auto it = w.model.find(n);
+    if (it == w.model.end())
+      bad.push_back(n + " missing");
+    else if (it->second.shape() != t.shape())
+      bad.push_back(n + " " + shape_str(it->second.shape()) + " where the model has " +
+                    shape_str(t.shape()));
+  }
+  for (const auto& [n, t] : w.model)
+    if (!names.count(n)) bad.push_back(n + " not in the model");
+  if (!bad.empty()) {
+    std::string list;
+    for (size_t i = 0; i < bad.size() && i < 5; ++i) list += (i ? "; " : "") + bad[i];
+    if (bad.size() > 5) list += "; and " + std::to_string(bad.size() - 5) + " more";
+    throw InputError("--weights " + c.weights + ": does not fit " + c.model + " for this dataset (" +
+                     std::to_string(bad.size()) + " tensors: " + list + ")");
+  }
+  model.load_state_dict(w.model);
+}
+
 // A --out that holds files is another run's unless --resume or --exist-ok say otherwise.
 void check_run_directory(const TrainConfig& c) {
   std::error_code ec;
@@ -267,6 +298,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                  "--task " + task->name() + " needs a dataset of " +
                      data::target_kind_name(task->target_kind()) + " targets; --dataset " +
                      cfg.dataset + " holds " + data::target_kind_name(d.train->target_kind()));
+  if (!cfg.weights.empty() && !ckpt) load_initial_weights(cfg, *model);
   ModelMeta meta;
   meta.model = cfg.model;
   meta.task = task->name();

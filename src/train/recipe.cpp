@@ -70,6 +70,10 @@ const std::vector<RecipeField> kFields = {
        return c.out.empty() ? "--out is required: the run directory to write" : "";
      }},
     {"resume", &C::resume, "continue the run in this directory from its last checkpoint", kSession},
+    {"weights", &C::weights,
+     "start from these weights (a model file, checkpoint or PyTorch-saved safetensors of the same "
+     "model and class count; fine-tuning)",
+     kRecipe, 0},
     {"epochs", &C::epochs, "epochs to train (in total, counting resumed ones)", kRun, 0,
      [](const C& c) { return need(c.epochs >= 1, "--epochs", "must be at least 1", c.epochs); }},
     {"batch_size", &C::batch_size, "mini-batch size", kRecipe, kRequired,
@@ -246,7 +250,7 @@ const std::vector<RecipeField> kFields = {
        return need(c.bucket_kb >= 0, "--bucket-kb", "must be >= 0 (0 = one all-reduce per step)",
                    c.bucket_kb);
      }},
-    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang]", kSession, kHidden},
+    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int]", kSession, kHidden},
 };
 
 bool given(const C& c, const RecipeField& f) { return !c.given || c.given->count(f.key) > 0; }
