@@ -5,6 +5,7 @@
 // summary line per epoch; and nothing non-finite is written, trained on, evaluated or predicted
 // with.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -155,8 +156,16 @@ TEST_F(RunsTest, SaveEveryThenSigkillResumesFromTheLastSavedStep) {
   train::RunFile f = train::read_run_file((dir_ / "cut" / "checkpoint.safetensors").string());
   EXPECT_EQ(f.train->steps, 8);
   EXPECT_EQ(f.train->epoch_step, 8);
+  // A SIGKILLed writer's temporary file (pid 2^22 + 7 is above Linux's pid_max default of 2^22)
+  // is removed by the next run in that directory; one of a live process (ours) is left alone.
+  write_file(dir_ / "cut" / "checkpoint.safetensors.tmp.4194311", "half");
+  const fs::path live = dir_ / "cut" / ("model.safetensors.tmp." + std::to_string(::getpid()));
+  write_file(live, "busy");
   r = run({"train", "--resume", (dir_ / "cut").string()});
   ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "cut" / "checkpoint.safetensors.tmp.4194311"));
+  EXPECT_TRUE(fs::exists(live));
+  fs::remove(live);
   EXPECT_TRUE(read_file(dir_ / "cut" / "model.safetensors") ==
               read_file(dir_ / "straight" / "model.safetensors"));
 }

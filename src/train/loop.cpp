@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -391,6 +393,17 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     if (ec || !fs::is_directory(cfg.out))
       throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
+    // Temporary files of writers that died mid-write (NAME.tmp.PID of a process that is gone).
+    for (const auto& e : fs::directory_iterator(cfg.out, ec)) {
+      const std::string name = e.path().filename().string();
+      const size_t at = name.rfind(".tmp.");
+      if (at == std::string::npos || !e.is_regular_file(ec)) continue;
+      const std::string pid = name.substr(at + 5);
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      const long p = std::strtol(pid.c_str(), nullptr, 10);
+      if (p > 0 && ::kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH)
+        fs::remove(e.path(), ec);
+    }
     // --exist-ok replaces the run there: its checkpoint must not be resumed by mistake later.
     if (cfg.resume.empty())
       for (const char* f : {"checkpoint.safetensors", "model.safetensors", "best.safetensors"})
