@@ -258,6 +258,18 @@ TEST(NnStateDict, BadStateIsRefusedWithoutModifyingTheModel) {
   EXPECT_THROW(m->load_state_dict(state), InputError);
   EXPECT_EQ(nn_snapshot(*m), before);
 
+  // Several mismatches: the first is the message, the others follow it, in the model's order.
+  state = nn_state_map(*src);
+  state["conv2.bias"] = Tensor::zeros({3});
+  state.erase("fc2.weight");
+  state.emplace("fc9.bias", Tensor::zeros({1}));
+  msg = input_error([&] { m->load_state_dict(state); });
+  EXPECT_EQ(msg, "state_dict entry 'conv2.bias' has shape (3,), the model expects (16,) (and 2 "
+                 "more: state_dict is missing 'fc2.weight'; state_dict has unexpected key "
+                 "'fc9.bias')")
+      << msg;
+  EXPECT_EQ(nn_snapshot(*m), before);
+
   // strict = false: missing and unexpected keys are skipped, the rest is loaded.
   state = nn_state_map(*src);
   state.erase("conv1.weight");

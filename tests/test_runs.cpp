@@ -251,7 +251,8 @@ TEST_F(RunsTest, TrainFromWeightsAndPyTorchPicklesAreNamed) {
   args = with(rn_args(data(), dir_ / "c", 1), {"--weights"});
   args.push_back((dir_ / "odd.safetensors").string());
   r = run(args);
-  expect_refused(r, "--weights of another shape", {"--weights", "fc3.weight (3, 84)", "(10, 84)"});
+  expect_refused(r, "--weights of another shape",
+                 {"--weights", "'fc3.weight' has shape (3, 84), the model expects (10, 84)"});
   // torch.save's zip archive, and an old-style pickle.
   write_file(dir_ / "net.pth", std::string("PK\x03\x04", 4) + std::string(64, '\0'));
   r = run({"predict", "--weights", (dir_ / "net.pth").string(), (dir_ / "net.pth").string()});

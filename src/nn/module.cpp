@@ -52,22 +52,35 @@ NamedTensors Module::state_dict() const {
 void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   NamedTensors mine = named_parameters();
   for (auto& nb : named_buffers()) mine.push_back(nb);
+  // Every mismatch, in the model's order, then the unexpected keys: the first is the message,
+  // the next four follow it (fixing one at a time is slow with a checkpoint of another model).
+  std::vector<std::string> problems;
   std::set<std::string> seen;
   for (auto& [name, t] : mine) {
     auto it = state.find(name);
     if (it == state.end()) {
-      if (strict) throw InputError("state_dict is missing '" + name + "'");
+      if (strict) problems.push_back("state_dict is missing '" + name + "'");
       continue;
     }
     seen.insert(name);
     if (it->second.shape() != t.shape())
-      throw InputError("state_dict entry '" + name + "' has shape " +
-                       shape_str(it->second.shape()) + ", the model expects " +
-                       shape_str(t.shape()));
+      problems.push_back("state_dict entry '" + name + "' has shape " +
+                         shape_str(it->second.shape()) + ", the model expects " +
+                         shape_str(t.shape()));
   }
   if (strict)
     for (auto& [name, t] : state)
-      if (!seen.count(name)) throw InputError("state_dict has unexpected key '" + name + "'");
+      if (!seen.count(name)) problems.push_back("state_dict has unexpected key '" + name + "'");
+  if (!problems.empty()) {
+    std::string msg = problems[0];
+    if (problems.size() > 1) {
+      msg += " (and " + std::to_string(problems.size() - 1) + " more: ";
+      for (size_t i = 1; i < problems.size() && i < 5; ++i)
+        msg += (i > 1 ? "; " : "") + problems[i];
+      msg += problems.size() > 5 ? "; ...)" : ")";
+    }
+    throw InputError(msg);
+  }
   for (auto& [name, t] : mine) {
     auto it = state.find(name);
     if (it != state.end()) Tensor(t).copy_(it->second);

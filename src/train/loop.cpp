@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <set>
 
 #include "hpcnet/dist.h"
 #include "hpcnet/functional.h"
@@ -195,33 +194,18 @@ std::string fmt_lr(const char* f, double lr) {
 }
 
 // --weights: the model's every tensor from the file, which must hold exactly the model's names
-// and shapes (the mismatches are listed, up to five).
+// and shapes (load_state_dict lists the mismatches).
 void load_initial_weights(const TrainConfig& c, nn::Module& model) {
   RunFile w = read_run_file(c.weights);
   HPCNET_REQUIRE(w.meta.model.empty() || w.meta.model == c.model,
                  "--weights " + c.weights + ": holds weights of model '" + w.meta.model +
                      "', not '" + c.model + "'");
-  std::vector<std::string> bad;
-  std::set<std::string> names;
-  for (const auto& [n, t] : model.state_dict()) {
-    names.insert(n);
-    auto it = w.model.find(n);
-    if (it == w.model.end())
-      bad.push_back(n + " missing");
-    else if (it->second.shape() != t.shape())
-      bad.push_back(n + " " + shape_str(it->second.shape()) + " where the model has " +
-                    shape_str(t.shape()));
+  try {
+    model.load_state_dict(w.model);
+  } catch (const InputError& e) {
+    throw InputError("--weights " + c.weights + ": does not fit " + c.model +
+                     " for this dataset: " + e.what());
   }
-  for (const auto& [n, t] : w.model)
-    if (!names.count(n)) bad.push_back(n + " not in the model");
-  if (!bad.empty()) {
-    std::string list;
-    for (size_t i = 0; i < bad.size() && i < 5; ++i) list += (i ? "; " : "") + bad[i];
-    if (bad.size() > 5) list += "; and " + std::to_string(bad.size() - 5) + " more";
-    throw InputError("--weights " + c.weights + ": does not fit " + c.model + " for this dataset (" +
-                     std::to_string(bad.size()) + " tensors: " + list + ")");
-  }
-  model.load_state_dict(w.model);
 }
 
 // A --out that holds files is another run's unless --resume or --exist-ok say otherwise.
