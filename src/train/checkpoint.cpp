@@ -30,9 +30,10 @@ void append_host(nn::NamedTensors& out, const std::string& prefix, const nn::Nam
     out.emplace_back(prefix + n, t.device().is_cpu() ? t : t.to(cpu_device()));
 }
 
-// The first tensor of ts (floating point) holding NaN or Inf, as "NAME (k of n values are NaN or
-// Inf)", or "" when every value is finite.
-std::string first_non_finite(const nn::NamedTensors& ts) {
+// The first tensor of ts (name-tensor pairs; floating point) holding NaN or Inf, as "NAME (k of n
+// values are NaN or Inf)", or "" when every value is finite.
+template <class NamedRange>
+std::string first_non_finite(const NamedRange& ts) {
   for (const auto& [name, t] : ts) {
     if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64) continue;
     const Tensor c = t.contiguous();
@@ -113,6 +114,9 @@ void write_checkpoint(const std::string& path, const ModelMeta& meta, const nn::
 
 RunFile read_run_file(const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
+  if (std::string bad = first_non_finite(f.tensors); !bad.empty())
+    throw InputError(path + ": tensor " + bad +
+                     ": these weights come from a diverged run and cannot be used");
   RunFile r;
   r.path = path;
   auto get = [&](const std::string& k) {
@@ -144,12 +148,6 @@ RunFile read_run_file(const std::string& path) {
       r.optim.emplace(n.substr(6), t);
     else if (n.rfind("ema.", 0) == 0)
       r.ema.emplace(n, t);
-  }
-  for (const auto* part : {&r.model, &r.optim, &r.ema}) {
-    nn::NamedTensors ts(part->begin(), part->end());
-    if (std::string bad = first_non_finite(ts); !bad.empty())
-      throw InputError(path + ": tensor " + bad +
-                       ": these weights come from a diverged run and cannot be used");
   }
   if (!is_checkpoint) return r;
   TrainState st;

@@ -470,9 +470,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       HPCNET_CHECK(
           std::isfinite(l),
           "loss became " + std::to_string(l) + " at epoch " + std::to_string(epoch + 1) + " step " +
-              std::to_string(i + 1) + "; nothing of this epoch is saved (" +
-              (st.epochs_done > 0 || resume_step > 0 ? ckpt_path + " holds the last checkpoint"
-                                                     : std::string("no checkpoint yet")) +
+              std::to_string(i + 1) + "; nothing after the last checkpoint is saved (" +
+              (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
               "); lower --lr or use --clip-grad-norm");
       if (reducer)
         reducer->backward(loss);  // gradients averaged over ranks
@@ -586,17 +585,18 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                  {"data_wait_seconds", res.data_wait_seconds}});
   if (stopped_by) {
     res.exit_code = 128 + stopped_by;
+    const char* signame = stopped_by == SIGTERM ? "SIGTERM" : "SIGINT";
+    const int64_t at_epoch = st.epochs_done + (st.epoch_step > 0 ? 1 : 0);
     metrics.write({{"event", "stopped"},
-                   {"signal", stopped_by == SIGTERM ? "SIGTERM" : "SIGINT"},
-                   {"epoch", st.epochs_done + (st.epoch_step > 0 ? 1 : 0)},
+                   {"signal", signame},
+                   {"epoch", at_epoch},
                    {"epoch_step", st.epoch_step},
                    {"steps", st.steps}});
     if (lead)
       std::fprintf(stderr,
                    "hpcnet: %s: stopped after step %lld (epoch %lld); %s holds it: continue with "
                    "hpcnet train --resume %s\n",
-                   stopped_by == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(st.steps),
-                   static_cast<long long>(st.epochs_done + (st.epoch_step > 0 ? 1 : 0)),
+                   signame, static_cast<long long>(st.steps), static_cast<long long>(at_epoch),
                    ckpt_path.c_str(), cfg.out.c_str());
     return res;
   }
