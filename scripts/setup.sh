@@ -16,6 +16,9 @@ packages=(
   libyaml-cpp-dev                      # dataset YAML (data.yaml names)
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin          # MPI process group: mpirun -np N hpcnet train
+  libprotobuf-dev protobuf-compiler   # TensorBoard event files (src/io/tb_event.proto)
+  libplplot-dev plplot-driver-cairo   # hpcnet plot: results.png (PLplot, pngcairo)
+  libonnx-dev                         # hpcnet export: ONNX protobuf classes and checker
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 python3-torch python3-numpy python3-pil)

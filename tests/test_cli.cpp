@@ -80,17 +80,23 @@ void cli_make_image_folder(const fs::path& root) {
 // --------------------------------------------------------------------------
 
 // Runs `hpcnet ARGS` on a pseudo-terminal; returns everything it wrote and sets *rc.
-std::string cli_run_pty(const std::vector<std::string>& args, const fs::path& cwd, int* rc) {
+// With columns > 0 the terminal is that wide; env holds extra NAME=VALUE variables for the child.
+std::string cli_run_pty(const std::vector<std::string>& args, const fs::path& cwd, int* rc,
+                        unsigned short columns = 0, const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv_s = {HPCNET_BINARY};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
   int master = -1;
-  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  winsize ws{};
+  ws.ws_row = 24;
+  ws.ws_col = columns;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, columns > 0 ? &ws : nullptr);
   if (pid < 0) throw std::runtime_error("forkpty failed");
   if (pid == 0) {
     if (::chdir(cwd.c_str()) != 0) _exit(126);
+    for (const std::string& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
     ::execv(argv[0], argv.data());
     _exit(127);
   }
@@ -294,6 +300,49 @@ TEST_F(CliTest, ProgressBarOnATerminalOnly) {
   EXPECT_EQ(tty.find("epoch 1/1 ["), std::string::npos) << tty;
   EXPECT_EQ(tty.find('\x1b'), std::string::npos);
   EXPECT_NE(tty.find("Finished Training"), std::string::npos);
+}
+
+// Each redraw of the bar (the text between carriage returns, less the erase-to-end code) fits in
+// the terminal's width minus one column, so it never wraps: at 50 columns and at 200.
+TEST_F(CliTest, ProgressBarFitsTheTerminalWidth) {
+  fs::path data = cli_shared().cifar();
+  for (unsigned short cols : {50, 200}) {
+    int rc = -1;
+    const std::string run_name = "cols" + std::to_string(cols);
+    std::string tty = cli_run_pty(cli_train_args(data, dir_ / run_name, 1), dir_, &rc, cols);
+    ASSERT_EQ(rc, 0) << tty;
+    int redraws = 0;
+    size_t widest = 0;
+    for (size_t at = tty.find('\r'); at != std::string::npos; at = tty.find('\r', at + 1)) {
+      const size_t end = tty.find_first_of("\r\n", at + 1);
+      std::string seg = tty.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+      const size_t k = seg.find("\x1b[K");
+      if (k != std::string::npos) seg.erase(k, 3);
+      if (seg.rfind("epoch 1/1", 0) != 0) continue;
+      ++redraws;
+      widest = std::max(widest, seg.size());
+      EXPECT_LE(seg.size(), cols - 1u) << cols << " columns: '" << seg << "'";
+    }
+    EXPECT_GT(redraws, 0) << tty;
+    if (cols == 200) EXPECT_GT(widest, 60u);  // a wide terminal gets the rate and counts too
+  }
+}
+
+// Under a launcher (torchrun's RANK and WORLD_SIZE here; mpirun and srun alike) a terminal may
+// not be the user's: no bar unless --progress asks for one.
+TEST_F(CliTest, NoProgressBarUnderALauncherUnlessAsked) {
+  fs::path data = cli_shared().cifar();
+  int rc = -1;
+  const std::vector<std::string> env = {"RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0"};
+  std::string tty = cli_run_pty(cli_train_args(data, dir_ / "launched", 1), dir_, &rc, 0, env);
+  EXPECT_EQ(rc, 0) << tty;
+  EXPECT_EQ(tty.find('\x1b'), std::string::npos) << tty;
+  EXPECT_NE(tty.find("Finished Training"), std::string::npos) << tty;
+  auto args = cli_train_args(data, dir_ / "launched2", 1);
+  args.push_back("--progress");
+  tty = cli_run_pty(args, dir_, &rc, 0, env);
+  EXPECT_EQ(rc, 0) << tty;
+  EXPECT_NE(tty.find("epoch 1/1 ["), std::string::npos) << tty;
 }
 
 // 1 epoch, then --resume to 2: the same bytes as the uninterrupted 2-epoch run. The recipe

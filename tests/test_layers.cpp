@@ -19,6 +19,8 @@
 //   5 optim     src/optim, hpcnet/optim.h
 //     data      src/data, hpcnet/data.h (includes core only; DESIGN.md puts it beside optim)
 //   6 task      src/task, hpcnet/task.h
+//     export    src/export, hpcnet/export.h: model export (ONNX); it includes nn, ops' trace and
+//               io, nothing of task, so it sits beside task
 //   7 train     src/train, hpcnet/train.h
 //   8 cli       src/cli
 #include <gtest/gtest.h>
@@ -54,7 +56,7 @@ struct LyLayer {
 std::optional<LyLayer> ly_layer(const std::string& path) {
   static const std::map<std::string, int> ranks = {
       {"core", 0}, {"kernels", 1}, {"io", 1},   {"autograd", 2}, {"ops", 3},   {"dist", 3},
-      {"nn", 4},   {"optim", 5},   {"data", 5}, {"task", 6},     {"train", 7}, {"cli", 8}};
+      {"nn", 4},   {"optim", 5},   {"data", 5}, {"task", 6},     {"export", 6}, {"train", 7}, {"cli", 8}};
   static const std::vector<std::string> kernel_files = {
       "src/ops/ops.h",          "src/ops/kernels.inc",      "src/ops/dispatch.h",
       "src/ops/dispatch.cpp",   "src/ops/elementwise_math.h", "src/ops/float_dispatch.h",
@@ -64,7 +66,7 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
       {"profile.h", "core"}, {"autograd.h", "autograd"}, {"io.h", "io"},
       {"functional.h", "ops"}, {"dist.h", "dist"},   {"nn.h", "nn"},
       {"optim.h", "optim"},  {"data.h", "data"},     {"task.h", "task"},
-      {"train.h", "train"}};
+      {"train.h", "train"}, {"export.h", "export"}};
   std::string p = path;
   if (p.rfind("include/", 0) == 0) p = p.substr(8);
   if (p.rfind("hpcnet/", 0) == 0) {

@@ -60,13 +60,14 @@ std::vector<std::string> with(std::vector<std::string> a, std::initializer_list<
   return a;
 }
 
-// The "log" records of RUN/metrics.jsonl without their wall-clock field.
+// The "log" records of RUN/metrics.jsonl without their wall-clock fields.
 std::vector<nlohmann::json> rn_log_records(const fs::path& run) {
   std::vector<nlohmann::json> out;
   for (const std::string& l : split_lines(read_file(run / "metrics.jsonl"))) {
     nlohmann::json j = nlohmann::json::parse(l);
     if (j.at("event") != "log") continue;
     j.erase("elapsed_s");
+    j.erase("time");
     out.push_back(j);
   }
   return out;

@@ -26,6 +26,7 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/train.h"
 #include "src/ops/ops.h"
+#include "src/train/progress.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -161,6 +162,76 @@ TEST_F(TrainTest, ProgressBarOnlyWhenAsked) {
   EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
 }
 
+// --freeze conv1,conv2 from --weights: those four tensors end bit-identical to the file's, every
+// other parameter moves; the optimizer holds state for the trainable ones only.
+TEST_F(TrainTest, FreezeKeepsTheNamedParametersFixed) {
+  auto start = config("start");
+  start.max_steps = 5;
+  train(start);
+  const std::string weights = (run("start") / "model.safetensors").string();
+  auto c = config("frozen");
+  c.weights = weights;
+  c.freeze = "conv1, conv2";
+  train(c);  // one epoch (a stopped one writes no checkpoint)
+  SafetensorsFile before = load_safetensors(weights);
+  SafetensorsFile after = load_safetensors((run("frozen") / "model.safetensors").string());
+  for (const std::string& name : before.order) {
+    const bool frozen = name.rfind("conv", 0) == 0;
+    EXPECT_EQ(same_bytes(before.at(name), after.at(name)), frozen) << name;
+  }
+  SafetensorsFile ckpt = load_safetensors((run("frozen") / "checkpoint.safetensors").string());
+  int conv_state = 0, fc_state = 0;
+  for (const std::string& name : ckpt.order) {
+    if (name.rfind("optim.", 0) != 0) continue;
+    conv_state += name.find("conv") != std::string::npos;
+    fc_state += name.find("fc") != std::string::npos;
+  }
+  EXPECT_EQ(conv_state, 0);
+  EXPECT_EQ(fc_state, 6);  // the momentum buffers of fc1, fc2, fc3 (weight and bias)
+  // A prefix is a whole name component; one that names nothing lists the model's names.
+  auto bad = config("bad");
+  bad.freeze = "conv";
+  EXPECT_TRUE(input_error([&] { train(bad); },
+                          "--freeze conv: names no parameter of lenet (its parameters start with "
+                          "conv1, conv2, fc1, fc2, fc3)"));
+  bad.freeze = "conv1,conv2,fc1,fc2,fc3";
+  bad.out = run("bad2").string();
+  EXPECT_TRUE(input_error([&] { train(bad); }, "leaves no parameter of lenet to train"));
+}
+
+TEST(ProgressBar, LineFitsTheWidthGivingUpRateThenCountsThenBar) {
+  using train::fit_bar_line;
+  const std::string wide = fit_bar_line("epoch 3/30", 5760, 11250, 1840, "0:03", 120);
+  EXPECT_EQ(wide,
+            "epoch 3/30 [###############...............]  51% 5760/11250 1840 img/s ETA 0:03");
+  // 60 columns: the bar shrinks to 10 first; 40: the rate and the counts go, the bar stays.
+  const std::string mid = fit_bar_line("epoch 3/30", 5760, 11250, 1840, "0:03", 60);
+  EXPECT_EQ(mid, "epoch 3/30 [#####.....]  51% 5760/11250 1840 img/s ETA 0:03");
+  EXPECT_EQ(mid.size(), 59u);
+  const std::string narrow = fit_bar_line("epoch 3/30", 5760, 11250, 1840, "0:03", 40);
+  EXPECT_EQ(narrow, "epoch 3/30 [######......]  51% ETA 0:03");
+  EXPECT_EQ(fit_bar_line("epoch 3/30", 5760, 11250, 1840, "0:03", 30), "epoch 3/30  51% ETA 0:03");
+  EXPECT_EQ(fit_bar_line("epoch 3/30", 5760, 11250, 1840, "0:03", 8), "epoch 3");
+  for (int cols = 1; cols <= 130; ++cols)
+    EXPECT_LE(static_cast<int>(fit_bar_line("val", 7, 9, 12.5, "1:02:03", cols).size()),
+              std::max(cols - 1, 0))
+        << cols;
+}
+
+// Validation draws a bar of its own ("val 1/1 [...]"), erased before the epoch's summary line.
+TEST_F(TrainTest, ValidationHasAProgressBar) {
+  auto c = config("run");
+  c.progress = 1;
+  c.val_split = 40;
+  testing::internal::CaptureStdout();
+  std::string lines = train(c);
+  std::string bar = testing::internal::GetCapturedStdout();
+  EXPECT_NE(bar.find("\rval 1/1 ["), std::string::npos) << bar;
+  EXPECT_NE(bar.find("100% 1/1 "), std::string::npos) << bar;  // 40 images, one eval batch
+  EXPECT_NE(lines.find("val_accuracy"), std::string::npos) << lines;
+  EXPECT_EQ(lines.find('\r'), std::string::npos);
+}
+
 TEST_F(TrainTest, RunDirectoryHoldsModelCheckpointAndMetrics) {
   auto c = config("run");
   c.epochs = 2;
@@ -216,13 +287,15 @@ TEST_F(TrainTest, RunDirectoryHoldsModelCheckpointAndMetrics) {
   EXPECT_EQ(starts, 1);
   EXPECT_EQ(logs, 10);
   EXPECT_EQ(epochs, 2);
-  // Nothing else (no temporary files left behind).
-  int files = 0;
+  // Beside them only metrics.csv and one TensorBoard event file (no temporary files left behind).
+  int files = 0, events = 0;
   for (auto& e : fs::directory_iterator(run("run"))) {
-    (void)e;
+    events += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
     ++files;
   }
-  EXPECT_EQ(files, 3);
+  EXPECT_TRUE(fs::is_regular_file(run("run") / "metrics.csv"));
+  EXPECT_EQ(events, 1);
+  EXPECT_EQ(files, 5);
 }
 
 TEST_F(TrainTest, SameSeedSameWeightsOtherSeedOtherWeights) {

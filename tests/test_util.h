@@ -182,9 +182,13 @@ inline RunResult run_shell(const std::string& cmdline) {
 // The hpcnet executable, quoted for the shell.
 inline std::string hpcnet_command() { return shell_quote(HPCNET_BINARY); }
 
-// `hpcnet ARGS` run in cwd (see run_shell).
+// `hpcnet ARGS` run in cwd (see run_shell), without the launcher variables of the suite's own
+// environment (ctest inside an sbatch or torchrun job would otherwise make it a rank of one).
 inline RunResult run_hpcnet(const std::vector<std::string>& args, const fs::path& cwd) {
-  std::string cmd = "cd " + shell_quote(cwd.string()) + " && " + hpcnet_command();
+  std::string cmd = "cd " + shell_quote(cwd.string()) +
+                    " && env -u SLURM_NTASKS -u SLURM_PROCID -u SLURM_LOCALID -u WORLD_SIZE -u "
+                    "RANK -u LOCAL_RANK " +
+                    hpcnet_command();
   for (const auto& a : args) cmd += " " + shell_quote(a);
   return run_shell(cmd);
 }

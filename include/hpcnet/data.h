@@ -207,10 +207,20 @@ struct Image {
   std::vector<uint8_t> pixels;  // (height, width, 3) uint8 RGB
 };
 
+// The decoders' guard against decompression bombs: an image (or class mask) whose header claims
+// more than this many pixels (width x height) is refused before its pixels are allocated or
+// decoded, with an InputError naming the file, its size, the limit and --max-image-pixels.
+// Process-wide, read by every decoding thread; `hpcnet train|eval|predict --max-image-pixels N`
+// sets it. Requires n >= 1 (InputError otherwise).
+inline constexpr int64_t kDefaultMaxImagePixels = 100'000'000;  // like Pillow's bomb guard
+void set_max_image_pixels(int64_t n);
+int64_t max_image_pixels();
+
 // Decodes a JPEG or PNG held in memory (format told by its first bytes). `name` is used in the
-// InputError thrown for data that is not a decodable JPEG/PNG.
+// InputError thrown for data that is not a decodable JPEG/PNG or is over max_image_pixels().
 Image decode_image(const uint8_t* data, size_t size, const std::string& name);
-// Reads and decodes one file; InputError naming the file when unreadable or undecodable.
+// Reads and decodes one file; InputError naming the file when unreadable or undecodable, when it
+// is not a regular file (a folder, FIFO or device) or when it is over 1 GiB.
 Image read_image_file(const std::string& path);
 // PNG files in memory: an RGB image (height, width, 3), or an 8-bit palette image whose pixel is
 // an index into `palette` (at most 256 colours; an index past it is an InputError). Error when

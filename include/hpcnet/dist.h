@@ -87,7 +87,9 @@ bool mpi_built();
 bool launched_by_mpi_launcher();
 
 // The process-wide group, created on first use: MPI when built with it and launched by a launcher,
-// else the single-process group.
+// else the single-process group. Throws InputError when a launcher's variables (mpirun's,
+// torchrun's WORLD_SIZE, Slurm's SLURM_NTASKS with SLURM_PROCID) say more than one process but
+// the group has one, naming how to launch instead; HPCNET_DIST=single skips that check.
 ProcessGroup& world();
 // Whether world() has been created.
 bool world_initialized();

@@ -1,10 +1,12 @@
 // Files hpcnet writes and reads: safetensors checkpoints (the Hugging Face format, so a model saved
-// here loads in PyTorch and back), crash-safe atomic file writes, and JSON Lines metrics logs.
+// here loads in PyTorch and back), crash-safe atomic file writes, JSON Lines and CSV metrics logs,
+// and TensorBoard event files.
 // Invariants: a file written through write_file_atomic is either the complete new file or the
 // previous one, never a mix; load_safetensors returns only tensors that passed every check.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -69,7 +71,10 @@ struct SafetensorsFile {
 // shorter than 8 bytes, an implausible header length, a header that is not a JSON object,
 // duplicate names, an unknown dtype, a malformed shape or data_offsets, offsets that disagree
 // with shape x dtype size, overlapping tensors or gaps between them, data shorter than the header
-// says ("truncated: ...") or trailing bytes after it, or non-string metadata.
+// says ("truncated: ...") or trailing bytes after it, or non-string metadata. Hostile files are
+// refused before a large allocation: not a regular file (a FIFO, a device), a header over 100 MB,
+// JSON nested over 64 deep, a number out of range, over 8 MiB of metadata, over 64 dimensions.
+// Linear in the header's size (O(n log n) in its tensor count).
 SafetensorsFile load_safetensors(const std::string& path);
 
 // ---- metrics log ----
@@ -91,6 +96,72 @@ class MetricsLog {
   const std::string& path() const { return path_; }
 
  private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// ---- CSV log ----
+
+// A CSV file (RFC 4180: fields holding a comma, a quote or a line break are quoted) with a header
+// row of fixed columns and one row per write, each flushed as it is written.
+class CsvLog {
+ public:
+  // append = false truncates an existing file and writes the header. append = true keeps the
+  // file's rows, ends a last line cut short by a crash, and writes the header only when the file
+  // is new or empty.
+  // Throws InputError when the file cannot be opened, or (append) when its header row is not
+  // `columns` (another program's file, or one of another task: move it away).
+  CsvLog(const std::string& path, std::vector<std::string> columns, bool append);
+  CsvLog(CsvLog&&) = default;
+  CsvLog& operator=(CsvLog&&) = default;
+
+  // Requires row.size() == columns().size() (Error otherwise); "" is an empty (missing) field.
+  // Throws Error when the write fails.
+  void write(const std::vector<std::string>& row);
+  const std::vector<std::string>& columns() const { return columns_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> columns_;
+  std::ofstream out_;
+};
+
+// ---- TensorBoard event files ----
+//
+// A file of TFRecords: per record u64 little-endian length | u32 masked CRC-32C of the length's 8
+// bytes | the data | u32 masked CRC-32C of the data, where masked(c) = ((c >> 15) | (c << 17)) +
+// 0xa282ead8. Each record's data is a serialized Event (src/io/tb_event.proto, TensorFlow's field
+// numbers); the first holds file_version "brain.Event:2".
+
+// CRC-32C (Castagnoli, reflected polynomial 0x82f63b78) of n bytes, continuing from crc (0 for a
+// new checksum): crc32c("123456789") = 0xe3069283.
+uint32_t crc32c(const void* data, size_t n, uint32_t crc = 0);
+// The TFRecord mask of a CRC (see above).
+uint32_t crc32c_masked(uint32_t crc);
+// The whole TFRecord (header, data, footer) of data.
+std::string tfrecord_frame(std::string_view data);
+
+// Writes one TensorBoard event file: DIR/events.out.tfevents.<unix time, 10 digits>.<hostname>.
+// <pid> (".N" added in the unlikely case that name exists), TensorBoard's own naming, so
+// `tensorboard --logdir DIR` finds it. Every event is flushed as it is written.
+class TensorBoardWriter {
+ public:
+  // Creates the file and writes the file_version event at wall_time (unix seconds).
+  // Requires: dir exists. Throws InputError when the file cannot be created.
+  TensorBoardWriter(const std::string& dir, double wall_time);
+  TensorBoardWriter(TensorBoardWriter&&) = default;
+  TensorBoardWriter& operator=(TensorBoardWriter&&) = default;
+
+  // One Event at (step, wall_time) whose Summary holds each (tag, value) as a float32
+  // simple_value, in the given order; nothing is written for an empty list.
+  // Throws Error when the write fails.
+  void add_scalars(int64_t step, double wall_time,
+                   const std::vector<std::pair<std::string, double>>& scalars);
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_event(const std::string& serialized);
   std::string path_;
   std::ofstream out_;
 };

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -106,10 +107,22 @@ class Task {
 std::unique_ptr<Task> make_task(const std::string& name, const TaskOptions& options = {});
 std::vector<std::string> task_names();
 
+// The task's loss over an evaluation pass, as numbers that add up across shards (ranks) like a
+// metric's state: sum = the sum over batches of (the batch's loss x its images), count = images.
+struct LossSum {
+  double sum = 0, count = 0;
+  // The mean loss per image (a batch's loss weighted by its size); NaN when count is 0.
+  double mean() const;
+};
+
 // Runs the model in eval mode (no gradients) over one pass of the loader and returns the metric
-// (the model's mode is restored). flip_tta: Task::infer's test-time augmentation.
+// (the model's mode is restored). flip_tta: Task::infer's test-time augmentation. With loss, each
+// batch's Task::loss of the evaluated outputs is also added to *loss (which is not reset first).
+// on_batch, when given, is called after each batch with the number of batches done (a progress
+// bar).
 std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::DataLoader& loader,
-                                 bool flip_tta = false);
+                                 bool flip_tta = false, LossSum* loss = nullptr,
+                                 const std::function<void(int64_t)>& on_batch = {});
 
 // x (N, C, H, W), row-major, float32 or float64, on the CPU -> the images mirrored left-right.
 Tensor flip_left_right(const Tensor& x);

@@ -37,6 +37,10 @@ struct TrainConfig {
   std::string out;     // run directory
   std::string resume;  // run directory to continue from ("" = fresh run)
   std::string weights;  // a fresh run starts from these weights ("" = initialised)
+  // Parameter-name prefixes kept fixed ("encoder", "backbone", "conv1,bn1,layer1"): no gradient,
+  // no optimizer state, not all-reduced. Their batch-norm statistics still follow the data in
+  // training mode, as in PyTorch and Ultralytics' freeze.
+  std::string freeze;
   int64_t epochs = 2;
   int64_t batch_size = 4;
   double lr = 0.001;
@@ -69,13 +73,16 @@ struct TrainConfig {
   std::string download_url;  // empty: the official CIFAR-10 URL
   int threads = 0;           // 0 = all cores
   std::string device = "auto";
+  // Images (and masks) whose header claims more pixels are refused before decoding (see
+  // data::set_max_image_pixels); this invocation only.
+  int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   // fp32, or bf16: convolutions compute in bfloat16 (inputs and weights rounded, float32
   // accumulation and outputs; master weights, optimizer state and other ops stay float32).
   std::string precision = "fp32";
   int64_t max_steps = 0;  // stop after this many steps in total (0 = no limit)
   int64_t save_every = 0;  // > 0: also write the checkpoint every this many steps
   bool exist_ok = false;   // train into a non-empty --out without --resume (replaces its run)
-  int progress = -1;      // -1 auto (a terminal), 0 off, 1 on
+  int progress = -1;      // -1 auto (a terminal, outside launchers), 0 off, 1 on
   bool quiet = false;     // no per-step lines (benchmarks)
   // Data-parallel runs (started by mpirun/srun; see dist.h). Each rank reads its share of every
   // epoch at batch_size images per step (global batch = world size x batch_size); gradients are

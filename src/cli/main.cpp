@@ -1,4 +1,4 @@
-// The `hpcnet` command: train, eval, predict, info. Errors become one line on stderr and an exit
+// The `hpcnet` command: train, eval, predict, export, info. Errors become one line on stderr and an exit
 // code: 2 for bad usage or input (InputError, argument errors), 1 for a failure while running.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -11,17 +11,22 @@
 #include <set>
 #include <type_traits>
 #include <variant>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "hpcnet/data.h"
 #include "hpcnet/dist.h"
+#include "hpcnet/export.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
+#include "src/cli/build_info.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
+#include "src/train/plot.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
@@ -122,30 +127,29 @@ int exit_with_error(int code, const std::string& line) {
 
 int cmd_info() {
   auto v = dnnl::version();
-  std::printf("hpcnet %s\n", "0.1.0");
-  std::printf("backends:\n");
-  std::printf("  cpu   oneDNN %d.%d.%d, %d threads (OpenMP)\n", v->major, v->minor, v->patch,
-              ops::get_num_threads());
+  fmt::print("{}\n", cli::version_line());
+  cli::print_build_and_cpu();
+  fmt::print("backends:\n");
+  fmt::print("  cpu   oneDNN {}.{}.{}, {} threads (OpenMP)\n", v->major, v->minor, v->patch,
+             ops::get_num_threads());
   if (!cuda_built())
-    std::printf("  cuda  not built (configure with -DHPCNET_CUDA=ON)\n");
+    fmt::print("  cuda  not built (configure with -DHPCNET_CUDA=ON)\n");
   else if (!cuda_available())
-    std::printf("  cuda  built; no usable GPU here (%s)\n", cuda_unavailable_reason().c_str());
+    fmt::print("  cuda  built; no usable GPU here ({})\n", cuda_unavailable_reason());
   else
-    std::printf("  cuda  %s\n", cuda_describe().c_str());
-  std::printf("distributed: %s\n", dist::describe_build().c_str());
-  std::printf("models: ");
-  auto names = nn::model_names();
-  for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
-  std::printf("\ntasks: ");
-  auto tasks = task::task_names();
-  for (size_t i = 0; i < tasks.size(); ++i) std::printf("%s%s", i ? ", " : "", tasks[i].c_str());
-  std::printf("\ndatasets: cifar10 (binary folder or .tar.gz, or JPEG/PNG image folder), imagefolder\n");
+    fmt::print("  cuda  {}\n", cuda_describe());
+  fmt::print("distributed: {}\n", dist::describe_build());
+  cli::print_library_versions();
+  fmt::print("models: {}\n", fmt::join(nn::model_names(), ", "));
+  fmt::print("tasks: {}\n", fmt::join(task::task_names(), ", "));
+  fmt::print("datasets: cifar10 (binary folder or .tar.gz, or JPEG/PNG image folder), imagefolder\n");
   return 0;
 }
 
 struct EvalArgs {
   std::string model, weights, dataset = "cifar10", data, split = "test";
   int64_t val_split = -1, batch_size = 500;
+  int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   int workers = 2, threads = 0;
   bool json = false, tta_flip = false;
   std::string device = "auto";
@@ -166,6 +170,7 @@ int cmd_eval(const EvalArgs& a) {
   HPCNET_REQUIRE(a.split == "test" || a.split == "val",
                  "--split must be test or val (got '" + a.split + "')");
   HPCNET_REQUIRE(a.batch_size >= 1, "--batch-size must be at least 1");
+  data::set_max_image_pixels(a.max_image_pixels);
   train::LoadedModel m = train::load_model(a.weights, a.model);
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
@@ -287,6 +292,42 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   return 0;
 }
 
+// `hpcnet export`: the weights as an ONNX model (opset 17) for onnxruntime, TensorRT, OpenVINO.
+struct ExportArgs {
+  std::string weights, model, format = "onnx", out, batch = "1", save_io;
+  int64_t imgsz = 0;
+};
+
+int cmd_export(const ExportArgs& a) {
+  HPCNET_REQUIRE(a.format == "onnx", "--format " + a.format + ": only onnx is supported");
+  exporting::OnnxOptions o;
+  if (a.batch == "dynamic") {
+    o.dynamic_batch = true;
+  } else {
+    char* end = nullptr;
+    o.batch = std::strtoll(a.batch.c_str(), &end, 10);
+    HPCNET_REQUIRE(!a.batch.empty() && *end == '\0' && o.batch >= 1,
+                   "--batch " + a.batch + ": expected a batch size >= 1 or 'dynamic'");
+  }
+  HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be positive");
+  train::LoadedModel m = train::load_model(a.weights, a.model);
+  o.height = o.width = a.imgsz > 0 ? a.imgsz : m.imgsz;
+  o.model_name = m.name;
+  o.task = m.task;
+  o.classes = m.classes;
+  std::string out = a.out;
+  if (out.empty()) out = (fs::path(a.weights).replace_extension(".onnx")).string();
+  exporting::OnnxResult r = exporting::export_onnx(*m.module, o, out);
+  if (!a.save_io.empty())
+    save_safetensors(a.save_io, {{"input", r.sample_input}, {"output", r.sample_output}},
+                     {{"format", "pt"}});
+  std::printf("%s: %s, opset 17, input (%s, 3, %lld, %lld), %lld nodes, %lld parameters\n",
+              out.c_str(), m.name.c_str(), o.dynamic_batch ? "batch" : a.batch.c_str(),
+              static_cast<long long>(o.height), static_cast<long long>(o.width),
+              static_cast<long long>(r.nodes), static_cast<long long>(r.parameters));
+  return 0;
+}
+
 int cmd_bench(const train::BenchConfig& c, bool json) {
   train::BenchResult r = train::run_bench(c);
   std::string how;
@@ -335,7 +376,7 @@ int main(int argc, char** argv) {
   CLI::App app{"hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
                "The tutorial run:  hpcnet train --data DIR --out runs/lenet"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "hpcnet 0.1.0");
+  app.set_version_flag("--version", cli::version_line());
 
   train::TrainConfig tc;
   CLI::App* t = app.add_subcommand("train", "train a model (the PyTorch CIFAR-10 tutorial by default)");
@@ -345,7 +386,11 @@ int main(int argc, char** argv) {
                 "a JSON run recipe (configs/*.json); flags on the command line override it");
   add_recipe_flags(*t, tc);
   bool no_progress = false;
+  bool force_progress = false;
   t->add_flag("--no-progress", no_progress, "never draw the progress bar");
+  t->add_flag("--progress", force_progress,
+              "draw the progress bar even where it is off by default (stdout not a terminal; "
+              "under mpirun, srun or torchrun, whose ranks may see a terminal that is not yours)");
 
   EvalArgs ea;
   CLI::App* e = app.add_subcommand("eval", "accuracy of trained weights on a split, per class");
@@ -359,6 +404,10 @@ int main(int argc, char** argv) {
   e->add_option("--workers", ea.workers, "data-loading threads")->capture_default_str();
   e->add_option("--threads", ea.threads, "CPU threads (0 = all cores)")->capture_default_str();
   e->add_option("--device", ea.device, "auto, cpu or cuda")->capture_default_str();
+  const char* kMaxPixelsHelp =
+      "refuse an image or mask whose header claims more pixels (width x height) than this, "
+      "before decoding it (a guard against decompression bombs)";
+  e->add_option("--max-image-pixels", ea.max_image_pixels, kMaxPixelsHelp)->capture_default_str();
   e->add_flag("--json", ea.json, "print one JSON object instead of text");
   e->add_flag("--tta-flip", ea.tta_flip,
               "test-time augmentation: classify each image and its left-right mirror, sum the "
@@ -374,6 +423,8 @@ int main(int argc, char** argv) {
   p->add_option("--top", top, "classes to show per image")->capture_default_str();
   p->add_option("--threads", pthreads, "CPU threads (0 = all cores)");
   p->add_option("--device", pdevice, "auto, cpu or cuda")->capture_default_str();
+  int64_t pmax_pixels = data::kDefaultMaxImagePixels;
+  p->add_option("--max-image-pixels", pmax_pixels, kMaxPixelsHelp)->capture_default_str();
   p->add_flag("--json", pjson, "one JSON object per image");
   std::string psave;
   p->add_option("--save", psave,
@@ -394,6 +445,23 @@ int main(int argc, char** argv) {
   b->add_option("--precision", bc.precision, "fp32 or bf16 (bfloat16 convolutions)")->capture_default_str();
   b->add_flag("--no-profile", bnoprof, "time whole steps only (no per-kernel clock reads)");
   b->add_flag("--json", bjson, "print one JSON object");
+
+  ExportArgs xa;
+  CLI::App* x = app.add_subcommand("export", "write trained weights as an ONNX model (opset 17)");
+  x->add_option("--weights", xa.weights, "model.safetensors (or checkpoint.safetensors)")->required();
+  x->add_option("--model", xa.model, "model name (default: from the weights file)");
+  x->add_option("--format", xa.format, "onnx")->capture_default_str();
+  x->add_option("--out", xa.out, "output file (default: the weights' name with .onnx)");
+  x->add_option("--imgsz", xa.imgsz, "input height and width (default: the size it was trained at)");
+  x->add_option("--batch", xa.batch, "batch size of the input, or 'dynamic'")->capture_default_str();
+  x->add_option("--save-io", xa.save_io,
+                "also write the traced input and hpcnet's output to this safetensors file (to "
+                "check an ONNX runtime against)");
+
+  std::string plot_dir, plot_out;
+  CLI::App* pl = app.add_subcommand("plot", "draw a run's metrics.jsonl as results.png");
+  pl->add_option("rundir", plot_dir, "the run folder (train's --out)")->required();
+  pl->add_option("--out", plot_out, "the PNG file (default: RUNDIR/results.png)");
 
   app.add_subcommand("info", "build, backends and library versions");
 
@@ -419,17 +487,25 @@ int main(int argc, char** argv) {
   try {
     if (t->parsed()) {
       dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
-      tc.progress = no_progress ? 0 : -1;
+      tc.progress = no_progress ? 0 : force_progress ? 1 : -1;
       tc.given = given_recipe_keys(*t);
       const train::TrainResult r = train::run_training(tc, std::cout);
       dist::finalize();
       return r.exit_code;  // 130 / 143 when SIGINT / SIGTERM stopped it (checkpoint written)
     }
     if (e->parsed()) return cmd_eval(ea);
-    if (p->parsed()) return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave);
+    if (p->parsed()) {
+      data::set_max_image_pixels(pmax_pixels);
+      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave);
+    }
     if (b->parsed()) {
       bc.profile = !bnoprof;
       return cmd_bench(bc, bjson);
+    }
+    if (x->parsed()) return cmd_export(xa);
+    if (pl->parsed()) {
+      std::printf("%s\n", train::plot_run(plot_dir, plot_out).c_str());
+      return 0;
     }
     return cmd_info();
   } catch (const InputError& err) {

@@ -1,7 +1,11 @@
 // File and archive reading for the dataset loaders: whole files into memory, and a sequential
-// libarchive scan of .tar/.tar.gz that keeps only the entries a loader asks for.
+// libarchive scan of .tar/.tar.gz that keeps only the entries a loader asks for. Both check the
+// size a file or member claims (regular files only, at most kMaxInputFileBytes) before reserving.
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,20 +17,59 @@
 
 namespace hpcnet::data::detail {
 
-std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw InputError(what + ": cannot read " + path + ": " + std::strerror(errno));
-  std::vector<uint8_t> out;
-  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
-    long n = std::ftell(f.get());
-    if (n > 0) out.reserve(static_cast<size_t>(n));
-    std::fseek(f.get(), 0, SEEK_SET);
+namespace {
+
+// What a stat mode is, for "not a regular file (...)".
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+std::string limit_str(uint64_t bytes) {
+  if (bytes % (uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes % (uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
+                                     uint64_t max_bytes) {
+  auto fail = [&](const std::string& why) {
+    return InputError(what + ": cannot read " + path + ": " + why);
+  };
+  // stat before open: opening a FIFO would block until a writer comes, and a device may act.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw fail(std::string("not a regular file (") + file_kind(st.st_mode) + ")");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) throw fail(std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &st) != 0) throw fail(std::strerror(errno));
+  if (!S_ISREG(st.st_mode))  // replaced between stat and open
+    throw fail(std::string("not a regular file (") + file_kind(st.st_mode) + ")");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes)
+    throw fail(std::to_string(size) + " bytes, over the " + limit_str(max_bytes) +
+               " limit for one input file");
+  std::vector<uint8_t> out(static_cast<size_t>(size));
+  size_t got = 0;
+  while (got < out.size()) {  // a file that grows meanwhile is read up to its size at open
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw fail(std::strerror(errno));
+    if (n == 0) break;  // shrank meanwhile
+    got += static_cast<size_t>(n);
   }
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) out.insert(out.end(), buf, buf + n);
-  if (std::ferror(f.get()))
-    throw InputError(what + ": cannot read " + path + ": " + std::strerror(errno));
+  out.resize(got);
   return out;
 }
 
@@ -111,8 +154,20 @@ std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
     if (is_dir || type != AE_IFREG || !keep) continue;
     ArchiveEntry e;
     e.path = std::move(path);
-    if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
-      e.data.reserve(static_cast<size_t>(archive_entry_size(entry)));
+    // The size a header claims (a PAX size record, a sparse file's logical size) is checked
+    // before any buffer is reserved, and every block's end again while reading.
+    auto too_large = [&](const std::string& bytes) {
+      return InputError("cannot read archive " + archive_path + ": member " + e.path + " is " +
+                        bytes + " bytes, over the " +
+                        limit_str(kMaxInputFileBytes) +
+                        " limit for one file (a corrupt archive?); check the file");
+    };
+    if (archive_entry_size_is_set(entry)) {
+      const la_int64_t claimed = archive_entry_size(entry);
+      if (claimed < 0 || static_cast<uint64_t>(claimed) > kMaxInputFileBytes)
+        throw too_large(std::to_string(claimed));
+      if (claimed > 0) e.data.reserve(static_cast<size_t>(claimed));
+    }
     const void* buf;
     size_t len;
     la_int64_t offset;
@@ -120,6 +175,9 @@ std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
       r = archive_read_data_block(a.get(), &buf, &len, &offset);
       if (r == ARCHIVE_EOF) break;
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) throw fail("cannot read " + e.path);
+      if (offset < 0 || static_cast<uint64_t>(offset) > kMaxInputFileBytes ||
+          len > kMaxInputFileBytes - static_cast<uint64_t>(offset))
+        throw too_large("at least " + std::to_string(offset) + " + " + std::to_string(len));
       size_t off = static_cast<size_t>(offset);
       if (e.data.size() < off) e.data.resize(off, 0);  // sparse hole
       const uint8_t* p = static_cast<const uint8_t*>(buf);

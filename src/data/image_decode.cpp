@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 
 // jpeglib.h needs size_t and FILE declared first.
@@ -21,7 +22,21 @@ namespace hpcnet::data {
 namespace detail {
 namespace {
 
-constexpr int64_t kMaxPixels = int64_t{1} << 28;  // refuse absurd sizes (corrupt headers)
+std::atomic<int64_t> g_max_pixels{kDefaultMaxImagePixels};
+
+// Whether a width x height header is over the pixel limit; if so, the reason into buf (no
+// allocation: called in frames holding setjmp).
+bool over_pixel_limit(uint64_t width, uint64_t height, char* buf, size_t buf_size) {
+  const int64_t limit = g_max_pixels.load(std::memory_order_relaxed);
+  const uint64_t pixels = width * height;  // both below 2^32: no overflow
+  if (pixels <= static_cast<uint64_t>(limit)) return false;
+  std::snprintf(buf, buf_size,
+                "%llux%llu = %llu pixels is over --max-image-pixels %lld (a guard against "
+                "decompression bombs; raise it if the image is genuine)",
+                static_cast<unsigned long long>(width), static_cast<unsigned long long>(height),
+                static_cast<unsigned long long>(pixels), static_cast<long long>(limit));
+  return true;
+}
 
 // ---- JPEG -------------------------------------------------------------------------------------
 
@@ -30,6 +45,7 @@ struct JpegErr {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool truncated;
+  bool too_large;  // message is over_pixel_limit()'s reason
 };
 
 void jpeg_error_exit(j_common_ptr cinfo) {
@@ -54,6 +70,7 @@ struct PngIo {
   size_t size;
   size_t pos;
   char message[256];
+  bool too_large;  // message is over_pixel_limit()'s reason
 };
 
 void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
@@ -88,12 +105,18 @@ const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int6
     return io->message;
   }
   png_set_read_fn(png, io, png_read_mem);
-  png_read_info(png, info);
+  // libpng's own size limit (1,000,000 x 1,000,000) is lifted: the pixel count below decides.
+  png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
+  png_read_info(png, info);  // the chunks up to the first IDAT: no pixel buffer yet
   png_uint_32 width = png_get_image_width(png, info);
   png_uint_32 height = png_get_image_height(png, info);
   int color = png_get_color_type(png, info);
   int depth = png_get_bit_depth(png, info);
-  if (static_cast<int64_t>(width) * height > kMaxPixels) png_error(png, "image too large");
+  if (over_pixel_limit(width, height, io->message, sizeof(io->message))) {
+    io->too_large = true;
+    png_destroy_read_struct(&png, &info, nullptr);
+    return io->message;
+  }
   if (index) {
     if (color != PNG_COLOR_TYPE_PALETTE && color != PNG_COLOR_TYPE_GRAY &&
         color != PNG_COLOR_TYPE_GRAY_ALPHA)
@@ -159,6 +182,7 @@ namespace {
 const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8_t* data,
                         size_t size, std::vector<uint8_t>* pixels, int64_t* h, int64_t* w) {
   err->truncated = false;
+  err->too_large = false;
   err->message[0] = '\0';
   if (setjmp(err->jump)) {
     jpeg_abort_decompress(cinfo);
@@ -166,6 +190,14 @@ const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8
   }
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(cinfo, TRUE);
+  // Before jpeg_start_decompress, which allocates the whole coefficient image of a progressive
+  // JPEG (2 bytes per sample) and the output buffers.
+  if (over_pixel_limit(cinfo->image_width, cinfo->image_height, err->message,
+                       sizeof(err->message))) {
+    err->too_large = true;
+    jpeg_abort_decompress(cinfo);
+    return err->message;
+  }
   if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
     std::snprintf(err->message, sizeof(err->message), "CMYK JPEG is not supported");
     jpeg_abort_decompress(cinfo);
@@ -173,8 +205,7 @@ const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8
   }
   cinfo->out_color_space = JCS_RGB;
   jpeg_start_decompress(cinfo);
-  if (cinfo->output_components != 3 ||
-      static_cast<int64_t>(cinfo->output_width) * cinfo->output_height > kMaxPixels) {
+  if (cinfo->output_components != 3) {
     std::snprintf(err->message, sizeof(err->message), "unsupported JPEG (%d components, %ux%u)",
                   cinfo->output_components, cinfo->output_width, cinfo->output_height);
     jpeg_abort_decompress(cinfo);
@@ -200,12 +231,14 @@ std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out) {
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
     const char* e =
         decode_jpeg(&jpeg_->cinfo, &jpeg_->err, data, size, &out.pixels, &out.height, &out.width);
+    if (e && jpeg_->err.too_large) return e;
     if (e) return std::string("bad JPEG data (") + e + ")";
     return {};
   }
   if (size >= 8 && png_sig_cmp(data, 0, 8) == 0) {
-    PngIo io{data, size, 0, {0}};
+    PngIo io{data, size, 0, {0}, false};
     const char* e = decode_png(&io, out.pixels, &out.height, &out.width);
+    if (e && io.too_large) return e;
     if (e) return std::string("bad PNG data (") + e + ")";
     return {};
   }
@@ -218,8 +251,9 @@ std::string ImageDecoder::decode_mask(const uint8_t* data, size_t size,
                                       int64_t* width) {
   *height = *width = 0;
   if (size >= 8 && png_sig_cmp(data, 0, 8) == 0) {
-    PngIo io{data, size, 0, {0}};
+    PngIo io{data, size, 0, {0}, false};
     const char* e = decode_png(&io, pixels, height, width, true);
+    if (e && io.too_large) return e;
     if (e) return std::string("bad PNG mask (") + e + ")";
     return {};
   }
@@ -230,6 +264,13 @@ std::string ImageDecoder::decode_mask(const uint8_t* data, size_t size,
 }
 
 }  // namespace detail
+
+void set_max_image_pixels(int64_t n) {
+  HPCNET_REQUIRE(n >= 1, "--max-image-pixels must be at least 1 (got " + std::to_string(n) + ")");
+  detail::g_max_pixels.store(n, std::memory_order_relaxed);
+}
+
+int64_t max_image_pixels() { return detail::g_max_pixels.load(std::memory_order_relaxed); }
 
 Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
   detail::ImageDecoder dec;

@@ -1,6 +1,9 @@
 // torchvision-style image folders (ROOT/<split>/<class>/<images>) from a folder or a .tar/.tar.gz
 // read in memory. All files are read first, then decoded eagerly on all cores; the dataset keeps
-// torchvision's order (class, folder path, file name) whatever the thread count.
+// torchvision's order (class, folder path, file name) whatever the thread count. Directory links
+// are followed, but no folder twice within a class (a link to an ancestor would loop).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -211,9 +214,27 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
   std::vector<std::string> class_dirs;
   std::vector<std::vector<uint8_t>> contents;
   std::vector<detail::ImageFile> files;
+  // A folder's identity (device, inode), whatever path or link leads to it.
+  auto folder_id = [](const fs::path& p, std::pair<dev_t, ino_t>* id) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return false;
+    *id = {st.st_dev, st.st_ino};
+    return true;
+  };
   for (size_t k = 0; k < classes.size(); ++k) {
     const fs::path class_dir = split_dir / classes[k];
     class_dirs.push_back(class_dir.string());
+    // The class folder's ancestors and the folders of this class already listed: a link to one of
+    // them (an ancestor would loop until the path is too long, or take in the other classes) is
+    // not followed, so no image is listed twice.
+    std::set<std::pair<dev_t, ino_t>> visited;
+    for (const fs::path& start : {class_dir, split_dir}) {
+      std::error_code cec;
+      for (fs::path p = fs::canonical(start, cec); !cec && !p.empty(); p = p.parent_path()) {
+        if (std::pair<dev_t, ino_t> id; folder_id(p, &id)) visited.insert(id);
+        if (p == p.parent_path()) break;
+      }
+    }
     fs::recursive_directory_iterator it(class_dir, fs::directory_options::follow_directory_symlink,
                                         ec);
     HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
@@ -222,6 +243,12 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
       const std::string name = it->path().filename().string();
       if (detail::is_hidden(name)) {
         if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (std::error_code dec; it->is_directory(dec)) {
+        std::pair<dev_t, ino_t> id;
+        if (folder_id(it->path(), &id) && !visited.insert(id).second)
+          it.disable_recursion_pending();
         continue;
       }
       if (!it->is_regular_file(ec) || !detail::is_image_name(name)) continue;

@@ -13,8 +13,15 @@
 
 namespace hpcnet::data::detail {
 
-// Whole file into memory; InputError "<what>: cannot read PATH: <reason>" on failure.
-std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what);
+// The most bytes one input file, or one archive member, may hold: a larger one is refused from
+// its size (stat, or the archive header's claim) before any buffer is reserved.
+inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
+
+// Whole file into memory; InputError "<what>: cannot read PATH: <reason>" on failure, when PATH
+// is not a regular file (a folder, FIFO or device: refused from stat, before opening it) or holds
+// more than max_bytes.
+std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
+                                     uint64_t max_bytes = kMaxInputFileBytes);
 
 // True for names ending .tar, .tar.gz, .tgz (any case).
 bool is_archive_name(const std::string& path);
@@ -31,7 +38,8 @@ struct ArchiveEntry {
 // Reads a .tar/.tar.gz (any format/filter libarchive knows) sequentially. For every entry,
 // want(path, is_dir) decides whether a regular file's bytes are kept (it is also called for
 // directories, whose result is ignored, so callers can note them). InputError naming the archive
-// when it cannot be opened or read.
+// when it cannot be opened or read, and naming the member too when a kept one claims (or turns
+// out to hold) more than kMaxInputFileBytes, checked before its buffer is reserved.
 std::vector<ArchiveEntry> scan_archive(const std::string& archive,
                                        const std::function<bool(const std::string&, bool)>& want);
 

@@ -132,6 +132,13 @@ std::string stem(const std::string& file) {
 }
 
 std::vector<std::string> class_names_generic(FileTree& t) {
+  // Mask values are bytes and 255 means "ignore": at most 255 classes.
+  auto check_count = [&](const std::vector<std::string>& names, const char* file) {
+    HPCNET_REQUIRE(names.size() <= 255, "segmentation: " + t.where + file + " names " +
+                                            std::to_string(names.size()) +
+                                            " classes; 8-bit masks hold at most 255 (value 255 "
+                                            "= ignore)");
+  };
   if (t.has("classes.txt")) {
     std::vector<std::string> names;
     std::istringstream in(text_of(t.get("classes.txt")));
@@ -140,6 +147,7 @@ std::vector<std::string> class_names_generic(FileTree& t) {
       if (!line.empty()) names.push_back(line);
     }
     HPCNET_REQUIRE(!names.empty(), "segmentation: " + t.where + "classes.txt names no class");
+    check_count(names, "classes.txt");
     return names;
   }
   if (t.has("data.yaml")) {
@@ -163,6 +171,7 @@ std::vector<std::string> class_names_generic(FileTree& t) {
       throw InputError("segmentation: " + t.where + "data.yaml: " + e.what());
     }
     HPCNET_REQUIRE(names.size() > 1, "segmentation: " + t.where + "data.yaml has no names");
+    check_count(names, "data.yaml");
     return names;
   }
   throw InputError("segmentation: " + t.where +

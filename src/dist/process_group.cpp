@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "hpcnet/dist.h"
 #include "src/dist/internal.h"
@@ -102,21 +103,83 @@ bool launched_by_mpi_launcher() {
          (env("SLURM_NTASKS") && env("SLURM_STEP_ID"));
 }
 
+namespace {
+
+int env_int(const char* name) {  // -1 when unset, empty or not a number
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= 0 && n <= 1 << 30 ? static_cast<int>(n) : -1;
+}
+
+}  // namespace
+
+LauncherEnv launcher_env() {
+  LauncherEnv e;
+  struct Source {
+    const char *size, *rank, *local_rank, *launcher;
+  };
+  // Most specific first: mpirun inside a Slurm allocation, or torchrun under srun, said last.
+  const Source sources[] = {
+      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
+      {"PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID", "an MPI launcher (PMI)"},
+      {"WORLD_SIZE", "RANK", "LOCAL_RANK", "torchrun"},
+      {"SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "Slurm"},
+  };
+  for (const Source& s : sources) {
+    const int n = env_int(s.size);
+    if (n < 1) continue;
+    // SLURM_NTASKS alone is any job's allocation; a task of it also has SLURM_PROCID.
+    if (std::strcmp(s.size, "SLURM_NTASKS") == 0 && env_int(s.rank) < 0) continue;
+    e.size = n;
+    e.rank = env_int(s.rank);
+    e.local_rank = env_int(s.local_rank);
+    e.variable = s.size;
+    e.launcher = s.launcher;
+    if (e.launcher == "Slurm")
+      e.launcher = std::getenv("SLURM_STEP_ID") ? "srun" : "Slurm, outside srun";
+    break;
+  }
+  return e;
+}
+
+std::string launcher_mismatch(int world_size) {
+  if (const char* force = std::getenv("HPCNET_DIST"))
+    if (std::strcmp(force, "single") == 0) return "";
+  const LauncherEnv e = launcher_env();
+  if (e.size <= 1 || world_size != 1) return "";
+  const std::string n = std::to_string(e.size);
+  std::string line = e.variable + "=" + n + " (" + e.launcher + ") but ";
+  if (!mpi_built())
+    line +=
+        "this build of hpcnet has no MPI and runs 1 process: rebuild with -DHPCNET_MPI=ON "
+        "(libopenmpi-dev), then launch with mpirun -np " +
+        n + " hpcnet train ...";
+  else if (e.variable == "OMPI_COMM_WORLD_SIZE" || e.variable == "PMI_SIZE")
+    line +=
+        "hpcnet's MPI sees 1 process: hpcnet is linked against another MPI library than "
+        "this launcher's (see hpcnet info); launch with that library's mpirun -np " +
+        n;
+  else if (e.variable == "SLURM_NTASKS")
+    line += "hpcnet's process group is MPI and sees 1 process: launch with srun --mpi=pmix -n " +
+            n + " hpcnet train ... or mpirun -np " + n + " hpcnet train ...";
+  else
+    line += "hpcnet's process group is MPI and sees 1 process: launch with mpirun -np " + n +
+            " hpcnet train ... or srun --mpi=pmix -n " + n + " hpcnet train ...";
+  return line + " (HPCNET_DIST=single runs this one process alone)";
+}
+
 ProcessGroup& world() {
   std::lock_guard<std::mutex> lock(g_world_mu);
   if (!g_world) {
-    if (mpi_built() && launched_by_mpi_launcher()) {
-      g_world = make_mpi_group();
-    } else {
-      // Without MPI, N copies started by a launcher would each train alone on the same files.
-      const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
-      if (!n) n = std::getenv("PMI_SIZE");
-      if (!mpi_built() && launched_by_mpi_launcher() && n && std::atoi(n) > 1)
-        throw InputError("started as one of " + std::string(n) +
-                         " processes by mpirun/srun, but this build of hpcnet has no MPI; "
-                         "rebuild with -DHPCNET_MPI=ON (libopenmpi-dev) or run one process");
-      g_world = make_single_group();
-    }
+    std::unique_ptr<ProcessGroup> g =
+        mpi_built() && launched_by_mpi_launcher() ? make_mpi_group() : make_single_group();
+    // N copies that each see a world of one would each train alone on the same files. On a
+    // throw, g's destructor leaves MPI (MPI_Finalize) before the CLI exits 2.
+    const std::string mismatch = launcher_mismatch(g->world_size());
+    if (!mismatch.empty()) throw InputError(mismatch);
+    g_world = std::move(g);
   }
   return *g_world;
 }

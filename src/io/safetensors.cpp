@@ -1,11 +1,15 @@
 // safetensors reader and writer (https://github.com/huggingface/safetensors, format only).
 // Writing goes through write_file_atomic; reading validates the header against the file before
-// any tensor is built, then reads each tensor's bytes straight into its own storage.
+// any tensor is built, then reads each tensor's bytes straight into its own storage. Hostile
+// headers are bounded: size, nesting depth, metadata size and shape rank; parsing is O(n log n).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,6 +26,13 @@ namespace {
 
 // The Hugging Face reader refuses headers above 100 MB; so do we, before allocating one.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A header nests 3 deep (header, tensor, shape); deeper JSON is refused while parsing, so that
+// nothing recursive (dump, destruction) ever meets a 100,000-deep value.
+constexpr int kMaxJsonDepth = 64;
+// __metadata__ keys and values together (hpcnet's largest, a list of class names, is far less).
+constexpr uint64_t kMaxMetadataBytes = uint64_t{8} << 20;
+// Dimensions of one tensor (PyTorch tensors rarely have more than 8).
+constexpr size_t kMaxRank = 64;
 
 struct DTypeCode {
   const char* code;
@@ -33,7 +44,17 @@ constexpr DTypeCode kDTypeCodes[] = {
     {"U8", DType::kUInt8},
 };
 
-std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+// A name for a message, cut at 200 characters (a hostile header may hold megabyte names).
+std::string in_quotes(const std::string& s) {
+  return "'" + (s.size() <= 200 ? s : s.substr(0, 200) + "...") + "'";
+}
+
+// A JSON value for a message: its text, cut at 80 characters.
+template <class Json>
+std::string brief(const Json& v) {
+  std::string s = v.dump();
+  return s.size() <= 80 ? s : s.substr(0, 80) + "...";
+}
 
 // A tensor's entry in the header, checked on its own.
 struct Entry {
@@ -41,17 +62,101 @@ struct Entry {
   DType dtype;
   Shape shape;
   uint64_t begin = 0, end = 0;
+  std::map<std::string, Tensor>::iterator slot;  // its place in SafetensorsFile::tensors
 };
 
-uint64_t json_u64(const nlohmann::ordered_json& v, const std::string& what,
-                  const std::string& where) {
+using Json = nlohmann::json;  // std::map objects: O(log n) per key, unlike ordered_json's O(n)
+
+uint64_t json_u64(const Json& v, const std::string& what, const std::string& where) {
   HPCNET_REQUIRE(v.is_number_unsigned(),
-                 where + ": " + what + " must be a non-negative integer, got " + v.dump());
+                 where + ": " + what + " must be a non-negative integer, got " + brief(v));
   return v.get<uint64_t>();
 }
 
-Entry parse_entry(const std::string& name, const nlohmann::ordered_json& info,
-                  const std::string& path) {
+// The header in one pass of nlohmann's SAX parser: each top-level value (a tensor's entry, the
+// metadata) is built as a small json on its own and handed to on_value(key, value) as soon as it
+// ends, so the whole header never exists as one json. Nesting over kMaxJsonDepth stops parsing
+// as it starts. (nlohmann's parser callback, like ordered_json, is O(n^2) in an object's size:
+// it scans the parent after each child object.)
+struct HeaderReader final : nlohmann::json_sax<Json> {
+  std::function<void(const std::string&, Json&&)> on_value;
+  int depth = 0;
+  bool too_deep = false;
+  std::string top_key, key_in_value, last_key;  // last_key: the last key read, for messages
+  std::string error;                            // why parsing stopped, when not too_deep
+  size_t error_byte = 0;
+  Json value;                // the top-level value being read
+  std::vector<Json*> open;   // its containers being filled, innermost last
+
+  // Places v where the value being read expects it; returns it.
+  Json* place(Json&& v) {
+    if (open.empty()) {
+      value = std::move(v);
+      return &value;
+    }
+    Json& parent = *open.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    Json& slot = parent[key_in_value];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool scalar(Json&& v) {
+    if (depth == 1 && open.empty()) {
+      on_value(top_key, std::move(v));
+      return true;
+    }
+    place(std::move(v));
+    return true;
+  }
+  bool start(Json&& container) {
+    if (++depth > kMaxJsonDepth) {
+      too_deep = true;
+      return false;
+    }
+    if (depth == 1) return true;  // the header object itself
+    open.push_back(place(std::move(container)));
+    return true;
+  }
+  bool end() {
+    --depth;
+    if (depth == 0) return true;
+    open.pop_back();
+    if (open.empty()) on_value(top_key, std::move(value));
+    return true;
+  }
+
+  bool null() override { return scalar(Json()); }
+  bool boolean(bool v) override { return scalar(Json(v)); }
+  bool number_integer(number_integer_t v) override { return scalar(Json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return scalar(Json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return scalar(Json(v)); }
+  bool string(string_t& v) override { return scalar(Json(std::move(v))); }
+  bool binary(binary_t&) override { return scalar(Json()); }  // JSON text holds none
+  bool start_object(std::size_t) override { return start(Json::object()); }
+  bool start_array(std::size_t) override { return start(Json::array()); }
+  bool end_object() override { return end(); }
+  bool end_array() override { return end(); }
+  bool key(string_t& k) override {
+    last_key = k;
+    if (depth == 1)
+      top_key = k;
+    else
+      key_in_value = k;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string& token,
+                   const nlohmann::json::exception& e) override {
+    error_byte = position;
+    const std::string t = token.size() <= 40 ? token : token.substr(0, 40) + "...";
+    error = e.id == 406 ? "number " + t + " is out of range" : "unexpected '" + t + "'";
+    return false;
+  }
+};
+
+Entry parse_entry(const std::string& name, const Json& info, const std::string& path) {
   const std::string where = path + ": tensor " + in_quotes(name);
   HPCNET_REQUIRE(info.is_object(), where + " is not a JSON object");
   for (const char* key : {"dtype", "shape", "data_offsets"})
@@ -60,7 +165,7 @@ Entry parse_entry(const std::string& name, const nlohmann::ordered_json& info,
   e.name = name;
 
   const auto& dt = info["dtype"];
-  HPCNET_REQUIRE(dt.is_string(), where + " has a dtype that is not a string: " + dt.dump());
+  HPCNET_REQUIRE(dt.is_string(), where + " has a dtype that is not a string: " + brief(dt));
   const std::string code = dt.get<std::string>();
   bool found = false;
   for (const auto& c : kDTypeCodes) {
@@ -70,33 +175,36 @@ Entry parse_entry(const std::string& name, const nlohmann::ordered_json& info,
     }
   }
   HPCNET_REQUIRE(found,
-                 where + " has dtype " + in_quotes(code) +
+                 where + " has dtype " + in_quotes(code.substr(0, 20)) +
                      ", which hpcnet cannot read (it reads F32, F64, BF16, F16, I64, I32, U8)");
 
   const auto& sh = info["shape"];
-  HPCNET_REQUIRE(sh.is_array(), where + " has a shape that is not a list: " + sh.dump());
+  HPCNET_REQUIRE(sh.is_array(), where + " has a shape that is not a list: " + brief(sh));
+  HPCNET_REQUIRE(sh.size() <= kMaxRank, where + " has a shape of " + std::to_string(sh.size()) +
+                                            " dimensions (at most " + std::to_string(kMaxRank) +
+                                            " are read)");
   // Elements, with an overflow guard: numel * 8 bytes must fit in int64.
   const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
   uint64_t numel = 1;
   for (const auto& d : sh) {
     uint64_t n = json_u64(d, "each shape dimension", where);
     HPCNET_REQUIRE(n <= limit && (n == 0 || numel <= limit / n),
-                   where + " has an impossibly large shape " + sh.dump());
+                   where + " has an impossibly large shape " + brief(sh));
     numel *= n;
     e.shape.push_back(static_cast<int64_t>(n));
   }
 
   const auto& off = info["data_offsets"];
   HPCNET_REQUIRE(off.is_array() && off.size() == 2,
-                 where + " has data_offsets that are not [begin, end]: " + off.dump());
+                 where + " has data_offsets that are not [begin, end]: " + brief(off));
   e.begin = json_u64(off[0], "data_offsets", where);
   e.end = json_u64(off[1], "data_offsets", where);
   HPCNET_REQUIRE(e.begin <= e.end,
-                 where + " has data_offsets " + off.dump() + " whose begin is after its end");
+                 where + " has data_offsets " + brief(off) + " whose begin is after its end");
   const uint64_t want = numel * dtype_size(e.dtype);
   HPCNET_REQUIRE(e.end - e.begin == want, where + " has shape " + shape_str(e.shape) +
                                               " and dtype " + code + " (" + std::to_string(want) +
-                                              " bytes) but data_offsets " + off.dump() + " span " +
+                                              " bytes) but data_offsets " + brief(off) + " span " +
                                               std::to_string(e.end - e.begin) + " bytes");
   return e;
 }
@@ -173,6 +281,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::error_code ec;
   HPCNET_REQUIRE(!std::filesystem::is_directory(path, ec),
                  path + ": is a folder; expected a .safetensors file");
+  // Opening a FIFO would wait for a writer, and a device has no size to check.
+  if (struct stat st; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw InputError(path + ": not a regular file (a " +
+                     (S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) ? "character device"
+                                                                          : "special file") +
+                     "); expected a .safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int err = errno;
@@ -215,42 +329,43 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const size_t nul = text.find('\0');
   HPCNET_REQUIRE(nul == std::string::npos, path + ": header is not valid JSON (NUL byte at byte " +
                                                std::to_string(nul) + " of the header)");
-  // Parse, catching duplicate top-level keys (which plain parsing would silently merge).
-  std::string duplicate;
-  std::set<std::string> keys;
-  // ordered_json keeps the header's order, which breaks ties between empty tensors below.
-  using Json = nlohmann::ordered_json;
-  Json::parser_callback_t on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth == 1 && event == Json::parse_event_t::key && parsed.is_string()) {
-      if (!keys.insert(parsed.get<std::string>()).second && duplicate.empty())
-        duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  Json header;
-  try {
-    header = Json::parse(text, on_event);
-  } catch (const Json::parse_error& e) {
-    throw InputError(path + ": header is not valid JSON (error at byte " + std::to_string(e.byte) +
-                     " of the header)");
-  }
-  HPCNET_REQUIRE(header.is_object(), path + ": header is not a JSON object");
-  HPCNET_REQUIRE(duplicate.empty(), path + ": header names " + in_quotes(duplicate) + " twice");
-
   SafetensorsFile out;
   out.path = path;
-  std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == "__metadata__") {
-      HPCNET_REQUIRE(value.is_object(), path + ": __metadata__ is not a JSON object");
-      for (const auto& [mk, mv] : value.items()) {
-        HPCNET_REQUIRE(mv.is_string(), path + ": __metadata__ value of " + in_quotes(mk) +
-                                           " is not a string: " + mv.dump());
-        out.metadata[mk] = mv.get<std::string>();
-      }
-      continue;
+  std::vector<Entry> entries;  // in the header's order, which breaks ties between empty tensors
+  bool seen_metadata = false;
+  HeaderReader reader;
+  reader.on_value = [&](const std::string& key, Json&& value) {
+    if (key != "__metadata__") {
+      // The tensor's slot in out.tensors, filled below: one lookup per name, duplicates caught.
+      auto [slot, fresh] = out.tensors.try_emplace(key);
+      HPCNET_REQUIRE(fresh, path + ": header names " + in_quotes(key) + " twice");
+      entries.push_back(parse_entry(key, value, path));
+      entries.back().slot = slot;
+      return;
     }
-    entries.push_back(parse_entry(key, value, path));
+    HPCNET_REQUIRE(!seen_metadata, path + ": header names " + in_quotes(key) + " twice");
+    seen_metadata = true;
+    HPCNET_REQUIRE(value.is_object(), path + ": __metadata__ is not a JSON object");
+    uint64_t bytes = 0;
+    for (auto& [mk, mv] : value.items()) {
+      HPCNET_REQUIRE(mv.is_string(), path + ": __metadata__ value of " + in_quotes(mk) +
+                                         " is not a string: " + brief(mv));
+      bytes += mk.size() + mv.get_ref<const std::string&>().size();
+      HPCNET_REQUIRE(bytes <= kMaxMetadataBytes,
+                     path + ": __metadata__ holds over " +
+                         std::to_string(kMaxMetadataBytes >> 20) + " MiB of text (at key " +
+                         in_quotes(mk) + "); not a weights file's");
+      out.metadata[mk] = std::move(mv.get_ref<std::string&>());
+    }
+  };
+  if (!Json::sax_parse(text, &reader)) {
+    const std::string at =
+        reader.last_key.empty() ? std::string() : ", after key " + in_quotes(reader.last_key);
+    if (reader.too_deep)
+      throw InputError(path + ": not a safetensors header (JSON nested over " +
+                       std::to_string(kMaxJsonDepth) + " levels deep" + at + ")");
+    throw InputError(path + ": header is not valid JSON (" + reader.error + " at byte " +
+                     std::to_string(reader.error_byte) + " of the header" + at + ")");
   }
 
   // The data must be covered exactly: sorted by offset, no overlap, no gap, nothing after.
@@ -287,7 +402,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       HPCNET_REQUIRE(in.good(), path + ": read failed in the data of tensor " + in_quotes(e.name));
     }
     out.order.push_back(e.name);
-    out.tensors.emplace(e.name, std::move(t));
+    e.slot->second = std::move(t);
   }
   return out;
 }

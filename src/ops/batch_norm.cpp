@@ -7,6 +7,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -113,6 +114,8 @@ Tensor F::batch_norm_act(const Tensor& x_in, const Tensor& weight, const Tensor&
     node->has_residual = residual_in.defined();
     record(node, {&x_in, &weight, &bias, &residual_in}, y);
   }
+  trace::add("batch_norm", {x_in, weight, bias, running_mean, running_var, residual_in}, y,
+             {{"training", training}, {"eps", eps}, {"relu", relu}});
   return y;
 }
 

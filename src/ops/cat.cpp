@@ -5,6 +5,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -130,6 +131,7 @@ Tensor F::cat(const std::vector<Tensor>& xs_in, int64_t dim_in) {
       node->edges.push_back(std::move(e));
     }
   }
+  trace::add("cat", xs_in, y, {{"dim", dim}});
   return y;
 }
 

@@ -4,6 +4,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -145,6 +146,8 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
     if (relu) node->y = y;
     record(node, {&x_in, &w_in, &b_in}, y);
   }
+  trace::add(relu ? "conv2d_relu" : "conv2d", {x_in, w_in, b_in}, y,
+             {{"stride", stride}, {"padding", padding}, {"dilation", dilation}});
   return y;
 }
 
@@ -223,6 +226,11 @@ Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor&
     node->p = p;
     record(node, {&x_in, &w_in, &b_in}, y);
   }
+  trace::add("conv_transpose2d", {x_in, w_in, b_in}, y,
+             {{"stride", stride},
+              {"padding", padding},
+              {"output_padding", output_padding},
+              {"dilation", dilation}});
   return y;
 }
 

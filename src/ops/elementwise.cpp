@@ -5,6 +5,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -136,6 +137,7 @@ Tensor F::relu(const Tensor& x_in) {
     node->y = y;
     record(node, {&x_in}, y);
   }
+  trace::add("relu", {x_in}, y);
   return y;
 }
 
@@ -148,6 +150,7 @@ Tensor F::mul_scalar(const Tensor& x_in, double s) {
     node->s = s;
     record(node, {&x_in}, y);
   }
+  trace::add("mul_scalar", {x_in}, y, {{"s", s}});
   return y;
 }
 
@@ -159,6 +162,7 @@ Tensor F::add(const Tensor& a_in, const Tensor& b_in) {
   Tensor y = Tensor::empty_layout(a.shape(), a.dtype(), a.device(), a.layout());
   ops::add(a, b, y);
   if (any_requires_grad({&a_in, &b_in})) record(std::make_shared<AddNode>(), {&a_in, &b_in}, y);
+  trace::add("add", {a_in, b_in}, y);
   return y;
 }
 
@@ -170,6 +174,7 @@ Tensor F::reshape(const Tensor& x_in, const Shape& shape) {
     node->in_shape = x.shape();
     record(node, {&x_in}, y);
   }
+  trace::add("reshape", {x_in}, y);
   return y;
 }
 

@@ -3,6 +3,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -76,6 +77,7 @@ Tensor linear_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, b
     if (relu) node->y = y;
     record(node, {&x_in, &w_in, &b_in}, y);
   }
+  trace::add(relu ? "linear_relu" : "linear", {x_in, w_in, b_in}, y);
   return y;
 }
 

@@ -9,6 +9,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -229,6 +230,7 @@ Tensor F::log_softmax(const Tensor& x_in) {
     node->y = y;
     record(node, {&x_in}, y);
   }
+  trace::add("log_softmax", {x_in}, y);
   return y;
 }
 

@@ -3,6 +3,7 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -62,6 +63,8 @@ Tensor F::max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, in
   } else {
     ops::max_pool2d_forward(x, y, nullptr, p);
   }
+  trace::add("max_pool2d", {x_in}, y,
+             {{"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding}});
   return y;
 }
 

@@ -8,6 +8,7 @@
 #include "hpcnet/rng.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
@@ -143,6 +144,7 @@ Tensor F::global_avg_pool2d(const Tensor& x_in) {
     node->x_shape = x.shape();
     record(node, {&x_in}, y);
   }
+  trace::add("global_avg_pool2d", {x_in}, y);
   return y;
 }
 
@@ -162,6 +164,7 @@ Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
     node->pad = pad;
     record(node, {&x_in}, y);
   }
+  trace::add("subsample_pad", {x_in}, y, {{"stride", stride}, {"pad", pad}});
   return y;
 }
 
@@ -186,6 +189,7 @@ Tensor F::dropout(const Tensor& x_in, double p, bool training) {
     node->scale = scale;
     record(node, {&x_in}, y);
   }
+  trace::add("dropout", {x_in}, y);  // only in training mode (eval returns x)
   return y;
 }
 
@@ -207,6 +211,7 @@ Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
     node->scale = scale;
     record(node, {&x_in}, y);
   }
+  trace::add("upsample_nearest2d", {x_in}, y, {{"scale", scale}});
   return y;
 }
 
@@ -229,6 +234,7 @@ Tensor F::upsample_bilinear2d(const Tensor& x_in, int64_t out_h, int64_t out_w,
     node->align_corners = align_corners;
     record(node, {&x_in}, y);
   }
+  trace::add("upsample_bilinear2d", {x_in}, y, {{"align_corners", align_corners}});
   return y;
 }
 

@@ -2,6 +2,7 @@
 #include "hpcnet/task.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "hpcnet/autograd.h"
 #include "hpcnet/functional.h"
@@ -45,8 +46,11 @@ Outputs Task::infer(nn::Module& model, const Tensor& images, bool flip_tta) cons
   return model.forward_all(images);
 }
 
+double LossSum::mean() const { return count > 0 ? sum / count : std::nan(""); }
+
 std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::DataLoader& loader,
-                                 bool flip_tta) {
+                                 bool flip_tta, LossSum* loss,
+                                 const std::function<void(int64_t)>& on_batch) {
   std::unique_ptr<Metric> metric = task.make_metric(loader.dataset().classes());
   const bool was_training = model.is_training();
   const Device device = model.parameters().empty() ? cpu_device() : model.parameters()[0].device();
@@ -54,11 +58,22 @@ std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::Data
   NoGradGuard no_grad;
   loader.begin_epoch(0);
   data::Batch b;
+  int64_t batches = 0;
   while (loader.next(b)) {
     Outputs out = task.infer(model, device.is_cpu() ? b.images : b.images.to(device), flip_tta);
+    if (loss) {  // where the outputs are, the targets beside them
+      data::Batch t = b;
+      if (!device.is_cpu()) {
+        t.labels = b.labels.to(device);
+        if (b.masks.defined()) t.masks = b.masks.to(device);
+      }
+      loss->sum += task.loss(out, t).item() * static_cast<double>(b.size);
+      loss->count += static_cast<double>(b.size);
+    }
     if (!device.is_cpu())
       for (Tensor& t : out) t = t.to(cpu_device());
     metric->add(out, b);
+    if (on_batch) on_batch(++batches);
   }
   model.train(was_training);
   return metric;

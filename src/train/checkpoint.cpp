@@ -89,6 +89,11 @@ void write_run_file(const std::string& path, const ModelMeta& meta, const nn::Na
   save_safetensors(path, tensors, m);
 }
 
+// A metadata value for a message, cut at 60 characters.
+std::string brief(const std::string& text) {
+  return text.size() <= 60 ? text : text.substr(0, 60) + "...";
+}
+
 int64_t parse_int(const std::string& text, const std::string& path, const std::string& what) {
   try {
     size_t end = 0;
@@ -96,7 +101,49 @@ int64_t parse_int(const std::string& text, const std::string& path, const std::s
     if (end == text.size()) return v;
   } catch (const std::exception&) {
   }
-  throw InputError(path + ": corrupt metadata: " + what + " is not an integer ('" + text + "')");
+  throw InputError(path + ": corrupt metadata: " + what + " is not an integer ('" + brief(text) +
+                   "')");
+}
+
+// At most this many class names (a model of more would be built with an output of that size).
+constexpr size_t kMaxClasses = 100'000;
+
+// A metadata value holding JSON (hpcnet.classes, .config, .rng_state, .loss_sums), parsed once a
+// linear scan (brackets and commas outside strings) has found its nesting at most 16 deep and, for
+// a top-level list or object, at most max_items entries; InputError naming the file and the key
+// otherwise. (No parser callback: nlohmann's is quadratic in a container's size.)
+nlohmann::json parse_meta_json(const std::string& text, const std::string& path,
+                               const std::string& key, size_t max_items = SIZE_MAX) {
+  int depth = 0;
+  size_t items = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      HPCNET_REQUIRE(++depth <= 16,
+                     path + ": corrupt metadata: " + key + " nests over 16 levels deep");
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    } else if (ch == ',' && depth == 1) {
+      HPCNET_REQUIRE(++items < max_items, path + ": metadata " + key + " holds over " +
+                                              std::to_string(max_items) +
+                                              " entries; not an hpcnet file");
+    }
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(path + ": corrupt metadata: " + key + " is not valid JSON ('" + brief(text) +
+                     "')");
+  }
 }
 
 }  // namespace
@@ -127,8 +174,9 @@ RunFile read_run_file(const std::string& path) {
   r.meta.task = get("hpcnet.task");  // "" in files of no task (PyTorch-saved, or before tasks)
   if (std::string c = get("hpcnet.classes"); !c.empty()) {
     try {
-      r.meta.classes = nlohmann::json::parse(c).get<std::vector<std::string>>();
-    } catch (const std::exception&) {
+      r.meta.classes = parse_meta_json(c, path, "hpcnet.classes", kMaxClasses)
+                           .get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception&) {
       throw InputError(path + ": metadata hpcnet.classes is not a JSON list of names");
     }
   }
@@ -151,25 +199,25 @@ RunFile read_run_file(const std::string& path) {
   }
   if (!is_checkpoint) return r;
   TrainState st;
-  try {
-    st.epochs_done = std::stoll(f.metadata.at("hpcnet.epochs_done"));
-    st.steps = std::stoll(f.metadata.at("hpcnet.steps"));
-  } catch (const std::exception&) {
-    throw InputError(path + ": corrupt checkpoint: bad epoch or step count");
+  for (const char* key : {"hpcnet.epochs_done", "hpcnet.steps"}) {
+    const std::string v = get(key);
+    HPCNET_REQUIRE(!v.empty(), path + ": corrupt checkpoint: no " + key);
+    (key == std::string("hpcnet.steps") ? st.steps : st.epochs_done) = parse_int(v, path, key);
   }
-  try {
-    auto j = nlohmann::json::parse(get("hpcnet.rng_state"));
-    for (size_t i = 0; i < 4; ++i) st.rng[i] = std::stoull(j.at(i).get<std::string>());
-  } catch (const std::exception&) {
-    throw InputError(path + ": corrupt checkpoint: bad rng_state");
+  HPCNET_REQUIRE(st.epochs_done >= 0 && st.steps >= 0,
+                 path + ": corrupt checkpoint: a negative epoch or step count");
+  {
+    const nlohmann::json j = parse_meta_json(get("hpcnet.rng_state"), path, "hpcnet.rng_state", 4);
+    try {
+      for (size_t i = 0; i < 4; ++i) st.rng[i] = std::stoull(j.at(i).get<std::string>());
+    } catch (const std::exception&) {
+      throw InputError(path + ": corrupt checkpoint: bad hpcnet.rng_state");
+    }
   }
   const std::string config = get("hpcnet.config");
   HPCNET_REQUIRE(!config.empty(), path + ": not an hpcnet checkpoint (no config)");
-  try {
-    st.recipe = nlohmann::json::parse(config);
-  } catch (const std::exception&) {
-    throw InputError(path + ": corrupt checkpoint: config is not JSON");
-  }
+  st.recipe = parse_meta_json(config, path, "hpcnet.config");
+  HPCNET_REQUIRE(st.recipe.is_object(), path + ": corrupt checkpoint: config is not a JSON object");
   if (std::string ws = get("hpcnet.world_size"); !ws.empty())
     st.world_size = static_cast<int>(parse_int(ws, path, "hpcnet.world_size"));
   if (std::string es = get("hpcnet.epoch_step"); !es.empty()) {
@@ -177,7 +225,7 @@ RunFile read_run_file(const std::string& path) {
     HPCNET_REQUIRE(st.epoch_step >= 0 && st.epoch_step <= st.steps,
                    path + ": corrupt checkpoint: hpcnet.epoch_step " + es);
     try {
-      auto j = nlohmann::json::parse(get("hpcnet.loss_sums"));
+      auto j = parse_meta_json(get("hpcnet.loss_sums"), path, "hpcnet.loss_sums", 2);
       st.epoch_loss = j.at(0).get<double>();
       st.running_loss = j.at(1).get<double>();
     } catch (const std::exception&) {

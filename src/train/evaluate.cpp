@@ -1,6 +1,6 @@
-// Evaluation for the loop and the CLI: a task's metric over a loader, summed across the ranks of a
-// process group; and the classification API of earlier versions (counts, the 32x32 transform)
-// expressed through the classify task.
+// Evaluation for the loop and the CLI: a task's metric (and loss) over a loader, summed across the
+// ranks of a process group; and the classification API of earlier versions (counts, the 32x32
+// transform) expressed through the classify task.
 #include "src/train/evaluate.h"
 
 #include <nlohmann/json.hpp>
@@ -8,12 +8,25 @@
 namespace hpcnet::train {
 
 std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const task::Task& task,
-                                               nn::Module& model, data::DataLoader& loader) {
-  std::unique_ptr<task::Metric> m = task::evaluate(task, model, loader);
-  if (pg.world_size() == 1) return m;
-  std::vector<double> s = m->state();
-  pg.allreduce_sum(s.data(), s.size());
-  m->set_state(s);
+                                               nn::Module& model, data::DataLoader& loader,
+                                               double* mean_loss,
+                                               const std::function<void(int64_t)>& on_batch) {
+  task::LossSum loss;
+  std::unique_ptr<task::Metric> m =
+      task::evaluate(task, model, loader, false, mean_loss ? &loss : nullptr, on_batch);
+  if (pg.world_size() > 1) {
+    // One reduction: the metric's state, then the loss sum and its image count.
+    std::vector<double> s = m->state();
+    const size_t n = s.size();
+    s.push_back(loss.sum);
+    s.push_back(loss.count);
+    pg.allreduce_sum(s.data(), s.size());
+    loss.sum = s[n];
+    loss.count = s[n + 1];
+    s.resize(n);
+    m->set_state(s);
+  }
+  if (mean_loss) *mean_loss = loss.mean();
   return m;
 }
 

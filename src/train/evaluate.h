@@ -10,7 +10,11 @@
 
 namespace hpcnet::train {
 
+// With mean_loss, *mean_loss is set to the task's loss per image over every rank's slice
+// (task::LossSum, summed across ranks with the metric's state).
 std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const task::Task& task,
-                                               nn::Module& model, data::DataLoader& loader);
+                                               nn::Module& model, data::DataLoader& loader,
+                                               double* mean_loss = nullptr,
+                                               const std::function<void(int64_t)>& on_batch = {});
 
 }  // namespace hpcnet::train

@@ -1,9 +1,9 @@
 // The training loop behind `hpcnet train`: the tutorial's program (data -> model -> the task's
 // loss -> backward -> SGD, loss lines every log_every mini-batches), plus checkpoints after every
-// epoch, exact resume, metrics.jsonl and a progress bar on terminals; data-parallel over the ranks
-// of dist::world() (DistributedSampler shares, bucketed gradient all-reduce, rank 0 writes). What a
-// target is, the loop leaves to the task; the recipe is recipe.cpp's, the run files
-// checkpoint.cpp's.
+// epoch, exact resume, metrics (run_metrics.cpp: jsonl, csv, TensorBoard) and a progress bar on
+// terminals; data-parallel over the ranks of dist::world() (DistributedSampler shares, bucketed
+// gradient all-reduce, rank 0 writes). What a target is, the loop leaves to the task; the recipe
+// is recipe.cpp's, the run files checkpoint.cpp's.
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +27,7 @@
 #include "src/train/checkpoint.h"
 #include "src/train/evaluate.h"
 #include "src/train/progress.h"
+#include "src/train/run_metrics.h"
 
 namespace fs = std::filesystem;
 
@@ -81,20 +82,6 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
   }
   return d;
 }
-
-// metrics.jsonl, kept by rank 0 alone (other ranks' writes are dropped).
-class RankZeroMetrics {
- public:
-  RankZeroMetrics(bool lead, const std::string& path, bool append) {
-    if (lead) log_.emplace(path, append);
-  }
-  void write(const nlohmann::json& record) {
-    if (log_) log_->write(record);
-  }
-
- private:
-  std::optional<MetricsLog> log_;
-};
 
 // --fail-at-step RANK:STEP[:MODE] (testing): rank RANK fails just before its step STEP (counted
 // from 1 in this invocation) by SIGKILL to itself ("kill", as kill -9), exit(1) without leaving
@@ -208,6 +195,53 @@ void load_initial_weights(const TrainConfig& c, nn::Module& model) {
   }
 }
 
+// --freeze: the parameters under the given name prefixes (a prefix is a whole dotted component:
+// "layer1" freezes layer1.0.conv1.weight, not layer10.*) stop requiring grad. Returns the others:
+// what the optimizer and the gradient all-reduce see. InputError for a prefix that names no
+// parameter (listing the model's top-level names) and for one that leaves nothing to train.
+nn::NamedTensors apply_freeze(const TrainConfig& c, nn::Module& model) {
+  nn::NamedTensors all = model.named_parameters();
+  if (c.freeze.empty()) return all;
+  std::vector<std::string> prefixes;
+  for (size_t a = 0; a <= c.freeze.size();) {
+    size_t b = c.freeze.find(',', a);
+    if (b == std::string::npos) b = c.freeze.size();
+    std::string p = c.freeze.substr(a, b - a);
+    while (!p.empty() && p.front() == ' ') p.erase(p.begin());
+    while (!p.empty() && (p.back() == ' ' || p.back() == '.')) p.pop_back();
+    if (!p.empty()) prefixes.push_back(p);
+    a = b + 1;
+  }
+  HPCNET_REQUIRE(!prefixes.empty(), "--freeze '" + c.freeze + "': names no prefix");
+  std::vector<bool> used(prefixes.size(), false);
+  nn::NamedTensors trainable;
+  for (auto& [name, t] : all) {
+    bool frozen = false;
+    for (size_t i = 0; i < prefixes.size(); ++i)
+      if (name == prefixes[i] || name.rfind(prefixes[i] + ".", 0) == 0) frozen = used[i] = true;
+    if (frozen)
+      t.set_requires_grad(false);
+    else
+      trainable.emplace_back(name, t);
+  }
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    if (used[i]) continue;
+    std::vector<std::string> tops;
+    for (const auto& [name, t] : all) {
+      std::string top = name.substr(0, name.find('.'));
+      if (tops.empty() || tops.back() != top) tops.push_back(top);
+    }
+    std::string list;
+    for (size_t k = 0; k < tops.size() && k < 12; ++k) list += (k ? ", " : "") + tops[k];
+    if (tops.size() > 12) list += ", ...";
+    throw InputError("--freeze " + prefixes[i] + ": names no parameter of " + c.model +
+                     " (its parameters start with " + list + ")");
+  }
+  HPCNET_REQUIRE(!trainable.empty(),
+                 "--freeze " + c.freeze + ": leaves no parameter of " + c.model + " to train");
+  return trainable;
+}
+
 // A --out that holds files is another run's unless --resume or --exist-ok say otherwise.
 void check_run_directory(const TrainConfig& c) {
   std::error_code ec;
@@ -243,6 +277,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   std::optional<RunFile> ckpt;
   if (!cfg.resume.empty()) ckpt = read_resume(cfg);
   validate(cfg);
+  data::set_max_image_pixels(cfg.max_image_pixels);  // before any dataset is read
   check_run_directory(cfg);
   const FailPoint fail_at = parse_fail_at(cfg.fail_at);
   const Device device = resolve_device(cfg.device);
@@ -292,6 +327,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   meta.imgsz = task->options().imgsz;
   meta.val_split = cfg.val_split;
   model->to_(device);
+  const nn::NamedTensors trainable = apply_freeze(cfg, *model);
   const optim::LrSchedule schedule = make_schedule(cfg);
   HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
                  "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
@@ -301,11 +337,11 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   std::unique_ptr<optim::Optimizer> opt_ptr;
   if (cfg.optimizer == "adamw")
     opt_ptr = std::make_unique<optim::AdamW>(
-        model->named_parameters(),
+        trainable,
         optim::AdamWOptions{cfg.lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay});
   else
     opt_ptr = std::make_unique<optim::SGD>(
-        model->named_parameters(),
+        trainable,
         optim::SGDOptions{cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
   optim::Optimizer& opt = *opt_ptr;
   std::unique_ptr<optim::EMA> ema;
@@ -341,8 +377,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     if (ema)
       for (auto& [n, t] : ema->state_dict()) pg.broadcast(t, 0);
     pg.set_timeout(cfg.dist_timeout);
+    std::vector<Tensor> trained;
+    for (const auto& [n, t] : trainable) trained.push_back(t);
     reducer = std::make_unique<dist::GradReducer>(
-        pg, model->parameters(), dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
+        pg, trained, dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
   }
 
   data::DataLoaderOptions lo;
@@ -413,8 +451,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   StopSignals signals;
   int stopped_by = 0;  // SIGINT or SIGTERM, once one has stopped the run
   const int64_t resume_epoch = st.epochs_done, resume_step = st.epoch_step;
-  RankZeroMetrics metrics(lead, (fs::path(cfg.out) / "metrics.jsonl").string(),
-                          st.epochs_done > 0 || st.epoch_step > 0);
+  // metrics.jsonl, metrics.csv and the TensorBoard events, kept by rank 0 alone.
+  RunMetrics metrics(lead, cfg.out, st.epochs_done > 0 || st.epoch_step > 0,
+                     task->make_metric(d.classes)->value_key());
   {
     nlohmann::json rec = {{"event", "start"},
                           {"config", recipe_json(cfg)},
@@ -422,16 +461,22 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                           {"val_images", d.val ? d.val->size() : 0},
                           {"start_epoch", st.epochs_done + 1},
                           {"threads", ops::get_num_threads()}};
+    if (!cfg.freeze.empty()) {
+      int64_t n = 0;
+      for (const auto& [name, t] : trainable) n += t.numel();
+      rec["trainable_parameters"] = n;
+      rec["frozen_parameters"] = model->num_parameters() - n;
+    }
     if (world > 1) {
       rec["world_size"] = world;
       rec["global_batch_size"] = world * cfg.batch_size;
       rec["allreduce_floats_per_step"] = reducer->num_floats();
       rec["allreduce_buckets"] = reducer->num_buckets();
     }
-    metrics.write(rec);
+    metrics.write(rec, st.steps);
   }
 
-  bool show_bar = lead && (cfg.progress == 1 || (cfg.progress == -1 && stdout_is_tty()));
+  const bool show_bar = lead && show_progress_bar(cfg.progress, stdout_is_tty(), under_launcher());
   TrainResult res;
   res.world_size = world;
   model->train();
@@ -501,7 +546,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                        {"step", i + 1},
                        {"loss", avg},
                        {"lr", opt.lr()},
-                       {"elapsed_s", el}});
+                       {"elapsed_s", el}},
+                      st.steps);
         running_loss = 0;
       }
       bar.update(i + 1);
@@ -544,7 +590,16 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     bool improved = false;
     std::string val_text;
     if (val_loader) {
-      std::unique_ptr<task::Metric> ev = evaluate_sharded(pg, *task, *model, *val_loader);
+      double val_loss = 0;
+      // The screen is not blank while validation runs: a bar of its own, erased at the end.
+      ProgressBar val_bar(show_bar,
+                          "val " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
+                          val_loader->num_batches(), world * val_loader->options().batch_size);
+      std::unique_ptr<task::Metric> ev =
+          evaluate_sharded(pg, *task, *model, *val_loader, &val_loss,
+                           [&](int64_t done) { val_bar.update(done); });
+      val_bar.clear();
+      rec["val_loss"] = val_loss;
       res.val_accuracy = ev->value();
       rec[ev->value_key()] = ev->value();
       improved = std::isfinite(ev->value()) && (!st.best || ev->value() > *st.best);
@@ -553,7 +608,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       std::snprintf(v, sizeof v, "  %s %.2f%%", ev->value_key().c_str(), ev->value());
       val_text = v;
     }
-    metrics.write(rec);
+    rec["lr"] = opt.lr();
+    metrics.write(rec, st.steps);
     // The model files first, the checkpoint last: killed in between, a resume redoes the epoch.
     if (lead) save_model(model_path, *model, meta);
     if (lead && improved) save_model(best_path, *model, meta);  // by the validation metric
@@ -582,7 +638,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                  {"images_per_sec", res.train_seconds > 0 ? res.images / res.train_seconds : 0.0},
                  {"last_report_loss", res.last_report_loss},
                  {"val_accuracy", res.val_accuracy},
-                 {"data_wait_seconds", res.data_wait_seconds}});
+                 {"data_wait_seconds", res.data_wait_seconds}},
+                st.steps);
   if (stopped_by) {
     res.exit_code = 128 + stopped_by;
     const char* signame = stopped_by == SIGTERM ? "SIGTERM" : "SIGINT";
@@ -591,7 +648,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                    {"signal", signame},
                    {"epoch", at_epoch},
                    {"epoch_step", st.epoch_step},
-                   {"steps", st.steps}});
+                   {"steps", st.steps}},
+                  st.steps);
     if (lead)
       std::fprintf(stderr,
                    "hpcnet: %s: stopped after step %lld (epoch %lld); %s holds it: continue with "

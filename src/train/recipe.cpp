@@ -74,6 +74,10 @@ const std::vector<RecipeField> kFields = {
      "start from these weights (a model file, checkpoint or PyTorch-saved safetensors of the same "
      "model and class count; fine-tuning)",
      kRecipe, 0},
+    {"freeze", &C::freeze,
+     "parameter-name prefixes to keep fixed, comma-separated (e.g. encoder, backbone, "
+     "conv1,bn1,layer1): the trunk of a fine-tuning run",
+     kRecipe, 0},
     {"epochs", &C::epochs, "epochs to train (in total, counting resumed ones)", kRun, 0,
      [](const C& c) { return need(c.epochs >= 1, "--epochs", "must be at least 1", c.epochs); }},
     {"batch_size", &C::batch_size, "mini-batch size", kRecipe, kRequired,
@@ -220,6 +224,14 @@ const std::vector<RecipeField> kFields = {
        return need(c.threads >= 0, "--threads", "must be >= 0 (0 = all cores)", c.threads);
      }},
     {"device", &C::device, "auto, cpu or cuda", kSession},
+    {"max_image_pixels", &C::max_image_pixels,
+     "refuse an image or mask whose header claims more pixels (width x height) than this, before "
+     "decoding it (a guard against decompression bombs)",
+     kSession, 0,
+     [](const C& c) {
+       return need(c.max_image_pixels >= 1, "--max-image-pixels", "must be at least 1",
+                   c.max_image_pixels);
+     }},
     {"steps", &C::max_steps, "stop after this many steps (0 = run all epochs)", kSession, 0,
      [](const C& c) { return need(c.max_steps >= 0, "--steps", "must be >= 0", c.max_steps); }},
     {"save_every", &C::save_every,

@@ -224,7 +224,10 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
       double s1 = 0, s2 = 0;
       if (p.training) channel_moments(px, d, c, shift, s1, s2);
       // y = x * a + b (+ residual), a = invstd * w, b = bias - mean * a.
-      auto [a, b] = channel_affine<T>(c, s1, s2, shift, m, t, p);
+      // Plain variables, not a structured binding: clang 14 cannot capture those in the
+      // region that omp simd outlines.
+      const math::BnAffine<T> ab = channel_affine<T>(c, s1, s2, shift, m, t, p);
+      const T a = ab.a, b = ab.b;
       for (int64_t n = 0; n < d.n; ++n) {
         int64_t off = (n * d.c + c) * d.hw;
         const T* xi = px + off;
@@ -280,8 +283,9 @@ void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
       if (pdw) pdw[c] = static_cast<T>(sum_gx * invstd);
       if (pdb) pdb[c] = static_cast<T>(sum_g);
       if (!pdx) continue;
-      const auto [k, c0, c1] =
+      const auto coeffs =
           math::bn_backward_coeffs(pw ? pw + c : nullptr, invstd, sum_g, sum_gx, m, p.training);
+      const auto k = coeffs.k, c0 = coeffs.c0, c1 = coeffs.c1;  // not a binding (clang 14)
       for (int64_t n = 0; n < d.n; ++n) {
         int64_t off = (n * d.c + c) * d.hw;
         const T* gi = pg + off;

@@ -1,0 +1,392 @@
+// ONNX export: traces model.forward once in eval mode and maps each trace::Record to ONNX nodes of
+// opset 17 (Conv, ConvTranspose, MaxPool, Gemm, Relu, Add, Mul, Reshape/Flatten,
+// BatchNormalization, GlobalAveragePool, Slice + Pad, Resize, Concat, LogSoftmax). Values are named
+// after the op that made them ("conv2d_3"); parameters and buffers keep their state_dict names.
+// Dim 0 is never baked into a shape constant, so --batch dynamic graphs run at any batch size.
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <limits>
+#include <set>
+#include <unordered_map>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/error.h"
+#include "hpcnet/export.h"
+#include "hpcnet/io.h"
+#include "hpcnet/rng.h"
+#include "src/ops/trace.h"
+
+namespace hpcnet::exporting {
+
+namespace {
+
+constexpr int kOpset = 17;
+constexpr int64_t kIrVersion = 8;  // the IR version of opset 17 (ONNX 1.12)
+
+class GraphBuilder {
+ public:
+  GraphBuilder(onnx::GraphProto& g, const nn::Module& model) : g_(g) {
+    for (const auto& [name, t] : model.named_parameters()) params_[t.impl()] = {name, t};
+    for (const auto& [name, t] : model.named_buffers()) params_[t.impl()] = {name, t};
+  }
+
+  void set_name(const Tensor& t, const std::string& name) { names_[t.impl()] = name; }
+
+  // The value name of a traced tensor, a parameter or buffer (added as an initializer on first
+  // use), or an InputError naming the op that received a tensor of unknown origin.
+  std::string value(const Tensor& t, const std::string& op) {
+    if (auto it = names_.find(t.impl()); it != names_.end()) return it->second;
+    if (auto it = params_.find(t.impl()); it != params_.end()) {
+      const std::string& name = it->second.first;
+      add_initializer(name, it->second.second);
+      names_[t.impl()] = name;
+      return name;
+    }
+    throw InputError("export: " + op + " reads a tensor " + shape_str(t.shape()) +
+                     " that no exported op, parameter or buffer produced; this model computes "
+                     "outside the op table and cannot be exported yet");
+  }
+
+  std::string fresh(const std::string& base) { return base + "_" + std::to_string(counter_++); }
+
+  onnx::NodeProto& node(const std::string& op_type, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs) {
+    onnx::NodeProto& n = *g_.add_node();
+    n.set_op_type(op_type);
+    n.set_name(op_type + "_" + std::to_string(g_.node_size() - 1));
+    for (const std::string& i : inputs) n.add_input(i);
+    for (const std::string& o : outputs) n.add_output(o);
+    return n;
+  }
+
+  // A float32 initializer holding t's values (any float dtype, any layout, on the host).
+  void add_initializer(const std::string& name, const Tensor& t_in) {
+    if (!initialized_.insert(name).second) return;
+    Tensor t = t_in.to(cpu_device()).contiguous();
+    if (t.dtype() != DType::kFloat32) t = t.to(DType::kFloat32);
+    onnx::TensorProto& p = *g_.add_initializer();
+    p.set_name(name);
+    p.set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : t.shape()) p.add_dims(d);
+    p.set_raw_data(t.data<float>(), static_cast<size_t>(t.numel()) * sizeof(float));
+    parameters_ += t.numel();
+  }
+
+  std::string const_f32(const std::string& base, const std::vector<float>& v, bool scalar = false) {
+    const std::string name = fresh(base);
+    onnx::TensorProto& p = *g_.add_initializer();
+    p.set_name(name);
+    p.set_data_type(onnx::TensorProto::FLOAT);
+    if (!scalar) p.add_dims(static_cast<int64_t>(v.size()));
+    for (float x : v) p.add_float_data(x);
+    initialized_.insert(name);
+    return name;
+  }
+
+  std::string const_i64(const std::string& base, const std::vector<int64_t>& v) {
+    const std::string name = fresh(base);
+    onnx::TensorProto& p = *g_.add_initializer();
+    p.set_name(name);
+    p.set_data_type(onnx::TensorProto::INT64);
+    p.add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) p.add_int64_data(x);
+    initialized_.insert(name);
+    return name;
+  }
+
+  int64_t parameters() const { return parameters_; }
+
+ private:
+  onnx::GraphProto& g_;
+  std::unordered_map<const TensorImpl*, std::pair<std::string, Tensor>> params_;
+  std::unordered_map<const TensorImpl*, std::string> names_;
+  std::set<std::string> initialized_;
+  int64_t counter_ = 0, parameters_ = 0;
+};
+
+void attr_ints(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
+  onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a.add_ints(x);
+}
+void attr_int(onnx::NodeProto& n, const char* name, int64_t v) {
+  onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(v);
+}
+void attr_float(onnx::NodeProto& n, const char* name, float v) {
+  onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::FLOAT);
+  a.set_f(v);
+}
+void attr_string(onnx::NodeProto& n, const char* name, const std::string& v) {
+  onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::STRING);
+  a.set_s(v);
+}
+
+int64_t iattr(const trace::Record& r, const char* key) {
+  auto it = r.attrs.find(key);
+  HPCNET_CHECK(it != r.attrs.end(), "export: " + r.op + " was traced without '" + key + "'");
+  return static_cast<int64_t>(it->second);
+}
+
+// One record's nodes; returns the name of the value holding r.output.
+std::string emit(GraphBuilder& b, const trace::Record& r) {
+  const std::string& op = r.op;
+  auto in = [&](size_t i) { return b.value(r.inputs.at(i), op); };
+  auto opt = [&](size_t i) {  // an optional input: "" when absent
+    return i < r.inputs.size() && r.inputs[i].defined() ? in(i) : std::string();
+  };
+  auto relu_after = [&](const std::string& x) {
+    const std::string y = b.fresh("relu");
+    b.node("Relu", {x}, {y});
+    return y;
+  };
+  if (op == "conv2d" || op == "conv2d_relu" || op == "conv_transpose2d") {
+    const Tensor& w = r.inputs.at(1);
+    const int64_t s = iattr(r, "stride"), p = iattr(r, "padding"), d = iattr(r, "dilation");
+    std::vector<std::string> inputs = {in(0), in(1)};
+    if (std::string bias = opt(2); !bias.empty()) inputs.push_back(bias);
+    const bool transposed = op == "conv_transpose2d";
+    std::string y = b.fresh(transposed ? "conv_transpose2d" : "conv2d");
+    onnx::NodeProto& n = b.node(transposed ? "ConvTranspose" : "Conv", inputs, {y});
+    attr_ints(n, "kernel_shape", {w.size(2), w.size(3)});
+    attr_ints(n, "strides", {s, s});
+    attr_ints(n, "pads", {p, p, p, p});
+    attr_ints(n, "dilations", {d, d});
+    attr_int(n, "group", 1);
+    if (transposed) {
+      const int64_t op_pad = iattr(r, "output_padding");
+      attr_ints(n, "output_padding", {op_pad, op_pad});
+    }
+    return op == "conv2d_relu" ? relu_after(y) : y;
+  }
+  if (op == "max_pool2d") {
+    const int64_t k = iattr(r, "kernel_size"), s = iattr(r, "stride"), p = iattr(r, "padding");
+    const std::string y = b.fresh("max_pool2d");
+    onnx::NodeProto& n = b.node("MaxPool", {in(0)}, {y});
+    attr_ints(n, "kernel_shape", {k, k});
+    attr_ints(n, "strides", {s, s});
+    attr_ints(n, "pads", {p, p, p, p});
+    return y;
+  }
+  if (op == "linear" || op == "linear_relu") {
+    std::vector<std::string> inputs = {in(0), in(1)};
+    if (std::string bias = opt(2); !bias.empty()) inputs.push_back(bias);
+    const std::string y = b.fresh("linear");
+    attr_int(b.node("Gemm", inputs, {y}), "transB", 1);
+    return op == "linear_relu" ? relu_after(y) : y;
+  }
+  if (op == "relu") return relu_after(in(0));
+  if (op == "add") {
+    const std::string y = b.fresh("add");
+    b.node("Add", {in(0), in(1)}, {y});
+    return y;
+  }
+  if (op == "mul_scalar") {
+    const std::string s = b.const_f32("scale", {static_cast<float>(r.attrs.at("s"))}, true);
+    const std::string y = b.fresh("mul");
+    b.node("Mul", {in(0), s}, {y});
+    return y;
+  }
+  if (op == "reshape") {
+    const Shape& from = r.inputs.at(0).shape();
+    const Shape& to = r.output.shape();
+    const std::string y = b.fresh("reshape");
+    if (to.size() == 2 && !from.empty() && to[0] == from[0]) {  // flatten(x, 1)
+      attr_int(b.node("Flatten", {in(0)}, {y}), "axis", 1);
+      return y;
+    }
+    std::vector<int64_t> dims(to.begin(), to.end());
+    if (!from.empty() && !dims.empty() && dims[0] == from[0]) dims[0] = 0;  // 0: keep dim 0
+    b.node("Reshape", {in(0), b.const_i64("shape", dims)}, {y});
+    return y;
+  }
+  if (op == "log_softmax") {
+    const std::string y = b.fresh("log_softmax");
+    attr_int(b.node("LogSoftmax", {in(0)}, {y}), "axis", 1);
+    return y;
+  }
+  if (op == "batch_norm") {
+    HPCNET_REQUIRE(iattr(r, "training") == 0,
+                   "export: batch_norm was traced in training mode (the exporter runs eval)");
+    const Tensor& x = r.inputs.at(0);
+    const int64_t c = x.size(1);
+    std::string scale = opt(1), shift = opt(2);
+    if (scale.empty()) scale = b.const_f32("ones", std::vector<float>(c, 1.0f));
+    if (shift.empty()) shift = b.const_f32("zeros", std::vector<float>(c, 0.0f));
+    HPCNET_REQUIRE(r.inputs.at(3).defined() && r.inputs.at(4).defined(),
+                   "export: batch_norm without running statistics cannot run in eval mode");
+    std::string y = b.fresh("batch_norm");
+    onnx::NodeProto& n = b.node("BatchNormalization", {in(0), scale, shift, in(3), in(4)}, {y});
+    attr_float(n, "epsilon", static_cast<float>(r.attrs.at("eps")));
+    if (std::string residual = opt(5); !residual.empty()) {
+      const std::string sum = b.fresh("add");
+      b.node("Add", {y, residual}, {sum});
+      y = sum;
+    }
+    return iattr(r, "relu") ? relu_after(y) : y;
+  }
+  if (op == "global_avg_pool2d") {  // (N, C, H, W) -> (N, C, 1, 1) -> (N, C)
+    const std::string pooled = b.fresh("global_avg_pool2d");
+    b.node("GlobalAveragePool", {in(0)}, {pooled});
+    const std::string y = b.fresh("flatten");
+    attr_int(b.node("Flatten", {pooled}, {y}), "axis", 1);
+    return y;
+  }
+  if (op == "subsample_pad") {  // F.pad(x[:, :, ::s, ::s], (0, 0, 0, 0, pad, pad))
+    const int64_t s = iattr(r, "stride"), pad = iattr(r, "pad");
+    const int64_t big = std::numeric_limits<int64_t>::max();
+    const std::string sub = b.fresh("subsample");
+    b.node("Slice",
+           {in(0), b.const_i64("starts", {0, 0}), b.const_i64("ends", {big, big}),
+            b.const_i64("axes", {2, 3}), b.const_i64("steps", {s, s})},
+           {sub});
+    const std::string y = b.fresh("pad");
+    b.node("Pad", {sub, b.const_i64("pads", {0, pad, 0, 0, 0, pad, 0, 0})}, {y});
+    return y;
+  }
+  if (op == "dropout") return in(0);  // traced only in training mode; eval is the identity
+  if (op == "upsample_nearest2d") {
+    // torch's "nearest": src = floor(dst / scale), ONNX's asymmetric transform with floor.
+    const float s = static_cast<float>(iattr(r, "scale"));
+    const std::string y = b.fresh("upsample_nearest2d");
+    onnx::NodeProto& n =
+        b.node("Resize", {in(0), "", b.const_f32("scales", {1.0f, 1.0f, s, s})}, {y});
+    attr_string(n, "mode", "nearest");
+    attr_string(n, "coordinate_transformation_mode", "asymmetric");
+    attr_string(n, "nearest_mode", "floor");
+    return y;
+  }
+  if (op == "upsample_bilinear2d") {
+    // sizes = concat(shape(x)[0:2], (out_h, out_w)): fixed spatial size, any batch.
+    const std::string x = in(0);
+    const std::string nc = b.fresh("shape");
+    onnx::NodeProto& sh = b.node("Shape", {x}, {nc});
+    attr_int(sh, "start", 0);
+    attr_int(sh, "end", 2);
+    const std::string sizes = b.fresh("sizes");
+    attr_int(
+        b.node("Concat", {nc, b.const_i64("hw", {r.output.size(2), r.output.size(3)})}, {sizes}),
+        "axis", 0);
+    const std::string y = b.fresh("upsample_bilinear2d");
+    onnx::NodeProto& n = b.node("Resize", {x, "", "", sizes}, {y});
+    attr_string(n, "mode", "linear");
+    // torch's align_corners=False is half-pixel with sources clamped at 0 (pytorch_half_pixel).
+    attr_string(n, "coordinate_transformation_mode",
+                iattr(r, "align_corners") ? "align_corners" : "pytorch_half_pixel");
+    return y;
+  }
+  if (op == "cat") {
+    std::vector<std::string> inputs;
+    for (size_t i = 0; i < r.inputs.size(); ++i) inputs.push_back(in(i));
+    const std::string y = b.fresh("cat");
+    attr_int(b.node("Concat", inputs, {y}), "axis", iattr(r, "dim"));
+    return y;
+  }
+  throw InputError("export: op '" + op + "' has no ONNX form yet");
+}
+
+void set_shape(onnx::ValueInfoProto& v, const std::string& name, const Shape& shape,
+               bool dynamic_batch) {
+  v.set_name(name);
+  onnx::TypeProto_Tensor& t = *v.mutable_type()->mutable_tensor_type();
+  t.set_elem_type(onnx::TensorProto::FLOAT);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    onnx::TensorShapeProto_Dimension& d = *t.mutable_shape()->add_dim();
+    if (i == 0 && dynamic_batch)
+      d.set_dim_param("batch");
+    else
+      d.set_dim_value(shape[i]);
+  }
+}
+
+void add_metadata(onnx::ModelProto& m, const std::string& key, const std::string& value) {
+  onnx::StringStringEntryProto& e = *m.add_metadata_props();
+  e.set_key(key);
+  e.set_value(value);
+}
+
+}  // namespace
+
+OnnxResult export_onnx(nn::Module& model, const OnnxOptions& o, const std::string& path) {
+  HPCNET_REQUIRE(o.batch >= 1, "export: --batch must be at least 1");
+  HPCNET_REQUIRE(o.height >= 1 && o.width >= 1 && o.channels >= 1,
+                 "export: the input size must be positive");
+  model.eval();
+  OnnxResult res;
+  // A fixed input: normal values from a seeded generator, as a normalised image would be.
+  res.sample_input = Tensor::empty({o.batch, o.channels, o.height, o.width});
+  Rng rng(20261203);
+  float* px = res.sample_input.data<float>();
+  for (int64_t i = 0; i < res.sample_input.numel(); ++i) px[i] = static_cast<float>(rng.normal());
+  Device dev = cpu_device();
+  if (const auto params = model.parameters(); !params.empty()) dev = params.front().device();
+
+  trace::Recorder rec;
+  Tensor x = res.sample_input.to(dev), y;
+  {
+    NoGradGuard no_grad;
+    trace::Scope scope(rec);
+    y = model.forward(x);
+  }
+  res.sample_output = y.to(cpu_device()).contiguous();
+
+  onnx::ModelProto m;
+  m.set_ir_version(kIrVersion);
+  m.set_producer_name("hpcnet");
+  m.set_producer_version(HPCNET_VERSION_STRING);
+  m.set_model_version(1);
+  onnx::OperatorSetIdProto& opset = *m.add_opset_import();
+  opset.set_domain("");
+  opset.set_version(kOpset);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name(o.model_name.empty() ? "hpcnet" : o.model_name);
+
+  GraphBuilder b(g, model);
+  b.set_name(x, "input");
+  std::string out_name;
+  for (const trace::Record& r : rec.records) {
+    out_name = emit(b, r);
+    b.set_name(r.output, out_name);
+  }
+  HPCNET_REQUIRE(!rec.records.empty(), "export: the model ran no exportable op");
+  out_name = b.value(y, "the model's output");
+  // The output is called "output": rename the value where it is made and wherever it is read.
+  for (onnx::NodeProto& n : *g.mutable_node()) {
+    for (std::string& s : *n.mutable_output())
+      if (s == out_name) s = "output";
+    for (std::string& s : *n.mutable_input())
+      if (s == out_name) s = "output";
+  }
+  set_shape(*g.add_input(), "input", x.shape(), o.dynamic_batch);
+  set_shape(*g.add_output(), "output", y.shape(), o.dynamic_batch);
+
+  if (!o.model_name.empty()) add_metadata(m, "model", o.model_name);
+  add_metadata(m, "task", o.task);
+  add_metadata(m, "imgsz", "[" + std::to_string(o.height) + ", " + std::to_string(o.width) + "]");
+  if (!o.classes.empty()) {  // Ultralytics' form: {0: 'airplane', 1: 'automobile', ...}
+    std::string names = "{";
+    for (size_t i = 0; i < o.classes.size(); ++i)
+      names += (i ? ", " : "") + std::to_string(i) + ": '" + o.classes[i] + "'";
+    add_metadata(m, "names", names + "}");
+  }
+  add_metadata(m, "batch", o.dynamic_batch ? "dynamic" : std::to_string(o.batch));
+
+  std::string bytes;
+  HPCNET_CHECK(m.SerializeToString(&bytes),
+               "export: the ONNX model could not be serialised (over protobuf's 2 GB limit?)");
+  write_file_atomic(path, bytes);
+  res.nodes = g.node_size();
+  res.initializers = g.initializer_size();
+  res.parameters = b.parameters();
+  return res;
+}
+
+}  // namespace hpcnet::exporting

@@ -1,0 +1,120 @@
+// `hpcnet --version` and `hpcnet info`: the version with the build's git revision (the
+// checkout's own when built from one), the build type and flags, the CPU's model and extension
+// lines agreeing with /proc/cpuinfo, and library versions agreeing with the libraries' own calls.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+// clang-format off
+#include <cstdio>
+#include <jpeglib.h>  // after <cstdio>: it needs FILE
+#include <png.h>
+#include <archive.h>
+#include <curl/curl.h>
+// clang-format on
+
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+RunResult run_cli(const std::vector<std::string>& args) {
+  return run_hpcnet(args, fs::temp_directory_path());
+}
+
+// The line of `text` that starts with `prefix` ("" when none does).
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  for (const std::string& l : split_lines(text))
+    if (l.rfind(prefix, 0) == 0) return l;
+  return "";
+}
+
+}  // namespace
+
+TEST(CliVersion, NamesTheVersionAndTheGitRevision) {
+  RunResult r = run_cli({"--version"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::smatch m;
+  const std::string line = r.out.substr(0, r.out.find('\n'));
+  ASSERT_TRUE(std::regex_match(line, m, std::regex(R"(hpcnet (\d+\.\d+\.\d+) \(revision (\S+)\))")))
+      << r.out;
+  const std::string rev = m[2];
+  // Built from a git checkout (this one, when git is here): its describe, never "unknown".
+  RunResult git = run_shell("git -C " + shell_quote(HPCNET_SOURCE_DIR) + " rev-parse --short HEAD");
+  if (git.rc == 0 && fs::exists(fs::path(HPCNET_SOURCE_DIR) / ".git")) {
+    EXPECT_TRUE(std::regex_match(rev, std::regex(R"(([\w.\-]+-g)?[0-9a-f]{7,}(-dirty)?)"))) << rev;
+  } else {
+    EXPECT_EQ(rev, "unknown");
+  }
+  // info's first line is the same.
+  RunResult info = run_cli({"info"});
+  ASSERT_EQ(info.rc, 0) << info.err;
+  EXPECT_EQ(info.out.substr(0, info.out.find('\n')), line);
+}
+
+TEST(CliInfo, ListsTheBuildAndTheCpuExtensionsAsProcCpuinfoSaysThem) {
+  RunResult r = run_cli({"info"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(\nbuild: (Release|Debug|RelWithDebInfo|MinSizeRel|\S*), \S+ \S+\n)")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  CMAKE_CXX_FLAGS_\w* +\S.*\n)"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  -march=native +(on|off))"))) << r.out;
+
+  std::set<std::string> flags;
+  std::string model;
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string l; std::getline(f, l);) {
+    if (model.empty() && l.rfind("model name", 0) == 0) model = l.substr(l.find(':') + 2);
+    if (flags.empty() && l.rfind("flags", 0) == 0) {
+      std::istringstream words(l.substr(l.find(':') + 1));
+      for (std::string w; words >> w;) flags.insert(w);
+    }
+  }
+  const std::string cpu = line_starting(r.out, "cpu: ");
+  ASSERT_NE(cpu, "") << r.out;
+  if (!model.empty()) EXPECT_EQ(cpu.rfind("cpu: " + model + ", ", 0), 0u) << cpu;
+  const std::pair<const char*, const char*> extensions[] = {{"AVX2", "avx2"},
+                                                            {"AVX-512F", "avx512f"},
+                                                            {"AVX512-BF16", "avx512_bf16"},
+                                                            {"AMX-BF16", "amx_bf16"},
+                                                            {"AMX-TILE", "amx_tile"}};
+  for (auto [name, flag] : extensions) {
+    const std::string l = line_starting(r.out, std::string("  ") + name + " ");
+    ASSERT_TRUE(std::regex_match(l, std::regex(std::string("  ") + name + " +(yes|no)")))
+        << name << " in\n"
+        << r.out;
+    if (!flags.empty()) EXPECT_EQ(l.substr(l.size() - 3) == "yes", flags.count(flag) == 1) << l;
+  }
+}
+
+TEST(CliInfo, LibraryVersionsAreTheLoadedLibrariesOwn) {
+  RunResult r = run_cli({"info"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_NE(r.out.find("\nlibraries:\n"), std::string::npos) << r.out;
+  auto version_of = [&](const std::string& lib) {
+    std::string l = line_starting(r.out, "  " + lib + " ");
+    size_t b = l.find_first_not_of(' ', lib.size() + 2);
+    return b == std::string::npos ? std::string() : l.substr(b);
+  };
+#ifdef LIBJPEG_TURBO_VERSION
+#define TEST_INFO_STR_(x) #x
+#define TEST_INFO_STR(x) TEST_INFO_STR_(x)
+  EXPECT_EQ(version_of("libjpeg-turbo").rfind(TEST_INFO_STR(LIBJPEG_TURBO_VERSION) " ", 0), 0u)
+      << r.out;
+#else
+  EXPECT_NE(version_of("libjpeg"), "") << r.out;
+#endif
+  EXPECT_EQ(version_of("libpng"), png_get_header_ver(nullptr)) << r.out;
+  EXPECT_EQ("libarchive " + version_of("libarchive"), archive_version_string()) << r.out;
+  EXPECT_EQ(version_of("libcurl").rfind(curl_version_info(CURLVERSION_NOW)->version, 0), 0u)
+      << r.out;
+}

@@ -1,0 +1,500 @@
+// Run metrics beyond metrics.jsonl: CRC-32C and TFRecord framing against TensorBoard's values, a
+// TensorBoard event file read back by an independent reader (framing, CRCs, protobuf), CsvLog,
+// the validation loss of task::evaluate, and through the hpcnet binary: metrics.csv, the records'
+// time and global_step, the event file of a run and of its resume, and `hpcnet plot`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/data.h"
+#include "hpcnet/functional.h"
+#include "hpcnet/io.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/rng.h"
+#include "hpcnet/task.h"
+#include "src/io/tb_event.pb.h"
+#include "src/train/run_metrics.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+uint64_t mt_le64(const std::string& b, size_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+uint32_t mt_le32(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+
+// The events of a TFRecord file, every record's framing and both CRCs checked; "" in *error when
+// the whole file is well formed, else what is wrong first.
+std::vector<tb::Event> mt_read_events(const fs::path& p, std::string* error) {
+  const std::string b = read_file(p);
+  std::vector<tb::Event> out;
+  *error = "";
+  size_t at = 0;
+  while (at < b.size()) {
+    if (b.size() - at < 12) {
+      *error = "truncated header at byte " + std::to_string(at);
+      return out;
+    }
+    const uint64_t len = mt_le64(b, at);
+    if (mt_le32(b, at + 8) != crc32c_masked(crc32c(b.data() + at, 8))) {
+      *error = "bad length CRC at byte " + std::to_string(at);
+      return out;
+    }
+    if (b.size() - at - 12 < len + 4) {
+      *error = "truncated data at byte " + std::to_string(at);
+      return out;
+    }
+    const std::string data = b.substr(at + 12, len);
+    if (mt_le32(b, at + 12 + len) != crc32c_masked(crc32c(data.data(), data.size()))) {
+      *error = "bad data CRC at byte " + std::to_string(at);
+      return out;
+    }
+    tb::Event e;
+    if (!e.ParseFromString(data)) {
+      *error = "not an Event at byte " + std::to_string(at);
+      return out;
+    }
+    out.push_back(e);
+    at += 12 + len + 4;
+  }
+  return out;
+}
+
+// The event files of a run directory, sorted by name.
+std::vector<fs::path> mt_event_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// (tag -> [(step, value)]) of every summary event in the files, in order.
+using Scalars = std::map<std::string, std::vector<std::pair<int64_t, float>>>;
+Scalars mt_scalars(const std::vector<fs::path>& files) {
+  Scalars s;
+  for (const fs::path& f : files) {
+    std::string err;
+    for (const tb::Event& e : mt_read_events(f, &err))
+      if (e.has_summary())
+        for (const auto& v : e.summary().value())
+          s[v.tag()].emplace_back(e.step(), v.simple_value());
+    EXPECT_EQ(err, "") << f;
+  }
+  return s;
+}
+
+std::vector<nlohmann::json> mt_records(const fs::path& run) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& l : split_lines(read_file(run / "metrics.jsonl")))
+    out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+std::string mt_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+// ---- CRC-32C and framing -----------------------------------------------------------------------
+
+// The check value of CRC-32C, RFC 3720's 32 zero bytes, continuation, and the masked values
+// TensorBoard's own masked_crc32c gives (tensorboard.compat.tensorflow_stub.pywrap_tensorflow).
+TEST(Crc32c, CheckValuesAndTensorBoardsMask) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  const std::string zeros(32, '\0');
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(crc32c("", 0), 0u);
+  EXPECT_EQ(crc32c("6789", 4, crc32c("12345", 5)), 0xE3069283u);
+  EXPECT_EQ(crc32c_masked(crc32c("123456789", 9)), 0xC78AB0E5u);
+  const char len24[8] = {24, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(crc32c_masked(crc32c(len24, 8)), 0x224B7FA3u);
+}
+
+TEST(Crc32c, TfRecordFrameLayout) {
+  const std::string data = "hello, tensorboard";
+  const std::string r = tfrecord_frame(data);
+  ASSERT_EQ(r.size(), data.size() + 16);
+  EXPECT_EQ(mt_le64(r, 0), data.size());
+  EXPECT_EQ(mt_le32(r, 8), crc32c_masked(crc32c(r.data(), 8)));
+  EXPECT_EQ(r.substr(12, data.size()), data);
+  EXPECT_EQ(mt_le32(r, 12 + data.size()), crc32c_masked(crc32c(data.data(), data.size())));
+}
+
+// ---- TensorBoardWriter -------------------------------------------------------------------------
+
+// TensorBoard's file name; the first event is the file version at the given wall time; then one
+// event per add_scalars with its step, wall time and values (0 written too: simple_value is
+// present); an empty list writes nothing; a flipped byte is caught by the reader's CRCs.
+TEST(TensorBoardWriter, EventsReadBackWithCrcsAndProtobuf) {
+  TempDir dir("tb");
+  const double t0 = 1712345678.25;
+  std::string path;
+  {
+    TensorBoardWriter w(dir.str(), t0);
+    path = w.path();
+    w.add_scalars(10, t0 + 1, {{"train/loss", 2.5}, {"lr", 0.0}});
+    w.add_scalars(11, t0 + 2, {});
+    w.add_scalars(20, t0 + 3, {{"val/accuracy", 61.25}, {"train/loss", 1.0 / 3}});
+  }
+  const std::string name = fs::path(path).filename().string();
+  EXPECT_EQ(name, "events.out.tfevents.1712345678." + mt_host() + "." + std::to_string(::getpid()));
+  EXPECT_EQ(fs::path(path).parent_path(), dir.path());
+  std::string err;
+  std::vector<tb::Event> ev = mt_read_events(path, &err);
+  EXPECT_EQ(err, "");
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].file_version(), "brain.Event:2");
+  EXPECT_DOUBLE_EQ(ev[0].wall_time(), t0);
+  EXPECT_FALSE(ev[0].has_summary());
+  EXPECT_EQ(ev[1].step(), 10);
+  EXPECT_DOUBLE_EQ(ev[1].wall_time(), t0 + 1);
+  ASSERT_EQ(ev[1].summary().value_size(), 2);
+  EXPECT_EQ(ev[1].summary().value(0).tag(), "train/loss");
+  EXPECT_EQ(ev[1].summary().value(0).simple_value(), 2.5f);
+  EXPECT_EQ(ev[1].summary().value(1).tag(), "lr");
+  EXPECT_TRUE(ev[1].summary().value(1).has_simple_value()) << "a 0 must still be written";
+  EXPECT_EQ(ev[2].step(), 20);
+  EXPECT_EQ(ev[2].summary().value(0).tag(), "val/accuracy");
+  EXPECT_EQ(ev[2].summary().value(0).simple_value(), 61.25f);
+  EXPECT_EQ(ev[2].summary().value(1).simple_value(), static_cast<float>(1.0 / 3));
+
+  // A second writer in the same second and process gets a name of its own.
+  TensorBoardWriter again(dir.str(), t0);
+  EXPECT_NE(again.path(), path);
+  EXPECT_EQ(again.path().rfind(path, 0), 0u);
+
+  // Corruption anywhere is detected.
+  std::string bytes = read_file(path);
+  bytes[bytes.size() - 10] ^= 0x20;
+  write_file(dir / "bad", bytes);
+  mt_read_events(dir / "bad", &err);
+  EXPECT_NE(err.find("CRC"), std::string::npos) << err;
+}
+
+// ---- CsvLog ------------------------------------------------------------------------------------
+
+// The header once, rows in order, RFC 4180 quoting; append keeps the rows and ends a cut-short
+// last line; a wrong row width is an Error, a different header an InputError.
+TEST(CsvLog, HeaderOnceQuotingAndAppend) {
+  TempDir dir("csv");
+  const std::string p = dir.str("m.csv");
+  {
+    CsvLog c(p, {"a", "b"}, false);
+    c.write({"1", "x,y"});
+    c.write({"", "say \"hi\""});
+    EXPECT_THROW(c.write({"1"}), Error);
+  }
+  EXPECT_EQ(read_file(p), "a,b\n1,\"x,y\"\n,\"say \"\"hi\"\"\"\n");
+  write_file(p, read_file(p) + "3,cut");  // a crash mid-row
+  {
+    CsvLog c(p, {"a", "b"}, true);
+    c.write({"4", "d"});
+  }
+  EXPECT_EQ(read_file(p), "a,b\n1,\"x,y\"\n,\"say \"\"hi\"\"\"\n3,cut\n4,d\n");
+  { CsvLog c(p, {"a", "b"}, false); }
+  EXPECT_EQ(read_file(p), "a,b\n");
+  EXPECT_TRUE(input_error([&] { CsvLog c(p, {"a", "c"}, true); }, "header"));
+  EXPECT_TRUE(input_error([&] { CsvLog c(dir.str("no/such/m.csv"), {"a"}, false); }, "no/such"));
+}
+
+// ---- the record -> tag mapping -----------------------------------------------------------------
+
+TEST(RunMetrics, TensorBoardScalarsOfRecords) {
+  using V = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(train::tensorboard_scalars({{"event", "log"}, {"loss", 1.5}, {"lr", 0.1}}),
+            (V{{"train/loss", 1.5}}));
+  nlohmann::json epoch = {{"event", "epoch"},        {"train_loss", 2.0}, {"val_loss", 3.0},
+                          {"val_miou", 40.0},        {"lr", 0.01},        {"seconds", 9.0},
+                          {"images_per_sec", 100.0}, {"epoch", 1}};
+  EXPECT_EQ(train::tensorboard_scalars(epoch), (V{{"train/epoch_loss", 2.0},
+                                                  {"val/loss", 3.0},
+                                                  {"val/miou", 40.0},
+                                                  {"lr", 0.01},
+                                                  {"images_per_sec", 100.0}}));
+  epoch["val_loss"] = nullptr;  // NaN is written to metrics.jsonl as null: no event either
+  epoch["train_loss"] = std::nan("");
+  EXPECT_EQ(train::tensorboard_scalars(epoch).front().first, "val/miou");
+  EXPECT_TRUE(train::tensorboard_scalars({{"event", "start"}, {"loss", 1.0}}).empty());
+}
+
+// Only the lead rank writes anything.
+TEST(RunMetrics, OtherRanksWriteNothing) {
+  TempDir dir("rm");
+  train::RunMetrics m(false, dir.str(), false, "val_accuracy");
+  m.write({{"event", "epoch"}, {"train_loss", 1.0}}, 5);
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// ---- the validation loss -----------------------------------------------------------------------
+
+// task::evaluate's LossSum weights each batch by its images: over batches of 4 (10 images, the
+// last batch of 2) its mean equals the cross-entropy of all 10 images at once; the model is left
+// in training mode; no LossSum, no change to the metric.
+TEST(ValLoss, EvaluateLossIsTheMeanPerImage) {
+  manual_seed(4);
+  auto model = nn::make_model("lenet", 3);
+  auto ds = std::make_shared<data::InMemoryDataset>(std::vector<std::string>{"r", "g", "b"});
+  Rng rng(8, 2);
+  std::vector<uint8_t> px(32 * 32 * 3);
+  for (int i = 0; i < 10; ++i) {
+    for (auto& v : px) v = static_cast<uint8_t>(rng.randint(256));
+    ds->add(px.data(), 32, 32, i % 3);
+  }
+  auto t = task::make_task("classify");
+  data::DataLoaderOptions o;
+  o.batch_size = 4;
+  data::DataLoader loader(ds, t->eval_transform(), o);
+  task::LossSum loss;
+  model->train();
+  auto m = task::evaluate(*t, *model, loader, false, &loss);
+  EXPECT_TRUE(model->is_training());
+  EXPECT_EQ(loss.count, 10);
+  data::DataLoaderOptions all = o;
+  all.batch_size = 10;
+  data::DataLoader one(ds, t->eval_transform(), all);
+  model->eval();
+  NoGradGuard ng;
+  one.begin_epoch(0);
+  data::Batch b;
+  ASSERT_TRUE(one.next(b));
+  const double whole = F::cross_entropy(model->forward(b.images), b.labels).item();
+  EXPECT_NEAR(loss.mean(), whole, 1e-5 * std::abs(whole));
+  EXPECT_EQ(task::evaluate(*t, *model, loader)->state(), m->state());
+  EXPECT_TRUE(std::isnan(task::LossSum{}.mean()));
+}
+
+// ---- through the binary ------------------------------------------------------------------------
+
+namespace {
+
+// The tutorial recipe on 5 x 12 tiny CIFAR-10 images, 20 held out for validation: 40 training
+// images at batch 4 = 10 steps per epoch, a loss line every 4.
+std::vector<std::string> mt_args(const fs::path& data, const fs::path& out, int epochs) {
+  return {"train",
+          "--data",
+          data.string(),
+          "--epochs",
+          std::to_string(epochs),
+          "--batch-size",
+          "4",
+          "--lr",
+          "0.01",
+          "--workers",
+          "0",
+          "--threads",
+          "1",
+          "--log-every",
+          "4",
+          "--val-split",
+          "20",
+          "--seed",
+          "3",
+          "--out",
+          out.string()};
+}
+
+class MetricsRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override { write_tiny_cifar10(dir_ / "data", 12, 8); }
+  RunResult run(const std::vector<std::string>& args) { return run_hpcnet(args, dir_.path()); }
+  TempDir dir_{"metrics"};
+};
+
+const char* kCsvHeader =
+    "epoch,step,time,train_loss,val_loss,val_accuracy,lr,seconds,images_per_sec";
+
+// Row k of metrics.csv against epoch record k of metrics.jsonl.
+void mt_expect_rows_match(const std::vector<std::string>& rows,
+                          const std::vector<nlohmann::json>& epochs) {
+  ASSERT_EQ(rows.size(), epochs.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    SCOPED_TRACE(rows[k]);
+    std::vector<std::string> f;
+    std::stringstream ss(rows[k]);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 9u);
+    const nlohmann::json& e = epochs[k];
+    EXPECT_EQ(f[0], std::to_string(e.at("epoch").get<int64_t>()));
+    EXPECT_EQ(f[1], std::to_string(e.at("global_step").get<int64_t>()));
+    EXPECT_DOUBLE_EQ(std::stod(f[2]), e.at("time").get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(f[3]), e.at("train_loss").get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(f[4]), e.at("val_loss").get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(f[5]), e.at("val_accuracy").get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(f[6]), e.at("lr").get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(f[7]), e.at("seconds").get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(f[8]), e.at("images_per_sec").get<double>());
+  }
+}
+
+// The scalars metrics.jsonl implies (docs/metrics.md), written out here rather than through
+// tensorboard_scalars, so a change of the mapping fails this test.
+Scalars mt_expected_scalars(const std::vector<nlohmann::json>& recs) {
+  Scalars s;
+  for (const nlohmann::json& r : recs) {
+    const int64_t step = r.at("global_step");
+    auto put = [&](const char* key, const char* tag) {
+      s[tag].emplace_back(step, static_cast<float>(r.at(key).get<double>()));
+    };
+    if (r.at("event") == "log") put("loss", "train/loss");
+    if (r.at("event") == "epoch") {
+      put("train_loss", "train/epoch_loss");
+      put("val_loss", "val/loss");
+      put("val_accuracy", "val/accuracy");
+      put("lr", "lr");
+      put("images_per_sec", "images_per_sec");
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+// A 2-epoch run: every metrics.jsonl record has a wall-clock time and the global step, epoch
+// records a finite val_loss and the lr; metrics.csv holds the header and one row per epoch equal
+// to those records; the event file holds exactly their scalars. --resume to 3 epochs appends a
+// row (no second header) and adds a second event file; a run replacing it (--exist-ok) starts
+// both afresh.
+TEST_F(MetricsRunTest, CsvJsonlAndEventsOfARunAndItsResume) {
+  const fs::path run_dir = dir_ / "run";
+  const double before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  RunResult r = run(mt_args(dir_ / "data", run_dir, 2));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<nlohmann::json> recs = mt_records(run_dir);
+  std::vector<nlohmann::json> epochs;
+  int64_t logs = 0;
+  double last_time = 0;
+  for (const nlohmann::json& j : recs) {
+    SCOPED_TRACE(j.dump());
+    ASSERT_TRUE(j.contains("time") && j.at("time").is_number_float());
+    ASSERT_TRUE(j.contains("global_step") && j.at("global_step").is_number_integer());
+    EXPECT_GE(j.at("time").get<double>(), before - 1);
+    EXPECT_GE(j.at("time").get<double>(), last_time);
+    last_time = j.at("time");
+    if (j.at("event") == "start") EXPECT_EQ(j.at("global_step"), 0);
+    if (j.at("event") == "log") {
+      ++logs;
+      EXPECT_EQ(j.at("global_step"),
+                (j.at("epoch").get<int64_t>() - 1) * 10 + j.at("step").get<int64_t>());
+    }
+    if (j.at("event") == "epoch") {
+      epochs.push_back(j);
+      EXPECT_EQ(j.at("global_step"), j.at("epoch").get<int64_t>() * 10);
+      ASSERT_TRUE(j.at("val_loss").is_number());
+      EXPECT_TRUE(std::isfinite(j.at("val_loss").get<double>()));
+      EXPECT_GT(j.at("val_loss").get<double>(), 0);
+      EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.01);
+    }
+    if (j.at("event") == "end") EXPECT_EQ(j.at("global_step"), 20);
+  }
+  EXPECT_EQ(logs, 4);  // steps 4 and 8 of each epoch
+  ASSERT_EQ(epochs.size(), 2u);
+
+  std::vector<std::string> csv = split_lines(read_file(run_dir / "metrics.csv"));
+  ASSERT_EQ(csv.size(), 3u) << read_file(run_dir / "metrics.csv");
+  EXPECT_EQ(csv[0], kCsvHeader);
+  mt_expect_rows_match({csv.begin() + 1, csv.end()}, epochs);
+
+  std::vector<fs::path> files = mt_event_files(run_dir);
+  ASSERT_EQ(files.size(), 1u);
+  std::string err;
+  std::vector<tb::Event> ev = mt_read_events(files[0], &err);
+  EXPECT_EQ(err, "");
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev[0].file_version(), "brain.Event:2");
+  Scalars got = mt_scalars(files);
+  EXPECT_EQ(got, mt_expected_scalars(recs));
+  EXPECT_EQ(got["train/loss"].size(), 4u);
+  EXPECT_EQ(got["val/accuracy"].size(), 2u);
+
+  // --resume to 3 epochs.
+  r = run({"train", "--resume", run_dir.string(), "--epochs", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  recs = mt_records(run_dir);
+  epochs.clear();
+  for (const nlohmann::json& j : recs)
+    if (j.at("event") == "epoch") epochs.push_back(j);
+  ASSERT_EQ(epochs.size(), 3u);
+  EXPECT_EQ(epochs.back().at("global_step"), 30);
+  csv = split_lines(read_file(run_dir / "metrics.csv"));
+  ASSERT_EQ(csv.size(), 4u) << read_file(run_dir / "metrics.csv");
+  EXPECT_EQ(csv[0], kCsvHeader);
+  mt_expect_rows_match({csv.begin() + 1, csv.end()}, epochs);
+  files = mt_event_files(run_dir);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(mt_scalars(files), mt_expected_scalars(recs));
+
+  // --exist-ok replaces the run: one event file, a fresh CSV.
+  std::vector<std::string> replace = mt_args(dir_ / "data", run_dir, 1);
+  replace.push_back("--exist-ok");
+  r = run(replace);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(mt_event_files(run_dir).size(), 1u);
+  EXPECT_EQ(split_lines(read_file(run_dir / "metrics.csv")).size(), 2u);
+}
+
+// `hpcnet plot RUN` writes RUN/results.png (a PNG: its signature, non-trivial size) and prints its
+// path; --out elsewhere; an empty folder, a metrics.jsonl without log or epoch records, a folder
+// that does not exist and an --out in a missing folder are refused with one line and exit 2.
+TEST_F(MetricsRunTest, PlotWritesAPngAndRefusesWhatItCannotPlot) {
+#ifndef HPCNET_WITH_PLPLOT
+  GTEST_SKIP() << "built without PLplot (-DHPCNET_PLOT=OFF)";
+#endif
+  const fs::path run_dir = dir_ / "run";
+  ASSERT_EQ(run(mt_args(dir_ / "data", run_dir, 2)).rc, 0);
+  RunResult r = run({"plot", run_dir.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, (run_dir / "results.png").string() + "\n");
+  const std::string png = read_file(run_dir / "results.png");
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(png.substr(12, 4), "IHDR");
+  // Width and height, big-endian in IHDR.
+  auto be32 = [&](size_t at) {
+    return (static_cast<uint32_t>(static_cast<unsigned char>(png[at])) << 24) |
+           (static_cast<uint32_t>(static_cast<unsigned char>(png[at + 1])) << 16) |
+           (static_cast<uint32_t>(static_cast<unsigned char>(png[at + 2])) << 8) |
+           static_cast<uint32_t>(static_cast<unsigned char>(png[at + 3]));
+  };
+  EXPECT_EQ(be32(16), 1600u);
+  EXPECT_EQ(be32(20), 1100u);
+  for (const auto& e : fs::directory_iterator(run_dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+
+  r = run({"plot", run_dir.string(), "--out", (dir_ / "elsewhere.png").string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(read_file(dir_ / "elsewhere.png").substr(1, 3), "PNG");
+
+  fs::create_directories(dir_ / "empty");
+  expect_refused(run({"plot", (dir_ / "empty").string()}), "empty folder", {"metrics.jsonl"});
+  write_file(dir_ / "empty" / "metrics.jsonl", "{\"event\": \"start\"}\n");
+  expect_refused(run({"plot", (dir_ / "empty").string()}), "no records", {"no log or epoch"});
+  expect_refused(run({"plot", (dir_ / "missing").string()}), "missing folder", {"missing"});
+  expect_refused(run({"plot", run_dir.string(), "--out", (dir_ / "no" / "x.png").string()}),
+                 "--out in a missing folder", {"does not exist"});
+}
