@@ -37,7 +37,7 @@ using namespace hpcnet::test_util;
 
 namespace {
 
-// ---- measuring ---------------------------------------------------------------------------------
+// ---- measuring ----------------------------------------------------------------------------------
 
 // This process's peak resident set so far, in MB (ru_maxrss is in KiB on Linux).
 double peak_rss_mb() {
@@ -68,7 +68,7 @@ struct PixelLimit {
   ~PixelLimit() { data::set_max_image_pixels(data::kDefaultMaxImagePixels); }
 };
 
-// ---- crafted images ----------------------------------------------------------------------------
+// ---- crafted images -----------------------------------------------------------------------------
 
 uint32_t crc32_of(const std::string& bytes) {
   uint32_t c = 0xFFFFFFFFu;
@@ -145,7 +145,7 @@ data::Image decode(const std::string& bytes, const std::string& name) {
   return data::decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
 }
 
-// ---- crafted tar archives ----------------------------------------------------------------------
+// ---- crafted tar archives -----------------------------------------------------------------------
 
 // One 512-byte ustar header (checksum filled in).
 std::string tar_header(const std::string& name, uint64_t size, char type) {
@@ -235,8 +235,7 @@ RunResult run_measured(const std::vector<std::string>& args, const fs::path& cwd
 
 }  // namespace
 
-// ---- images
-// --------------------------------------------------------------------------------------
+// ---- images -------------------------------------------------------------------------------------
 
 // A PNG header claiming 100000 x 100000 is refused right after png_read_info: the message gives
 // the size, the limit and the option; nothing near 30 GB is ever allocated.
@@ -328,8 +327,7 @@ TEST(BoundsImage, TenThousandFailingDecodesKeepRssFlat) {
   EXPECT_LT(peak_rss_mb() - rss0, 20.0);
 }
 
-// ---- files read whole
-// ----------------------------------------------------------------------------
+// ---- files read whole ---------------------------------------------------------------------------
 
 // A FIFO, a device, a folder and a file over 1 GiB (sparse) are refused from stat, at once.
 TEST(BoundsFile, SpecialAndHugeFilesAreRefusedAtOnce) {
@@ -423,8 +421,21 @@ TEST(BoundsFile, PredictRefusesHostileImagesAtOnce) {
   expect_refused(r, "eval --max-image-pixels 0", {"--max-image-pixels", "at least 1"});
 }
 
-// ---- archives
-// ------------------------------------------------------------------------------------
+// train --config on a FIFO or a device is refused at once instead of waiting for a writer.
+TEST(BoundsFile, ConfigFifoIsRefusedAtOnce) {
+  TempDir tmp("bounds_config");
+  ASSERT_EQ(::mkfifo((tmp / "recipe.json").c_str(), 0600), 0);
+  double mb = 0;
+  for (const std::string& config : {(tmp / "recipe.json").string(), std::string("/dev/zero")}) {
+    const RunResult r =
+        run_measured({"train", "--config", config, "--data", tmp.str(), "--out", tmp.str("run")},
+                     tmp.path(), &mb);
+    expect_refused(r, "--config " + config, {config, "not a regular file"});
+    EXPECT_LT(r.seconds, 20.0);
+  }
+}
+
+// ---- archives -----------------------------------------------------------------------------------
 
 // A tar member whose PAX size record claims 10^15 bytes, and a sparse member (PAX GNU sparse 1.0)
 // of that logical size, are refused naming the archive and the member, before any buffer is
@@ -466,12 +477,11 @@ TEST(BoundsArchive, MembersClaimingHugeSizesAreRefused) {
   expect_refused(r, "train on the PAX archive", {"pax.tar", "train/cat/a.png", "1 GiB"});
 }
 
-// ---- folders
-// -------------------------------------------------------------------------------------
+// ---- folders ------------------------------------------------------------------------------------
 
 // Directory links inside a class folder that lead back to it, to an ancestor or to a folder
-// already listed are not followed: each image is listed once (before, cat/loop -> .. listed the
-// images about 40 times, until the path was too long).
+// already listed are not followed: each image is listed once (before, a class folder holding
+// loop -> .. listed 861 images for two, dog's among them, and one holding self -> . 41 copies).
 TEST(BoundsFolder, SymlinkLoopsDoNotMultiplyImages) {
   TempDir tmp("bounds_loop");
   const fs::path cat = tmp / "train/cat", dog = tmp / "train/dog";
@@ -500,8 +510,7 @@ TEST(BoundsFolder, SymlinkLoopsDoNotMultiplyImages) {
   EXPECT_LT(seconds_since(t0), 5.0);
 }
 
-// ---- safetensors
-// ---------------------------------------------------------------------------------
+// ---- safetensors --------------------------------------------------------------------------------
 
 namespace {
 

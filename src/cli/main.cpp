@@ -53,6 +53,12 @@ std::vector<std::string> expand_config(std::vector<std::string> args, const CLI:
     } else {
       continue;
     }
+    // A regular file of a sane size (opening a FIFO would wait for a writer).
+    std::error_code fec;
+    if (fs::exists(file, fec) && !fs::is_regular_file(file, fec))
+      throw InputError("--config " + file + ": not a regular file");
+    if (fs::exists(file, fec) && fs::file_size(file, fec) > (uint64_t{1} << 20))
+      throw InputError("--config " + file + ": over 1 MiB; not a run recipe");
     std::ifstream in(file);
     if (!in) throw InputError("--config " + file + ": cannot open the file");
     nlohmann::json j;

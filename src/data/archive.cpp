@@ -158,8 +158,7 @@ std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
     // before any buffer is reserved, and every block's end again while reading.
     auto too_large = [&](const std::string& bytes) {
       return InputError("cannot read archive " + archive_path + ": member " + e.path + " is " +
-                        bytes + " bytes, over the " +
-                        limit_str(kMaxInputFileBytes) +
+                        bytes + " bytes, over the " + limit_str(kMaxInputFileBytes) +
                         " limit for one file (a corrupt archive?); check the file");
     };
     if (archive_entry_size_is_set(entry)) {

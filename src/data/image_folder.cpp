@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "src/data/internal.h"
@@ -98,8 +99,17 @@ std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> cla
     if (err_index < n)
       throw InputError("imagefolder: cannot decode image " + error_prefix +
                        files[err_index].display + ": " + err_text + "; replace or remove the file");
-    if (chunk == 0)
-      ds->reserve(static_cast<int64_t>(n), static_cast<int64_t>(n) * images[0].height * images[0].width);
+    if (chunk == 0) {
+      // From the first chunk's mean size (one large image first does not multiply into an
+      // impossible reservation); only a hint: the buffer still grows if it falls short.
+      int64_t px = 0;
+      for (size_t i = 0; i < m; ++i) px += images[i].height * images[i].width;
+      try {
+        ds->reserve(static_cast<int64_t>(n),
+                    static_cast<int64_t>(static_cast<double>(px) / m * static_cast<double>(n)));
+      } catch (const std::bad_alloc&) {
+      }
+    }
     for (size_t i = 0; i < m; ++i)
       ds->add(images[i].pixels.data(), images[i].height, images[i].width, files[chunk + i].label,
               std::move(files[chunk + i].display));

@@ -85,8 +85,8 @@ struct HeaderReader final : nlohmann::json_sax<Json> {
   std::string top_key, key_in_value, last_key;  // last_key: the last key read, for messages
   std::string error;                            // why parsing stopped, when not too_deep
   size_t error_byte = 0;
-  Json value;                // the top-level value being read
-  std::vector<Json*> open;   // its containers being filled, innermost last
+  Json value;               // the top-level value being read
+  std::vector<Json*> open;  // its containers being filled, innermost last
 
   // Places v where the value being read expects it; returns it.
   Json* place(Json&& v) {
@@ -284,8 +284,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   // Opening a FIFO would wait for a writer, and a device has no size to check.
   if (struct stat st; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw InputError(path + ": not a regular file (a " +
-                     (S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) ? "character device"
-                                                                          : "special file") +
+                     (S_ISFIFO(st.st_mode)  ? "FIFO"
+                      : S_ISCHR(st.st_mode) ? "character device"
+                                            : "special file") +
                      "); expected a .safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -352,9 +353,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
                                          " is not a string: " + brief(mv));
       bytes += mk.size() + mv.get_ref<const std::string&>().size();
       HPCNET_REQUIRE(bytes <= kMaxMetadataBytes,
-                     path + ": __metadata__ holds over " +
-                         std::to_string(kMaxMetadataBytes >> 20) + " MiB of text (at key " +
-                         in_quotes(mk) + "); not a weights file's");
+                     path + ": __metadata__ holds over " + std::to_string(kMaxMetadataBytes >> 20) +
+                         " MiB of text (at key " + in_quotes(mk) + "); not a weights file's");
       out.metadata[mk] = std::move(mv.get_ref<std::string&>());
     }
   };
