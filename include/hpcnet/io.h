@@ -32,6 +32,8 @@ namespace hpcnet {
 // Throws: InputError when the temp file cannot be created (missing folder, no permission);
 // Error when writing, syncing or renaming fails (e.g. disk full).
 // Not for two threads of one process writing the same path at once (they share the temp name).
+// Testing: HPCNET_TEST_WRITE_FAULT (src/io/write_fault.h) kills the process or fails a write with
+// ENOSPC at a chosen byte of a chosen write; unset, it costs nothing.
 void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& writer);
 // The same for bytes already in memory.
 void write_file_atomic(const std::string& path, std::string_view bytes);
@@ -76,6 +78,9 @@ struct SafetensorsFile {
 // JSON nested over 64 deep, a number out of range, over 8 MiB of metadata, over 64 dimensions.
 // Linear in the header's size (O(n log n) in its tensor count).
 SafetensorsFile load_safetensors(const std::string& path);
+// The same checks on a whole safetensors file held in memory (size bytes at data); messages and
+// SafetensorsFile::path use `name` as the file's.
+SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& name);
 
 // ---- metrics log ----
 

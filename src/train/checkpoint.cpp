@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include "hpcnet/io.h"
@@ -174,8 +177,8 @@ RunFile read_run_file(const std::string& path) {
   r.meta.task = get("hpcnet.task");  // "" in files of no task (PyTorch-saved, or before tasks)
   if (std::string c = get("hpcnet.classes"); !c.empty()) {
     try {
-      r.meta.classes = parse_meta_json(c, path, "hpcnet.classes", kMaxClasses)
-                           .get<std::vector<std::string>>();
+      r.meta.classes =
+          parse_meta_json(c, path, "hpcnet.classes", kMaxClasses).get<std::vector<std::string>>();
     } catch (const nlohmann::json::exception&) {
       throw InputError(path + ": metadata hpcnet.classes is not a JSON list of names");
     }
@@ -241,6 +244,69 @@ RunFile read_run_file(const std::string& path) {
   }
   r.train = std::move(st);
   return r;
+}
+
+std::string describe_run(const ModelMeta& meta, bool class_names) {
+  std::string s = "a " + (meta.model.empty() ? std::string("model-less") : meta.model) + " run (" +
+                  (meta.task.empty() ? std::string("no task") : meta.task) + ", ";
+  if (!class_names) return s + std::to_string(meta.classes.size()) + " classes)";
+  s += "classes";
+  for (size_t i = 0; i < meta.classes.size() && i < 5; ++i)
+    s += (i ? ", " : " ") + brief(meta.classes[i]);
+  return s + (meta.classes.size() > 5 ? ", ...)" : ")");
+}
+
+namespace {
+
+// The model, task and classes of a run file from its safetensors header alone; nullopt when the
+// file is absent or unreadable or names no hpcnet model.
+std::optional<ModelMeta> peek_run_meta(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  unsigned char len[8];
+  if (!in.read(reinterpret_cast<char*>(len), 8)) return std::nullopt;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  if (n == 0 || n > (uint64_t{100} << 20)) return std::nullopt;
+  std::string header(n, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return std::nullopt;
+  try {
+    const nlohmann::json h = parse_meta_json(header, path, "header");
+    const nlohmann::json& m = h.at("__metadata__");
+    ModelMeta meta;
+    meta.model = m.value("hpcnet.model", std::string());
+    if (meta.model.empty()) return std::nullopt;
+    meta.task = m.value("hpcnet.task", std::string());
+    if (m.contains("hpcnet.classes"))
+      meta.classes = parse_meta_json(m.at("hpcnet.classes").get<std::string>(), path,
+                                     "hpcnet.classes", kMaxClasses)
+                         .get<std::vector<std::string>>();
+    return meta;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void check_resume_folder(const RunFile& checkpoint, const std::string& out_dir) {
+  const ModelMeta& mine = checkpoint.meta;
+  for (const char* name : {"model.safetensors", "best.safetensors"}) {
+    const std::string other = (std::filesystem::path(out_dir) / name).string();
+    const std::optional<ModelMeta> theirs = peek_run_meta(other);
+    if (!theirs) continue;
+    const bool same_classes =
+        mine.classes.empty() || theirs->classes.empty() || mine.classes == theirs->classes;
+    if (theirs->model == mine.model && same_classes &&
+        (theirs->task.empty() || mine.task.empty() || theirs->task == mine.task))
+      continue;
+    // Class lists of one length that differ are told apart by their names.
+    const bool names = theirs->classes.size() == mine.classes.size() && !same_classes;
+    throw InputError(checkpoint.path + " holds " + describe_run(mine, names) + "; " + other +
+                     " is of " + describe_run(*theirs, names) +
+                     ": a checkpoint copied from another run? Resume each run in its own folder "
+                     "(or into a new one: --resume RUN --out NEW)");
+  }
 }
 
 void save_model(const std::string& path, const nn::Module& model, const ModelMeta& meta) {

@@ -48,6 +48,16 @@ struct RunFile {
 // or used for predictions.
 RunFile read_run_file(const std::string& path);
 
+// What kind of run a file is of, for messages: "a lenet run (classify, 10 classes)"; with
+// class_names, the first few names instead of the count.
+std::string describe_run(const ModelMeta& meta, bool class_names = false);
+
+// Refuses (InputError naming both files and both runs) a checkpoint copied into the folder of a
+// run of another model, task or class list: the model files already in out_dir (model.safetensors,
+// best.safetensors, read up to their headers) say what that run is. Files that are absent,
+// unreadable or name no hpcnet model are passed over (a resume rewrites them).
+void check_resume_folder(const RunFile& checkpoint, const std::string& out_dir);
+
 // The writers refuse (RuntimeError naming the file and the tensor, the file left as it was) to
 // write a tensor holding NaN or Inf: a diverged run never overwrites its last good files.
 // Writes a model file (tensors: the state_dict, moved to the CPU).

@@ -312,6 +312,14 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
 
   Data d = load_data(cfg, pg);
+  if (ckpt && !ckpt->meta.classes.empty() && ckpt->meta.classes != d.classes) {
+    ModelMeta here = ckpt->meta;
+    here.classes = d.classes;
+    const bool names = here.classes.size() == ckpt->meta.classes.size();
+    throw InputError(ckpt->path + " holds " + describe_run(ckpt->meta, names) + "; with --data " +
+                     cfg.data + " it would be " + describe_run(here, names) +
+                     ": resume it with the run's own data");
+  }
   manual_seed(cfg.seed);
   std::shared_ptr<nn::Module> model = nn::make_model(
       cfg.model, nn::ModelOptions{static_cast<int64_t>(d.classes.size()), cfg.aux_loss});
@@ -354,6 +362,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     } catch (const InputError& e) {
       throw InputError(ckpt->path + ": " + e.what());
     }
+    check_resume_folder(*ckpt, cfg.out);  // not a checkpoint copied into another run's folder
     default_rng().set_state(ckpt->train->rng);
     if (lead && ckpt->train->world_size != world)
       std::fprintf(stderr,

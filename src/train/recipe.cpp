@@ -360,9 +360,15 @@ nlohmann::json recipe_json(const TrainConfig& c) {
 
 void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std::string& where) {
   HPCNET_REQUIRE(saved.is_object(), where + ": corrupt checkpoint: config is not a JSON object");
-  auto refuse = [&](const RecipeField& f) {
-    throw InputError(f.flag() + " differs from the recipe in " + where +
-                     "; --resume continues the same run (start a new --out to change it)");
+  // Names both values: "--model differs from the recipe in CKPT (given resnet20, the run's lenet)".
+  auto refuse = [&](const RecipeField& f, const nlohmann::json& given_v,
+                    const nlohmann::json& saved_v) {
+    auto text = [](const nlohmann::json& j) {
+      return j.is_string() ? j.get<std::string>() : j.dump();
+    };
+    throw InputError(f.flag() + " differs from the recipe in " + where + " (given " +
+                     text(given_v) + ", the run's " + text(saved_v) +
+                     "); --resume continues the same run (start a new --out to change it)");
   };
   // kAuto fields saved with their auto value and given explicitly: compared once the rest of the
   // recipe (the model) is merged, by what each resolves to.
@@ -390,7 +396,7 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
           const bool saved_auto = auto_field && value == TrainConfig{}.*m;
           if (f.role == FieldRole::kRecipe) {
             if (given(c, f) && !given_auto && value != c.*m) {
-              if (!saved_auto) refuse(f);
+              if (!saved_auto) refuse(f, c.*m, value);
               TrainConfig explicit_value;  // only the given value matters here
               explicit_value.*m = c.*m;
               deferred.emplace_back(&f, explicit_value);
@@ -404,8 +410,12 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
   }
   for (auto& [f, explicit_value] : deferred) {
     TrainConfig with_given = c;  // the merged recipe with the explicit value put back
-    std::visit([&](auto m) { with_given.*m = explicit_value.*m; }, f->ref);
-    if (!f->resolved || f->resolved(with_given) != f->resolved(c)) refuse(*f);
+    // (init-capture: clang before 16 cannot capture a structured binding)
+    std::visit([&, &given_value = explicit_value](auto m) { with_given.*m = given_value.*m; },
+               f->ref);
+    if (!f->resolved || f->resolved(with_given) != f->resolved(c))
+      refuse(*f, f->resolved ? f->resolved(with_given) : std::string(),
+             f->resolved ? f->resolved(c) : std::string());
     c = with_given;
   }
   if (c.out.empty()) c.out = c.resume;
