@@ -21,6 +21,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   detail::check_same_device_dense("batch_norm", x.device(),
                                   {&x, &weight, &bias, &residual, &running_mean, &running_var,
                                    &y, &save_mean, &save_invstd});
+  // No channels: nothing to normalise, every output is empty (CUDA launches a block per channel,
+  // and a launch of 0 blocks is an error).
+  if (x.size(1) == 0) return;
   HPCNET_DISPATCH_FLOPS(4.0 * x.numel(), x.device(), batch_norm_forward, x, weight, bias,
                         residual, running_mean, running_var, y, save_mean, save_invstd, p);
 }
@@ -31,6 +34,7 @@ void batch_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
   detail::check_same_device_dense("batch_norm_backward", x.device(),
                                   {&g, &x, &weight, &save_mean, &save_invstd, &dx, &dweight,
                                    &dbias});
+  if (x.size(1) == 0) return;  // no channels: every gradient is empty
   HPCNET_DISPATCH_FLOPS(6.0 * x.numel(), x.device(), batch_norm_backward, g, x, weight,
                         save_mean, save_invstd, dx, dweight, dbias, p);
 }
@@ -61,31 +65,39 @@ struct BatchNormNode : Node {
   void release() override { x = weight = y = save_mean = save_invstd = Tensor(); }
 };
 
-void check_channel_vector(const Tensor& t, int64_t c, const char* what) {
+void check_channel_vector(const Tensor& t, int64_t c, DType dtype, const char* what) {
   if (!t.defined()) return;
   HPCNET_CHECK(t.dim() == 1 && t.size(0) == c,
                std::string("batch_norm: ") + what + " must be (" + std::to_string(c) + ",), got " +
                    shape_str(t.shape()));
+  ops::detail::check_dtype("batch_norm", t, dtype, what);
 }
 }  // namespace
 
 Tensor F::batch_norm_act(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
                          const Tensor& running_mean, const Tensor& running_var, bool training,
                          double momentum, double eps, const Tensor& residual_in, bool relu) {
+  HPCNET_CHECK(x_in.defined(), "batch_norm: the input is an undefined tensor");
   HPCNET_CHECK(x_in.dim() == 4, "batch_norm: input must be (N, C, H, W), got " +
                                     shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+               std::string("batch_norm: input must be float32 or float64, got ") +
+                   dtype_name(x_in.dtype()) + " " + shape_str(x_in.shape()));
   const int64_t c = x_in.size(1);
-  check_channel_vector(weight, c, "weight");
-  check_channel_vector(bias, c, "bias");
-  check_channel_vector(running_mean, c, "running_mean");
-  check_channel_vector(running_var, c, "running_var");
+  check_channel_vector(weight, c, x_in.dtype(), "weight");
+  check_channel_vector(bias, c, x_in.dtype(), "bias");
+  check_channel_vector(running_mean, c, x_in.dtype(), "running_mean");
+  check_channel_vector(running_var, c, x_in.dtype(), "running_var");
   HPCNET_CHECK(training || (running_mean.defined() && running_var.defined()),
                "batch_norm: eval mode needs running_mean and running_var");
-  HPCNET_CHECK(!training || x_in.numel() / c > 1,
+  // Values per channel as torch counts them (N H W; also for 0 channels).
+  const int64_t per_channel = x_in.size(0) * x_in.size(2) * x_in.size(3);
+  HPCNET_CHECK(!training || per_channel > 1,
                "batch_norm: training needs more than one value per channel, got input " +
                    shape_str(x_in.shape()));
   HPCNET_CHECK(eps > 0 && momentum >= 0 && momentum <= 1,
-               "batch_norm: need eps > 0 and 0 <= momentum <= 1");
+               "batch_norm: need eps > 0 and 0 <= momentum <= 1, got eps " + std::to_string(eps) +
+                   " and momentum " + std::to_string(momentum));
   if (residual_in.defined())
     HPCNET_CHECK(residual_in.shape() == x_in.shape(),
                  "batch_norm: residual " + shape_str(residual_in.shape()) +
@@ -105,7 +117,7 @@ Tensor F::batch_norm_act(const Tensor& x_in, const Tensor& weight, const Tensor&
     auto node = std::make_shared<BatchNormNode>();
     node->x = x;
     node->weight = weight;
-    if (relu) node->y = y;
+    if (relu) node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     node->save_mean = save_mean;
     node->save_invstd = save_invstd;
     node->p = p;

@@ -44,6 +44,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
       {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h, p.dil_h),
        conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dil_w)},
       "output");
+  if (y.numel() == 0) return;  // a batch of 0: nothing to compute (cuDNN rejects empty shapes)
   HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, relu);
 }
 
@@ -51,6 +52,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dy});
   detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dx});
   detail::check_same_device("conv2d_backward_data", dy.device(), {&w});
+  if (dx.numel() == 0) return;  // a batch of 0 (conv_transpose2d's forward too)
   HPCNET_DISPATCH_FLOPS(conv_flops(w, dy), dy.device(), conv2d_backward_data, dy, w, dx, p);
 }
 
@@ -116,16 +118,32 @@ struct Conv2dNode : Node {
 
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
                    int64_t padding, int64_t dilation, bool relu) {
+  HPCNET_CHECK(x_in.defined() && w_in.defined(), std::string("conv2d: the ") +
+                                                     (x_in.defined() ? "weight" : "input") +
+                                                     " is an undefined tensor");
   HPCNET_CHECK(stride >= 1 && padding >= 0 && dilation >= 1,
-               "conv2d: stride and dilation must be >= 1 and padding >= 0");
+               "conv2d: need stride >= 1, padding >= 0 and dilation >= 1, got stride " +
+                   std::to_string(stride) + ", padding " + std::to_string(padding) + ", dilation " +
+                   std::to_string(dilation));
+  HPCNET_CHECK(x_in.dim() == 4 && w_in.dim() == 4,
+               "conv2d: input must be (N, C, H, W) and weight (K, C, R, S), got " +
+                   shape_str(x_in.shape()) + " and " + shape_str(w_in.shape()));
+  HPCNET_CHECK(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+               std::string("conv2d: input must be float32 or float64, got ") +
+                   dtype_name(x_in.dtype()) + " " + shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.size(1) >= 1, "conv2d: input " + shape_str(x_in.shape()) + " has no channels");
   Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
   Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
+  ops::check_conv("conv2d", x, w, b);  // channels, dtypes and bias, before allocating
   ops::Conv2dParams p{stride, stride, padding, padding, dilation, dilation};
-  HPCNET_CHECK(x.dim() == 4 && w.dim() == 4, "conv2d: input and weight must be 4-d");
   int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding, dilation);
   int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding, dilation);
-  HPCNET_CHECK(oh > 0 && ow > 0, "conv2d: kernel " + shape_str(w.shape()) +
-                                     " is larger than the padded input " + shape_str(x.shape()));
+  // (conv_out_size truncates towards 0, so a too-large kernel with stride > 1 still gives 1.)
+  const bool fits = x.size(2) + 2 * padding >= dilation * (w.size(2) - 1) + 1 &&
+                    x.size(3) + 2 * padding >= dilation * (w.size(3) - 1) + 1;
+  HPCNET_CHECK(fits && oh > 0 && ow > 0, "conv2d: kernel " + shape_str(w.shape()) +
+                                             " is larger than the padded input " +
+                                             shape_str(x.shape()));
   // CPU convolutions that run on oneDNN's blocked kernels leave their output blocked, so the
   // next convolution (through batch norm and relu) reads it without a reorder.
   const bool blocked = x.device().is_cpu() && cpu::conv2d_wants_blocked(x, w.shape(), p);
@@ -143,7 +161,7 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
     node->has_bias = b.defined();
     node->relu = relu;
     node->p = p;
-    if (relu) node->y = y;
+    if (relu) node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in, &w_in, &b_in}, y);
   }
   trace::add(relu ? "conv2d_relu" : "conv2d", {x_in, w_in, b_in}, y,
@@ -186,8 +204,13 @@ Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor&
                            int64_t stride, int64_t padding, int64_t output_padding,
                            int64_t dilation) {
   const std::string op = "conv_transpose2d";
+  HPCNET_CHECK(x_in.defined() && w_in.defined(),
+               op + ": the " + (x_in.defined() ? "weight" : "input") + " is an undefined tensor");
   HPCNET_CHECK(stride >= 1 && padding >= 0 && dilation >= 1 && output_padding >= 0,
-               op + ": stride and dilation must be >= 1, padding and output_padding >= 0");
+               op + ": stride and dilation must be >= 1, padding and output_padding >= 0, got " +
+                   "stride " + std::to_string(stride) + ", padding " + std::to_string(padding) +
+                   ", output_padding " + std::to_string(output_padding) + ", dilation " +
+                   std::to_string(dilation));
   HPCNET_CHECK(output_padding < stride, op + ": output_padding " + std::to_string(output_padding) +
                                             " must be smaller than stride " +
                                             std::to_string(stride));
@@ -198,7 +221,9 @@ Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor&
                    " must be (in_channels, out_channels, kH, kW) for input " +
                    shape_str(x_in.shape()));
   HPCNET_CHECK(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
-               op + ": input must be float32 or float64");
+               op + ": input must be float32 or float64, got " + dtype_name(x_in.dtype()) + " " +
+                   shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.size(1) >= 1, op + ": input " + shape_str(x_in.shape()) + " has no channels");
   ops::detail::check_dtype(op.c_str(), w_in, x_in.dtype(), "weight");
   const int64_t K = w_in.size(1);
   if (b_in.defined()) {

@@ -109,6 +109,8 @@ struct ReduceNode : Node {
 };
 
 Tensor reduce_impl(const Tensor& x_in, bool is_mean) {
+  HPCNET_CHECK(x_in.defined(),
+               std::string(is_mean ? "mean" : "sum") + ": the input is an undefined tensor");
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({}, x.dtype(), x.device());
   if (is_mean)
@@ -129,12 +131,13 @@ Tensor reduce_impl(const Tensor& x_in, bool is_mean) {
 }  // namespace
 
 Tensor F::relu(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.defined(), "relu: the input is an undefined tensor");
   Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();  // keeps a blocked layout
   Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
   ops::relu_forward(x, y);
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<ReluNode>();
-    node->y = y;
+    node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in}, y);
   }
   trace::add("relu", {x_in}, y);
@@ -142,6 +145,10 @@ Tensor F::relu(const Tensor& x_in) {
 }
 
 Tensor F::mul_scalar(const Tensor& x_in, double s) {
+  HPCNET_CHECK(x_in.defined(), "mul_scalar: the input is an undefined tensor");
+  HPCNET_CHECK(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+               std::string("mul_scalar: input must be float32 or float64, got ") +
+                   dtype_name(x_in.dtype()) + " " + shape_str(x_in.shape()));
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   ops::scale(x, s, y);
@@ -155,6 +162,9 @@ Tensor F::mul_scalar(const Tensor& x_in, double s) {
 }
 
 Tensor F::add(const Tensor& a_in, const Tensor& b_in) {
+  HPCNET_CHECK(a_in.defined() && b_in.defined(), std::string("add: the ") +
+                                                     (a_in.defined() ? "second" : "first") +
+                                                     " input is an undefined tensor");
   HPCNET_CHECK(a_in.shape() == b_in.shape(), "add: shapes " + shape_str(a_in.shape()) + " and " +
                                                  shape_str(b_in.shape()) + " differ");
   Tensor a = a_in.is_dense() ? a_in : a_in.contiguous();
@@ -167,6 +177,20 @@ Tensor F::add(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor F::reshape(const Tensor& x_in, const Shape& shape) {
+  HPCNET_CHECK(x_in.defined(), "reshape: the input is an undefined tensor");
+  int64_t known = 1, inferred = 0;  // the product of the given sizes; how many are -1
+  bool negative = false;
+  for (int64_t s : shape) {
+    if (s == -1)
+      ++inferred;
+    else
+      known *= s;
+    negative = negative || s < -1;
+  }
+  const int64_t n = x_in.numel();
+  HPCNET_CHECK(!negative && inferred <= 1 && (inferred ? known > 0 && n % known == 0 : known == n),
+               "reshape: shape " + shape_str(shape) + " is invalid for input of shape " +
+                   shape_str(x_in.shape()) + " (sizes >= 0, at most one -1, and as many elements)");
   Tensor x = x_in.contiguous();
   Tensor y = x.view_nograd(shape);
   if (any_requires_grad({&x_in})) {

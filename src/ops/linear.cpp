@@ -16,9 +16,13 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
                    shape_str(x.shape()));
   detail::check_dtype(op, w, x.dtype(), "weight");
-  if (b.defined()) detail::check_shape(op, b, {w.size(0)}, "bias");
+  if (b.defined()) {
+    detail::check_shape(op, b, {w.size(0)}, "bias");
+    detail::check_dtype(op, b, x.dtype(), "bias");
+  }
   detail::check_shape(op, y, {x.size(0), w.size(0)}, "output");
   detail::check_same_device(op, x.device(), {&x, &w, &b, &y});
+  if (y.numel() == 0) return;  // a batch of 0: nothing to compute
   HPCNET_DISPATCH_FLOPS(2.0 * x.size(0) * w.numel(), x.device(), linear_forward, x, w, b, y, relu);
 }
 
@@ -63,9 +67,17 @@ struct LinearNode : Node {
 };
 
 Tensor linear_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, bool relu) {
+  HPCNET_CHECK(x_in.defined() && w_in.defined(), std::string("linear: the ") +
+                                                     (x_in.defined() ? "weight" : "input") +
+                                                     " is an undefined tensor");
+  HPCNET_CHECK(x_in.dim() == 2 && w_in.dim() == 2,
+               "linear: input must be (N, IN) and weight (OUT, IN), got " +
+                   shape_str(x_in.shape()) + " and " + shape_str(w_in.shape()));
+  HPCNET_CHECK(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
+               std::string("linear: input must be float32 or float64, got ") +
+                   dtype_name(x_in.dtype()) + " " + shape_str(x_in.shape()));
+  HPCNET_CHECK(x_in.size(1) >= 1, "linear: input " + shape_str(x_in.shape()) + " has no features");
   Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
-  HPCNET_CHECK(x.dim() == 2 && w.dim() == 2, "linear: input must be (N, IN) and weight (OUT, IN), got " +
-                                                 shape_str(x.shape()) + " and " + shape_str(w.shape()));
   Tensor y = Tensor::empty({x.size(0), w.size(0)}, x.dtype(), x.device());
   ops::linear_forward(x, w, b, y, relu);
   if (any_requires_grad({&x_in, &w_in, &b_in})) {
@@ -74,7 +86,7 @@ Tensor linear_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, b
     node->w = w;
     node->has_bias = b.defined();
     node->relu = relu;
-    if (relu) node->y = y;
+    if (relu) node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in, &w_in, &b_in}, y);
   }
   trace::add(relu ? "linear_relu" : "linear", {x_in, w_in, b_in}, y);

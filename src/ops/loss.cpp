@@ -6,6 +6,8 @@
 //   cross_entropy (mean, smoothing eps): dlogits = dloss * (softmax - (1-eps) onehot - eps/C) / N
 //   cross_entropy2d (weighted mean, ignore_index): dlogits = dloss * w[t] / sum(w[t]) *
 //   (softmax - onehot) at counted pixels, 0 at ignored ones
+#include <cstdio>
+
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
@@ -21,10 +23,17 @@ HPCNET_DEFINE_OP(cross_entropy2d)
 HPCNET_DEFINE_OP(dice_loss)
 
 namespace {
+// A double as %g writes it (1e-07, not to_string's 0.000000), for argument errors.
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 void check_rows_targets(const char* op, const Tensor& x, const Tensor& target) {
   HPCNET_CHECK(x.dim() == 2,
                std::string(op) + ": input must be (N, C), got " + shape_str(x.shape()));
-  HPCNET_CHECK(x.size(0) > 0, std::string(op) + ": empty batch");
+  HPCNET_CHECK(x.size(0) > 0, std::string(op) + ": empty batch, input " + shape_str(x.shape()));
   detail::check_dtype(op, target, DType::kInt64, "target");
   detail::check_shape(op, target, {x.size(0)}, "target");
   detail::check_same_device(op, x.device(), {&x, &target});
@@ -36,7 +45,9 @@ bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 // logits' dtype.
 void check_dense_targets(const std::string& op, const Tensor& logits, const Tensor& target,
                          const Tensor& weight) {
-  HPCNET_REQUIRE(logits.defined() && target.defined(), op + ": logits and target must be defined");
+  HPCNET_REQUIRE(logits.defined() && target.defined(),
+                 op + ": logits and target must be defined, got an undefined " +
+                     (logits.defined() ? "target" : "logits"));
   const std::string shapes =
       " (logits " + shape_str(logits.shape()) + ", target " + shape_str(target.shape()) + ")";
   HPCNET_REQUIRE(logits.dim() == 4, op + ": logits must be (N, C, H, W)" + shapes);
@@ -81,7 +92,8 @@ void nll_loss_backward(const Tensor& dloss, const Tensor& target, Tensor& dlogp)
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, double eps, Tensor& loss,
                            Tensor& prob) {
   check_rows_targets("cross_entropy", logits, target);
-  HPCNET_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1]");
+  HPCNET_CHECK(eps >= 0 && eps <= 1,
+               "cross_entropy: label_smoothing must be in [0, 1], got " + num(eps));
   HPCNET_DISPATCH(logits.device(), cross_entropy_forward, logits, target, eps, loss, prob);
 }
 void cross_entropy_backward(const Tensor& dloss, const Tensor& prob, const Tensor& target,
@@ -122,7 +134,8 @@ void dice_loss_forward(const Tensor& logits, const Tensor& target, const Tensor&
                        int64_t ignore_index, double smooth, double eps, Tensor& loss, Tensor& prob,
                        Tensor& coef) {
   check_dense_targets("dice_loss", logits, target, weight);
-  HPCNET_REQUIRE(smooth >= 0 && eps > 0, "dice_loss: need smooth >= 0 and eps > 0");
+  HPCNET_REQUIRE(smooth >= 0 && eps > 0, "dice_loss: need smooth >= 0 and eps > 0, got smooth " +
+                                             num(smooth) + " and eps " + num(eps));
   detail::check_shape("dice_loss", prob, logits.shape(), "prob");
   detail::check_dtype("dice_loss", prob, logits.dtype(), "prob");
   detail::check_dtype("dice_loss", loss, logits.dtype(), "loss");
@@ -222,12 +235,13 @@ struct CrossEntropy2dNode : Node {
 }  // namespace
 
 Tensor F::log_softmax(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.defined(), "log_softmax: the input is an undefined tensor");
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   ops::log_softmax_forward(x, y);
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<LogSoftmaxNode>();
-    node->y = y;
+    node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in}, y);
   }
   trace::add("log_softmax", {x_in}, y);
@@ -235,6 +249,9 @@ Tensor F::log_softmax(const Tensor& x_in) {
 }
 
 Tensor F::nll_loss(const Tensor& logp_in, const Tensor& target) {
+  HPCNET_CHECK(logp_in.defined() && target.defined(), std::string("nll_loss: the ") +
+                                                          (logp_in.defined() ? "target" : "input") +
+                                                          " is an undefined tensor");
   Tensor logp = logp_in.contiguous();
   Tensor loss = Tensor::empty({}, logp.dtype(), logp.device());
   ops::nll_loss_forward(logp, target, loss);
@@ -250,6 +267,9 @@ Tensor F::nll_loss(const Tensor& logp_in, const Tensor& target) {
 }
 
 Tensor F::cross_entropy(const Tensor& logits_in, const Tensor& target, double label_smoothing) {
+  HPCNET_CHECK(logits_in.defined() && target.defined(),
+               std::string("cross_entropy: the ") + (logits_in.defined() ? "target" : "input") +
+                   " is an undefined tensor");
   Tensor logits = logits_in.contiguous();
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
   Tensor prob = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
@@ -308,6 +328,9 @@ Tensor F::dice_loss(const Tensor& logits_in, const Tensor& target_in, const Tens
 }
 
 Tensor F::argmax(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.defined(), "argmax: the input is an undefined tensor");
+  HPCNET_CHECK(x_in.dim() == 2 && x_in.size(1) >= 1,
+               "argmax: input must be (N, C) with C >= 1, got " + shape_str(x_in.shape()));
   Tensor x = x_in.contiguous();
   Tensor out = Tensor::empty({x.size(0)}, DType::kInt64, x.device());
   ops::argmax(x, out);

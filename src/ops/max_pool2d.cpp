@@ -42,15 +42,22 @@ struct MaxPool2dNode : Node {
 
 Tensor F::max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
   if (stride == 0) stride = kernel_size;
+  HPCNET_CHECK(x_in.defined(), "max_pool2d: the input is an undefined tensor");
   HPCNET_CHECK(x_in.dim() == 4, "max_pool2d: input must be (N, C, H, W), got " +
                                     shape_str(x_in.shape()));
   HPCNET_CHECK(kernel_size >= 1 && stride >= 1 && padding >= 0 && 2 * padding <= kernel_size,
-               "max_pool2d: need kernel_size >= 1, stride >= 1, 0 <= padding <= kernel_size / 2");
+               "max_pool2d: need kernel_size >= 1, stride >= 1, 0 <= padding <= kernel_size / 2, "
+               "got kernel_size " + std::to_string(kernel_size) + ", stride " +
+                   std::to_string(stride) + ", padding " + std::to_string(padding));
   Tensor x = x_in.contiguous();
   ops::Pool2dParams p{kernel_size, kernel_size, stride, stride, padding, padding};
   int64_t oh = ops::conv_out_size(x.size(2), kernel_size, stride, padding);
   int64_t ow = ops::conv_out_size(x.size(3), kernel_size, stride, padding);
-  HPCNET_CHECK(oh > 0 && ow > 0, "max_pool2d: window larger than input " + shape_str(x.shape()));
+  // (conv_out_size truncates towards 0, so a too-large window with stride > 1 still gives 1.)
+  const bool fits =
+      x.size(2) + 2 * padding >= kernel_size && x.size(3) + 2 * padding >= kernel_size;
+  HPCNET_CHECK(fits && oh > 0 && ow > 0, "max_pool2d: window " + std::to_string(kernel_size) +
+                                             " larger than input " + shape_str(x.shape()));
   Tensor y = Tensor::empty({x.size(0), x.size(1), oh, ow}, x.dtype(), x.device());
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<MaxPool2dNode>();

@@ -134,8 +134,13 @@ struct UpsampleBilinear2dNode : Node {
 }  // namespace
 
 Tensor F::global_avg_pool2d(const Tensor& x_in) {
+  HPCNET_CHECK(x_in.defined(), "global_avg_pool2d: the input is an undefined tensor");
   HPCNET_CHECK(x_in.dim() == 4,
                "global_avg_pool2d: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
+  // As torch's adaptive_avg_pool2d: only the batch may be empty (an average of 0 values is 0/0).
+  HPCNET_CHECK(
+      x_in.size(1) >= 1 && x_in.size(2) >= 1 && x_in.size(3) >= 1,
+      "global_avg_pool2d: input " + shape_str(x_in.shape()) + " must have C, H and W >= 1");
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device());
   ops::global_avg_pool2d_forward(x, y);
@@ -149,9 +154,12 @@ Tensor F::global_avg_pool2d(const Tensor& x_in) {
 }
 
 Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
+  HPCNET_CHECK(x_in.defined(), "subsample_pad: the input is an undefined tensor");
   HPCNET_CHECK(x_in.dim() == 4,
                "subsample_pad: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
-  HPCNET_CHECK(stride >= 1 && pad >= 0, "subsample_pad: need stride >= 1 and pad >= 0");
+  HPCNET_CHECK(stride >= 1 && pad >= 0,
+               "subsample_pad: need stride >= 1 and pad >= 0, got stride " +
+                   std::to_string(stride) + " and pad " + std::to_string(pad));
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({x.size(0), x.size(1) + 2 * pad, (x.size(2) + stride - 1) / stride,
                             (x.size(3) + stride - 1) / stride},
@@ -169,6 +177,7 @@ Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
 }
 
 Tensor F::dropout(const Tensor& x_in, double p, bool training) {
+  HPCNET_CHECK(x_in.defined(), "dropout: the input is an undefined tensor");
   HPCNET_CHECK(p >= 0 && p <= 1,
                "dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0) return x_in;
@@ -194,6 +203,7 @@ Tensor F::dropout(const Tensor& x_in, double p, bool training) {
 }
 
 Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
+  HPCNET_REQUIRE(x_in.defined(), "upsample_nearest2d: the input is an undefined tensor");
   HPCNET_REQUIRE(x_in.dim() == 4,
                  "upsample_nearest2d: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
   HPCNET_REQUIRE(scale >= 1, "upsample_nearest2d: scale must be an integer >= 1, got " +
@@ -217,6 +227,7 @@ Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
 
 Tensor F::upsample_bilinear2d(const Tensor& x_in, int64_t out_h, int64_t out_w,
                               bool align_corners) {
+  HPCNET_REQUIRE(x_in.defined(), "upsample_bilinear2d: the input is an undefined tensor");
   HPCNET_REQUIRE(x_in.dim() == 4,
                  "upsample_bilinear2d: input must be (N, C, H, W), got " + shape_str(x_in.shape()));
   HPCNET_REQUIRE(out_h >= 1 && out_w >= 1 && x_in.size(2) >= 1 && x_in.size(3) >= 1,

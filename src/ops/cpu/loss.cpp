@@ -16,10 +16,10 @@
 namespace hpcnet::cpu {
 namespace {
 
-void check_label(int64_t label, int64_t c, int64_t row) {
+void check_label(const char* op, int64_t label, int64_t c, int64_t row) {
   if (label < 0 || label >= c)
-    throw InputError("label " + std::to_string(label) + " of sample " + std::to_string(row) +
-                     " is out of range [0, " + std::to_string(c) + ")");
+    throw InputError(std::string(op) + ": label " + std::to_string(label) + " of sample " +
+                     std::to_string(row) + " is out of range [0, " + std::to_string(c) + ")");
 }
 
 constexpr int64_t kPixelChunk = 1024;      // pixels per partial sum of cross_entropy2d
@@ -72,7 +72,7 @@ void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& loss) {
     const T* p = logp.data<T>();
     double acc = 0;
     for (int64_t i = 0; i < n; ++i) {
-      check_label(t[i], c, i);
+      check_label("nll_loss", t[i], c, i);
       acc -= p[i * c + t[i]];
     }
     loss.data<T>()[0] = static_cast<T>(acc / n);
@@ -101,7 +101,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double ep
     T* pr = prob.data<T>();
     double acc = 0;
     for (int64_t i = 0; i < n; ++i) {
-      check_label(t[i], c, i);
+      check_label("cross_entropy", t[i], c, i);
       acc += math::cross_entropy_row(x + i * c, pr + i * c, c, t[i], eps);
     }
     loss.data<T>()[0] = static_cast<T>(acc / n);
