@@ -19,6 +19,7 @@ packages=(
   libprotobuf-dev protobuf-compiler   # TensorBoard event files (src/io/tb_event.proto)
   libplplot-dev plplot-driver-cairo   # hpcnet plot: results.png (PLplot, pngcairo)
   libonnx-dev                         # hpcnet export: ONNX protobuf classes and checker
+  clang-14 libclang-rt-14-dev libomp-14-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan, OpenMP
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 python3-torch python3-numpy python3-pil)

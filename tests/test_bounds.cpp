@@ -324,7 +324,9 @@ TEST(BoundsImage, TenThousandFailingDecodesKeepRssFlat) {
     }
   }
   EXPECT_EQ(refused, 10000);
+#ifndef HPCNET_SANITIZED  // ASan's quarantine holds freed blocks back: RSS grows by design there
   EXPECT_LT(peak_rss_mb() - rss0, 20.0);
+#endif
 }
 
 // ---- files read whole ---------------------------------------------------------------------------
@@ -589,7 +591,12 @@ TEST(BoundsSafetensors, TwoHundredThousandTensorsLoadFast) {
   const auto t0 = std::chrono::steady_clock::now();
   const SafetensorsFile f = load_safetensors(p.string());
   const double s = seconds_since(t0);
-  EXPECT_LT(s, 2.0) << "seconds to load 200,000 tensors";
+#ifdef HPCNET_SANITIZED
+  const double limit = 20.0;  // ASan and -O1: linear still, about 10x slower
+#else
+  const double limit = 2.0;
+#endif
+  EXPECT_LT(s, limit) << "seconds to load 200,000 tensors";
   std::printf("[ timing ] 200,000 zero-size tensors loaded in %.3f s\n", s);
   ASSERT_EQ(f.tensors.size(), 200001u);
   // The empty tensors keep the header's order (they tie at offset 0, before w).

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <type_traits>
@@ -26,6 +27,7 @@
 #include "src/cli/build_info.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
+#include "src/train/config_file.h"
 #include "src/train/plot.h"
 
 namespace fs = std::filesystem;
@@ -35,9 +37,9 @@ namespace {
 
 // Run recipes as JSON files: `hpcnet train --config configs/NAME.json [flags]`. The file holds one
 // object whose keys are train's long option names ("batch_size" or "batch-size"; keys starting
-// with '#' are comments). Its values are placed before the command-line flags, and every option
-// takes its last value, so flags given on the command line win. A key that names no option of
-// `train` is an InputError.
+// with '#' are comments); train::config_json_to_flags (src/train/config_file.h) turns it into
+// flags. They are placed before the command-line flags, and every option takes its last value,
+// so flags given on the command line win. A key that names no option of `train` is an InputError.
 std::vector<std::string> expand_config(std::vector<std::string> args, const CLI::App& train) {
   auto sub = std::find(args.begin(), args.end(), "train");
   if (sub == args.end()) return args;
@@ -59,26 +61,13 @@ std::vector<std::string> expand_config(std::vector<std::string> args, const CLI:
       throw InputError("--config " + file + ": not a regular file");
     if (fs::exists(file, fec) && fs::file_size(file, fec) > (uint64_t{1} << 20))
       throw InputError("--config " + file + ": over 1 MiB; not a run recipe");
-    std::ifstream in(file);
+    std::ifstream in(file, std::ios::binary);
     if (!in) throw InputError("--config " + file + ": cannot open the file");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw InputError(file + ": not valid JSON (" + std::string(e.what()) + ")");
-    }
-    if (!j.is_object()) throw InputError(file + ": a config file holds one JSON object");
-    std::vector<std::string> opts;
-    for (auto& [key, value] : j.items()) {
-      if (!key.empty() && key[0] == '#') continue;
-      std::string name = key;
-      std::replace(name.begin(), name.end(), '_', '-');
-      if (name == "config" || !train.get_option_no_throw("--" + name))
-        throw InputError(file + ": unknown key '" + key + "' (see hpcnet train --help)");
-      if (value.is_object() || value.is_array() || value.is_null())
-        throw InputError(file + ": key '" + key + "' must be a string, number or boolean");
-      opts.push_back("--" + name + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
-    }
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<std::string> opts =
+        hpcnet::train::config_json_to_flags(text, file, [&](const std::string& name) {
+          return train.get_option_no_throw("--" + name) != nullptr;
+        });
     args.insert(sub + 1, opts.begin(), opts.end());
     break;
   }

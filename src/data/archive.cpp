@@ -123,26 +123,33 @@ std::string normalise_entry_path(const char* raw) {
   return p;
 }
 
-}  // namespace
+using ArchiveReader = std::unique_ptr<archive, int (*)(archive*)>;
 
-std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
-                                       const std::function<bool(const std::string&, bool)>& want) {
-  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), &archive_read_free);
+// A reader of every format and filter libarchive knows, not yet opened.
+ArchiveReader new_archive_reader() {
+  ArchiveReader a(archive_read_new(), &archive_read_free);
   if (!a) throw Error("libarchive: out of memory");
   archive_read_support_filter_all(a.get());
   archive_read_support_format_all(a.get());
-  auto fail = [&](const std::string& what) -> InputError {
-    const char* msg = archive_error_string(a.get());
-    return InputError("cannot read archive " + archive_path + ": " + what +
-                      (msg ? std::string(" (") + msg + ")" : std::string()) +
-                      "; check the file or unpack it and pass the folder");
-  };
-  if (archive_read_open_filename(a.get(), archive_path.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw fail("cannot open");
+  return a;
+}
+
+InputError archive_error(archive* a, const std::string& archive_path, const std::string& what) {
+  const char* msg = archive_error_string(a);
+  return InputError("cannot read archive " + archive_path + ": " + what +
+                    (msg ? std::string(" (") + msg + ")" : std::string()) +
+                    "; check the file or unpack it and pass the folder");
+}
+
+// scan_archive's loop over an opened reader.
+std::vector<ArchiveEntry> scan_open_archive(
+    archive* a, const std::string& archive_path,
+    const std::function<bool(const std::string&, bool)>& want) {
+  auto fail = [&](const std::string& what) { return archive_error(a, archive_path, what); };
   std::vector<ArchiveEntry> out;
   archive_entry* entry = nullptr;
   for (;;) {
-    int r = archive_read_next_header(a.get(), &entry);
+    int r = archive_read_next_header(a, &entry);
     if (r == ARCHIVE_EOF) break;
     if (r == ARCHIVE_WARN) r = ARCHIVE_OK;
     if (r != ARCHIVE_OK) throw fail("bad entry header");
@@ -171,7 +178,7 @@ std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
     size_t len;
     la_int64_t offset;
     for (;;) {
-      r = archive_read_data_block(a.get(), &buf, &len, &offset);
+      r = archive_read_data_block(a, &buf, &len, &offset);
       if (r == ARCHIVE_EOF) break;
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) throw fail("cannot read " + e.path);
       if (offset < 0 || static_cast<uint64_t>(offset) > kMaxInputFileBytes ||
@@ -190,6 +197,25 @@ std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
     out.push_back(std::move(e));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ArchiveEntry> scan_archive(const std::string& archive_path,
+                                       const std::function<bool(const std::string&, bool)>& want) {
+  ArchiveReader a = new_archive_reader();
+  if (archive_read_open_filename(a.get(), archive_path.c_str(), 1 << 16) != ARCHIVE_OK)
+    throw archive_error(a.get(), archive_path, "cannot open");
+  return scan_open_archive(a.get(), archive_path, want);
+}
+
+std::vector<ArchiveEntry> scan_archive_memory(
+    const uint8_t* data, size_t size, const std::string& name,
+    const std::function<bool(const std::string&, bool)>& want) {
+  ArchiveReader a = new_archive_reader();
+  if (archive_read_open_memory(a.get(), data, size) != ARCHIVE_OK)
+    throw archive_error(a.get(), name, "cannot open");
+  return scan_open_archive(a.get(), name, want);
 }
 
 }  // namespace hpcnet::data::detail

@@ -42,6 +42,10 @@ struct ArchiveEntry {
 // out to hold) more than kMaxInputFileBytes, checked before its buffer is reserved.
 std::vector<ArchiveEntry> scan_archive(const std::string& archive,
                                        const std::function<bool(const std::string&, bool)>& want);
+// The same for an archive held in memory (size bytes at data); messages name it `name`.
+std::vector<ArchiveEntry> scan_archive_memory(
+    const uint8_t* data, size_t size, const std::string& name,
+    const std::function<bool(const std::string&, bool)>& want);
 
 // One image file found for an image folder, before decoding.
 struct ImageFile {
@@ -91,6 +95,12 @@ void check_split(const std::string& split, const std::string& what);
 // images/<split>/ or ImageSets/Segmentation/<split>.txt. An archive's entry names are read (no
 // data kept); false when path is neither.
 bool segmentation_has_split(const std::string& path, const std::string& split);
+
+// The class names of a segmentation dataset's Ultralytics data.yaml (its text; file names it in
+// messages, as "segmentation: FILE..."): "background", then `names` (a list, or a map numbered
+// 0, 1, ...), so mask value 1 + k is class k. InputError for YAML that does not parse, names that
+// are not strings, a map not numbered 0, 1, ... or no names.
+std::vector<std::string> data_yaml_class_names(const std::string& text, const std::string& file);
 
 // Decodes JPEG/PNG, keeping the JPEG decompressor between calls (one per thread).
 class ImageDecoder {

@@ -151,26 +151,8 @@ std::vector<std::string> class_names_generic(FileTree& t) {
     return names;
   }
   if (t.has("data.yaml")) {
-    std::vector<std::string> names{"background"};
-    try {
-      YAML::Node y = YAML::Load(text_of(t.get("data.yaml")));
-      YAML::Node n = y["names"];
-      if (n && n.IsSequence()) {
-        for (const auto& v : n) names.push_back(v.as<std::string>());
-      } else if (n && n.IsMap()) {
-        std::map<int64_t, std::string> byid;
-        for (const auto& kv : n) byid[kv.first.as<int64_t>()] = kv.second.as<std::string>();
-        int64_t expect = 0;
-        for (auto& [k, v] : byid) {
-          HPCNET_REQUIRE(k == expect++, "segmentation: " + t.where +
-                                            "data.yaml: names must be numbered 0, 1, ... ");
-          names.push_back(v);
-        }
-      }
-    } catch (const YAML::Exception& e) {
-      throw InputError("segmentation: " + t.where + "data.yaml: " + e.what());
-    }
-    HPCNET_REQUIRE(names.size() > 1, "segmentation: " + t.where + "data.yaml has no names");
+    std::vector<std::string> names =
+        detail::data_yaml_class_names(text_of(t.get("data.yaml")), t.where + "data.yaml");
     check_count(names, "data.yaml");
     return names;
   }
@@ -299,6 +281,30 @@ std::shared_ptr<InMemoryDataset> load_voc(FileTree& t, const std::string& split)
 }  // namespace
 
 namespace detail {
+std::vector<std::string> data_yaml_class_names(const std::string& text, const std::string& file) {
+  std::vector<std::string> names{"background"};
+  try {
+    YAML::Node y = YAML::Load(text);
+    YAML::Node n = y["names"];
+    if (n && n.IsSequence()) {
+      for (const auto& v : n) names.push_back(v.as<std::string>());
+    } else if (n && n.IsMap()) {
+      std::map<int64_t, std::string> byid;
+      for (const auto& kv : n) byid[kv.first.as<int64_t>()] = kv.second.as<std::string>();
+      int64_t expect = 0;
+      for (auto& [k, v] : byid) {
+        HPCNET_REQUIRE(k == expect++,
+                       "segmentation: " + file + ": names must be numbered 0, 1, ... ");
+        names.push_back(v);
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    throw InputError("segmentation: " + file + ": " + e.what());
+  }
+  HPCNET_REQUIRE(names.size() > 1, "segmentation: " + file + " has no names");
+  return names;
+}
+
 bool segmentation_has_split(const std::string& path, const std::string& split) {
   std::error_code ec;
   auto is_split = [&](const std::vector<std::string>& parts, size_t skip) {

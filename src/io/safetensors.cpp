@@ -1,7 +1,8 @@
 // safetensors reader and writer (https://github.com/huggingface/safetensors, format only).
-// Writing goes through write_file_atomic; reading validates the header against the file before
-// any tensor is built, then reads each tensor's bytes straight into its own storage. Hostile
-// headers are bounded: size, nesting depth, metadata size and shape rank; parsing is O(n log n).
+// Writing goes through write_file_atomic; reading (a file, or bytes in memory) validates the header
+// against the data before any tensor is built, then reads each tensor's bytes straight into its own
+// storage. Hostile headers are bounded: size, nesting depth, metadata size and shape rank; parsing
+// is O(n log n).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,9 +11,11 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <istream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <streambuf>
 
 #include "hpcnet/io.h"
 
@@ -277,28 +280,32 @@ void save_safetensors(const std::string& path,
 
 // ---- reading ----
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  std::error_code ec;
-  HPCNET_REQUIRE(!std::filesystem::is_directory(path, ec),
-                 path + ": is a folder; expected a .safetensors file");
-  // Opening a FIFO would wait for a writer, and a device has no size to check.
-  if (struct stat st; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw InputError(path + ": not a regular file (a " +
-                     (S_ISFIFO(st.st_mode)  ? "FIFO"
-                      : S_ISCHR(st.st_mode) ? "character device"
-                                            : "special file") +
-                     "); expected a .safetensors file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    throw InputError(path + ": cannot open: " + std::strerror(err));
-  }
-  in.seekg(0, std::ios::end);
-  const std::streamoff size_off = in.tellg();
-  HPCNET_REQUIRE(size_off >= 0, path + ": cannot determine the file size");
-  const uint64_t file_size = static_cast<uint64_t>(size_off);
-  in.seekg(0);
+namespace {
 
+// A read-only, seekable stream buffer over bytes in memory (parse_safetensors).
+class MemoryBuf final : public std::streambuf {
+ public:
+  MemoryBuf(const uint8_t* data, size_t size) {
+    char* p = const_cast<char*>(reinterpret_cast<const char*>(data));
+    setg(p, p, p + size);
+  }
+
+ protected:
+  pos_type seekoff(off_type off, std::ios_base::seekdir dir, std::ios_base::openmode) override {
+    const off_type base = dir == std::ios_base::beg   ? 0
+                          : dir == std::ios_base::cur ? gptr() - eback()
+                                                      : egptr() - eback();
+    if (off < -base || off > (egptr() - eback()) - base) return pos_type(off_type(-1));
+    setg(eback(), eback() + (base + off), egptr());
+    return pos_type(base + off);
+  }
+  pos_type seekpos(pos_type pos, std::ios_base::openmode which) override {
+    return seekoff(off_type(pos), std::ios_base::beg, which);
+  }
+};
+
+// The reader behind load_safetensors and parse_safetensors: `in` holds file_size bytes, at 0.
+SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
   HPCNET_REQUIRE(file_size >= 8, path + ": not a safetensors file (" + std::to_string(file_size) +
                                      " bytes, too short for the 8-byte header length)");
   uint64_t n = 0;
@@ -405,6 +412,37 @@ SafetensorsFile load_safetensors(const std::string& path) {
     e.slot->second = std::move(t);
   }
   return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  HPCNET_REQUIRE(!std::filesystem::is_directory(path, ec),
+                 path + ": is a folder; expected a .safetensors file");
+  // Opening a FIFO would wait for a writer, and a device has no size to check.
+  if (struct stat st; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw InputError(path + ": not a regular file (a " +
+                     (S_ISFIFO(st.st_mode)  ? "FIFO"
+                      : S_ISCHR(st.st_mode) ? "character device"
+                                            : "special file") +
+                     "); expected a .safetensors file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    throw InputError(path + ": cannot open: " + std::strerror(err));
+  }
+  in.seekg(0, std::ios::end);
+  const std::streamoff size_off = in.tellg();
+  HPCNET_REQUIRE(size_off >= 0, path + ": cannot determine the file size");
+  in.seekg(0);
+  return read_safetensors(in, static_cast<uint64_t>(size_off), path);
+}
+
+SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& name) {
+  MemoryBuf buf(data, size);
+  std::istream in(&buf);
+  return read_safetensors(in, size, name);
 }
 
 }  // namespace hpcnet

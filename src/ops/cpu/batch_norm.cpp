@@ -147,7 +147,8 @@ void bn_forward_blocked(const BnDims& d, const BnForwardPtrs<T>& t, const BatchN
   T* py = t.y;
   const double m = static_cast<double>(d.n * d.hw);
   std::vector<T> shift(d.c), a(d.c), b(d.c);
-  for (int64_t c = 0; c < d.c; ++c) shift[c] = px[(c / 16) * d.hw * 16 + c % 16];  // n = 0, p = 0
+  if (d.n * d.hw > 0)  // an empty batch (eval) has no first value to read
+    for (int64_t c = 0; c < d.c; ++c) shift[c] = px[(c / 16) * d.hw * 16 + c % 16];  // n = 0, p = 0
   std::vector<double> s1, s2;
   if (p.training) {
     const T* sh = shift.data();
@@ -220,7 +221,8 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     const bool relu = p.relu;
 #pragma omp parallel for schedule(static) if (d.n * d.c * d.hw > (1 << 15))
     for (int64_t c = 0; c < d.c; ++c) {
-      const T shift = px[c * d.hw];
+      // The first value of the channel centres the sums; an empty batch (eval) has none to read.
+      const T shift = d.n * d.hw > 0 ? px[c * d.hw] : T(0);
       double s1 = 0, s2 = 0;
       if (p.training) channel_moments(px, d, c, shift, s1, s2);
       // y = x * a + b (+ residual), a = invstd * w, b = bias - mean * a.
