@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
     }
   } catch (const hpcnet::Error& e) {  // InputError (bad input) derives from it
-    if (err.empty()) {  // the fresh decoder refused what the reused one decoded
+    if (err.empty()) {                // the fresh decoder refused what the reused one decoded
       std::fprintf(stderr, "reused decoder: decoded; fresh decoder: %s\n", e.what());
       std::abort();
     }

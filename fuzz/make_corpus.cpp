@@ -93,15 +93,14 @@ std::string png(int w, int h, int color, int depth, bool interlace) {
   png_infop info = png_create_info_struct(png);
   if (setjmp(png_jmpbuf(png))) throw std::runtime_error("libpng write failed");
   png_set_write_fn(png, &out, png_append, nullptr);
-  png_set_IHDR(png, info, w, h, depth, color,
-               interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-               PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, w, h, depth, color, interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   if (color == PNG_COLOR_TYPE_PALETTE) {
     png_color palette[4] = {{0, 0, 0}, {128, 0, 0}, {0, 128, 0}, {128, 128, 0}};
     png_set_PLTE(png, info, palette, 4);
   }
   png_write_info(png, info);
-  const int channels = color == PNG_COLOR_TYPE_RGB         ? 3
+  const int channels = color == PNG_COLOR_TYPE_RGB          ? 3
                        : color == PNG_COLOR_TYPE_RGB_ALPHA  ? 4
                        : color == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
                                                             : 1;
@@ -110,7 +109,7 @@ std::string png(int w, int h, int color, int depth, bool interlace) {
   std::vector<png_bytep> row_ptrs;
   for (int y = 0; y < h; ++y) {
     for (size_t x = 0; x < row_bytes; ++x)
-      rows[y][x] = depth < 8   ? static_cast<uint8_t>((x + y) % 2 == 0 ? 0x1b : 0x01)  // 0..3
+      rows[y][x] = depth < 8 ? static_cast<uint8_t>((x + y) % 2 == 0 ? 0x1b : 0x01)  // 0..3
                    : color == PNG_COLOR_TYPE_PALETTE ? static_cast<uint8_t>((x + y) % 4)
                                                      : static_cast<uint8_t>(x * 19 + y * 7);
     row_ptrs.push_back(rows[y].data());
@@ -190,8 +189,8 @@ int main(int argc, char** argv) {
   seed("safetensors", "tensors", file_bytes(tmp / "a"));
   save_safetensors((tmp / "b").string(), {}, {{"format", "pt"}});
   seed("safetensors", "metadata_only", file_bytes(tmp / "b"));
-  save_safetensors((tmp / "c").string(),
-                   {{"empty", tensor({0, 3}, DType::kFloat32)}, {"u8", tensor({4}, DType::kUInt8)}});
+  save_safetensors((tmp / "c").string(), {{"empty", tensor({0, 3}, DType::kFloat32)},
+                                          {"u8", tensor({4}, DType::kUInt8)}});
   seed("safetensors", "empty_tensor", file_bytes(tmp / "c"));
 
   // run files: a model file and a checkpoint saved inside an epoch (every metadata key).
@@ -221,7 +220,8 @@ int main(int argc, char** argv) {
   seed("run_file", "checkpoint", file_bytes(tmp / "k"));
 
   // CIFAR-10: byte 0 = length of batches.meta.txt (0: none), the meta file, then the batch.
-  const std::string names = "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n";
+  const std::string names =
+      "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n";
   seed("cifar10", "two_records", std::string(1, '\0') + cifar_records(2));
   seed("cifar10", "with_meta",
        std::string(1, static_cast<char>(names.size())) + names + cifar_records(2));

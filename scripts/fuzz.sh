@@ -40,6 +40,7 @@ mkdir -p "$build/artifacts"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$src/tests/sanitizers/lsan.supp:print_suppressions=0}"
 failed=()
 summary=()
 for t in "${targets[@]}"; do

@@ -102,7 +102,8 @@ bool segmentation_has_split(const std::string& path, const std::string& split);
 // are not strings, a map not numbered 0, 1, ... or no names.
 std::vector<std::string> data_yaml_class_names(const std::string& text, const std::string& file);
 
-// Decodes JPEG/PNG, keeping the JPEG decompressor between calls (one per thread).
+// Decodes JPEG/PNG (one per thread). Each image decodes as with a fresh decoder, whatever came
+// before it.
 class ImageDecoder {
  public:
   ImageDecoder();

@@ -28,7 +28,8 @@ std::vector<std::string> config_json_to_flags(
       throw InputError(file + ": unknown key '" + key + "' (see hpcnet train --help)");
     if (value.is_object() || value.is_array() || value.is_null())
       throw InputError(file + ": key '" + key + "' must be a string, number or boolean");
-    flags.push_back("--" + name + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    flags.push_back("--" + name + "=" +
+                    (value.is_string() ? value.get<std::string>() : value.dump()));
   }
   return flags;
 }

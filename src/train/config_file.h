@@ -18,7 +18,8 @@ namespace hpcnet::train {
 // replaced by '-'; VALUE is a string's text, or the JSON of a number or boolean.
 // Throws InputError beginning "FILE: " for text that is not valid JSON, JSON that is not one
 // object, a key that names no option of train, or a value that is an object, array or null.
-std::vector<std::string> config_json_to_flags(std::string_view text, const std::string& file,
-                                              const std::function<bool(const std::string&)>& is_option);
+std::vector<std::string> config_json_to_flags(
+    std::string_view text, const std::string& file,
+    const std::function<bool(const std::string&)>& is_option);
 
 }  // namespace hpcnet::train
