@@ -13,10 +13,21 @@
 #       ../shared/data/cifar10-train-jpg.tar.gz) into .device/data. .device/ is git-ignored:
 #       name .device/debs and .device/data in the device tool's `carry` (about 50 MB).
 #
+#   scripts/gpu-check.sh --bundle [--build-dir DIR] [--data ARCHIVE]
+#       Here, after a CUDA build in DIR (default build; CMAKE_CUDA_ARCHITECTURES must include 90):
+#       copies its hpcnet and hpcnet_tests into .device/bundle/bin and every shared library they
+#       load from this system (not the C library, libstdc++ or the CUDA libraries, which the device
+#       machine has) into .device/bundle/lib, packed as .device/bundle.tar.xz (about 15 MB), and
+#       the CIFAR-10 archive into .device/data. Then on the device machine, carrying
+#       [".device/bundle.tar.xz", ".device/data"]: scripts/gpu-check.sh --prebuilt
+#       .device/bundle.tar.xz (no build there: the device minutes go to tests and training).
+#
 #   scripts/gpu-check.sh [options]
 #       On the device machine: unpacks .device/debs into a prefix (unless --prefix names one),
 #       then builds, tests, trains and compares. Options:
 #         --prefix DIR       packages already unpacked there (dpkg -x layout: DIR/usr/...)
+#         --prebuilt TAR     binaries and libraries of --bundle: skip the build
+#         --tests FILTER     a GoogleTest filter for the test step (default: every test)
 #         --data PATH        CIFAR-10 (archive or folder; default .device/data/*.tar.gz)
 #         --build-dir DIR    default build-gpu (git-ignored: /build*/)
 #         --archs LIST       CMAKE_CUDA_ARCHITECTURES (default 90)
@@ -49,9 +60,14 @@ budget=470
 device=cuda
 steps=""
 python=python3
+prebuilt=""
+test_filter="*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --prepare) mode=prepare ;;
+    --bundle) mode=bundle ;;
+    --prebuilt) prebuilt="$2"; shift ;;
+    --tests) test_filter="$2"; shift ;;
     --prefix) prefix="$2"; shift ;;
     --data) data="$2"; shift ;;
     --build-dir) build="$2"; shift ;;
@@ -137,6 +153,34 @@ if [[ $mode == prepare ]]; then
   exit 0
 fi
 
+if [[ $mode == bundle ]]; then
+  [[ -x $build/hpcnet && -x $build/hpcnet_tests ]] ||
+    die "--bundle needs a build with hpcnet and hpcnet_tests in $build (bash scripts/build.sh)"
+  grep -q 'HPCNET_CUDA:BOOL=ON' "$build/CMakeCache.txt" || die "$build is not a CUDA build"
+  grep -qE "arch=compute_90,code=.?sm_90" "$build/build.ninja" ||
+    die "$build has no sm_90 code (CMAKE_CUDA_ARCHITECTURES)"
+  rm -rf .device/bundle .device/bundle.tar.xz
+  mkdir -p .device/bundle/bin .device/bundle/lib .device/data
+  cp "$build/hpcnet" "$build/hpcnet_tests" .device/bundle/bin/
+  # Every library the loader resolves here, except those the device machine has its own of.
+  skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvrtc|libnvJitLink)'
+  ldd .device/bundle/bin/hpcnet .device/bundle/bin/hpcnet_tests | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+    sort -u | while read -r name path; do
+      grep -qE "$skip" <<<"$name" || cp -L "$path" ".device/bundle/lib/$name"
+    done
+  if ldd .device/bundle/bin/hpcnet | grep -q "not found"; then die "unresolved libraries: $(ldd .device/bundle/bin/hpcnet | grep 'not found')"; fi
+  # The tests find the sources and the binary at the paths compiled into them.
+  printf '%s\n%s\n' "$ROOT" "$(cd "$build" && pwd)" >.device/bundle/paths.txt
+  strip --strip-unneeded .device/bundle/bin/* .device/bundle/lib/* 2>/dev/null || true
+  (cd .device && tar -cJf bundle.tar.xz bundle) || die "packing the bundle failed"
+  rm -rf .device/bundle
+  src="${data:-../shared/data/cifar10-train-jpg.tar.gz}"
+  [[ -f $src ]] && cp "$src" .device/data/
+  log "ready: .device/bundle.tar.xz $(du -h .device/bundle.tar.xz | cut -f1), data $(du -sh .device/data | cut -f1)"
+  log "on the device machine, carry [\".device/bundle.tar.xz\", \".device/data\"] and run: scripts/gpu-check.sh --prebuilt .device/bundle.tar.xz"
+  exit 0
+fi
+
 # ---------------------------------------------------------------------------------------------
 # The device run.
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +199,37 @@ command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 command -v nvcc >/dev/null || die "nvcc not found (PATH or /usr/local/cuda/bin)"
 log "$(nvcc --version | tail -2 | head -1); $(cmake --version | head -1); $(c++ --version | head -1)"
 
+if [[ -n $prebuilt ]]; then
+  # The bundle of --bundle: binaries and libraries built on the development machine.
+  [[ -f $prebuilt ]] || die "--prebuilt $prebuilt: no such file (make it with --bundle)"
+  rm -rf /tmp/hpcnet-bundle && mkdir -p /tmp/hpcnet-bundle
+  tar -xJf "$prebuilt" -C /tmp/hpcnet-bundle || die "unpacking $prebuilt failed"
+  b=/tmp/hpcnet-bundle/bundle
+  { read -r src_dir; read -r bin_dir; } <"$b/paths.txt"
+  if [[ $src_dir != "$ROOT" ]]; then
+    [[ -e $src_dir ]] || { mkdir -p "$(dirname "$src_dir")" && ln -s "$ROOT" "$src_dir"; } ||
+      die "cannot link $src_dir (the tests' source path) to $ROOT"
+  fi
+  mkdir -p "$bin_dir" && cp "$b/bin/hpcnet" "$b/bin/hpcnet_tests" "$bin_dir/" ||
+    die "cannot place the binaries in $bin_dir"
+  build="$bin_dir"
+  # The CUDA libraries: the toolkit's, else the pip wheels' (PyTorch's nvidia-* packages).
+  libpath="$b/lib"
+  for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+    d=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/local /opt /usr/lib -name "$so" \
+          2>/dev/null | head -1)
+    if [[ -n $d ]]; then
+      libpath="$libpath:$(dirname "$d")"
+    else
+      log "warning: $so not found on this machine"
+    fi
+  done
+  log "prebuilt binaries from $prebuilt; libraries: $libpath"
+  hp() { LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+  missing=$(hp ldd "$build/hpcnet" | grep "not found" || true)
+  [[ -z $missing ]] || die "libraries not found: $missing"
+  build_s=0
+else
 # Packages: a given prefix, else the carried .deb files unpacked, else the system's own.
 if [[ -z "$prefix" ]]; then
   if [[ -d .device/debs ]] && ls .device/debs/*.deb >/dev/null 2>&1; then
@@ -221,6 +296,10 @@ fi
 build_s=$((SECONDS - t_build))
 log "built in ${build_s}s"
 
+
+fi
+
+# ---- tests ----
 gpu=1
 if ! nvidia-smi -L >/dev/null 2>&1; then
   gpu=0
@@ -228,11 +307,18 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   log "no GPU: a dry run (build and tests only)"
 fi
 
-# ---- tests ----
 log "tests"
-hp timeout 240 "$build/hpcnet_tests" >"$out/tests.log" 2>&1
+# The CUDA tests first, on their own (a slow or hanging CPU test cannot hide their results), then
+# every other test of the filter.
+hp timeout 120 "$build/hpcnet_tests" --gtest_filter="Cuda*:*Cuda*" >"$out/tests.log" 2>&1
+cuda_rc=$?
+grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]" "$out/tests.log" | head -40
+log "CUDA tests: exit $cuda_rc"
+hp timeout "$(limit 200)" "$build/hpcnet_tests" --gtest_filter="$test_filter:-Cuda*:*Cuda*" \
+  >>"$out/tests.log" 2>&1
 test_rc=$?
-grep -E "^\[  (PASSED|FAILED|SKIPPED) \]" "$out/tests.log" | head -40
+[[ $cuda_rc == 0 ]] || test_rc=$cuda_rc
+grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]" "$out/tests.log" | tail -40
 cuda_skipped=$(grep -cE "^\[  SKIPPED \] Cuda[A-Za-z0-9_.]+ \(" "$out/tests.log" || true)
 if [[ $test_rc != 0 ]]; then
   log "TESTS FAILED (exit $test_rc; log: $out/tests.log)"

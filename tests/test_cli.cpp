@@ -531,7 +531,7 @@ TEST_F(CliTest, BadTrainArgumentsExitTwoWithOneLine) {
       {{"--workers", "-1"}, "--workers"},
       {{"--threads", "-1"}, "--threads"},
       {{"--log-every", "0"}, "--log-every"},
-      {{"--device", "cuda"}, "CUDA"},
+      {{"--device", "cuda:99"}, "cuda:99"},
       {{"--device", "tpu"}, "tpu"},
       {{"--frobnicate"}, "--frobnicate"},
       {{"--val-split", "200"}, "--val-split"},
@@ -561,13 +561,13 @@ TEST_F(CliTest, BadEvalArgumentsExitTwoWithOneLine) {
   const std::vector<Case> cases = {
       {{"eval", "--weights", w, "--data", data, "--split", "train"}, "--split"},
       {{"eval", "--weights", w, "--data", data, "--batch-size", "0"}, "--batch-size"},
-      {{"eval", "--weights", w, "--data", data, "--device", "cuda"}, "CUDA"},
+      {{"eval", "--weights", w, "--data", data, "--device", "cuda:99"}, "cuda:99"},
       {{"eval", "--weights", w, "--data", data, "--model", "resnet999"}, "resnet999"},
       {{"eval", "--weights", w, "--data", data, "--dataset", "mnist"}, "mnist"},
       {{"eval", "--data", data}, "--weights"},
       {{"eval", "--weights", w}, "--data"},
       {{"eval", "--weights", w, "--data", (dir_ / "nowhere").string()}, "nowhere"},
-      {{"predict", "--weights", w, "--device", "cuda", "x.png"}, "CUDA"},
+      {{"predict", "--weights", w, "--device", "cuda:99", "x.png"}, "cuda:99"},
   };
   for (const auto& c : cases) expect_refused(run(c.args), c.args.back(), {c.expect});
 }

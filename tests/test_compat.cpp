@@ -87,7 +87,7 @@ TEST(CompatV1, OldCheckpointResumesToTheRecordedWeights) {
   cmd += " " + hpcnet_command();
   for (const std::string& a : std::vector<std::string>{"train", "--resume", tmp.str("run"), "--data",
                                                      tmp.str("data"), "--threads", "1", "--workers",
-                                                     "0"})
+                                                     "0", "--device", "cpu"})
     cmd += " " + shell_quote(a);
   RunResult r = run_shell(cmd);
   ASSERT_EQ(r.rc, 0) << "stdout: " << r.out << "\nstderr: " << r.err;

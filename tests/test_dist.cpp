@@ -414,7 +414,7 @@ class DistMpiTest : public ::testing::Test {
       cmd = "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np " +
             std::to_string(ranks) + " ";
     cmd += hpcnet_command() + " train --data " + shell_quote((dir_ / "data").string()) +
-           " --workers 0 --threads 1 --no-progress --log-every 5 " + args;
+           " --workers 0 --threads 1 --device cpu --no-progress --log-every 5 " + args;
     return run_shell(cmd);
   }
   TempDir tmp_{"dist"};

@@ -25,6 +25,7 @@
 #include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
 #include "hpcnet/train.h"
+#include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
 #include "src/train/progress.h"
 #include "test_util.h"
@@ -716,7 +717,7 @@ TEST_F(TrainTest, BadConfigsAreInputErrorsAndWriteNothing) {
       {"dataset", [](auto& c) { c.dataset = "mnist"; }, "mnist"},
       {"no data", [](auto& c) { c.data = ""; }, "--data"},
       {"no out", [](auto& c) { c.out = ""; }, "--out"},
-      {"cuda", [](auto& c) { c.device = "cuda"; }, "cuda"},
+      {"cuda", [](auto& c) { c.device = "cuda:99"; }, "cuda:99"},
       {"device", [](auto& c) { c.device = "tpu"; }, "tpu"},
       {"nesterov",
        [](auto& c) {
@@ -768,6 +769,13 @@ TEST_F(TrainTest, BadDataIsAnInputErrorNamingTheFileAndWritesNothing) {
 
 TEST(TrainDevice, ResolveDevice) {
   EXPECT_TRUE(train::resolve_device("cpu").is_cpu());
+  if (cuda_available()) {  // a GPU machine: auto is the GPU, a missing index is refused
+    EXPECT_FALSE(train::resolve_device("auto").is_cpu());
+    EXPECT_FALSE(train::resolve_device("cuda").is_cpu());
+    EXPECT_THROW(train::resolve_device("cuda:99"), InputError);
+    EXPECT_THROW(train::resolve_device("gpu"), InputError);
+    return;
+  }
   EXPECT_TRUE(train::resolve_device("auto").is_cpu());
   for (const char* d : {"cuda", "cuda:1"}) {
     try {
