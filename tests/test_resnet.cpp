@@ -797,6 +797,7 @@ TEST(ResnetModels, NumClassesAndUnknownNames) {
 // ---- bfloat16 convolutions ---------------------------------------------------------------------
 
 TEST(ResnetBf16, ConvForwardAndBackwardRunInBfloat16) {
+  if (!ops::cpu_supports_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
   ASSERT_EQ(ops::conv_precision(), ops::Precision::kFloat32);
   Tensor x = rs_randn({4, 16, 8, 8}, 40);
   Tensor w = rs_randn({32, 16, 3, 3}, 41, 0.1);
@@ -850,6 +851,7 @@ TEST(ResnetBf16, ConvForwardAndBackwardRunInBfloat16) {
 // The other order on a fresh shape: a bf16 convolution first must not make the float32 one that
 // follows compute in bf16 (each precision has its own kernel).
 TEST(ResnetBf16, Float32AfterBfloat16IsStillFloat32) {
+  if (!ops::cpu_supports_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
   Tensor x = rs_randn({2, 16, 6, 6}, 44);
   Tensor w = rs_randn({16, 16, 3, 3}, 45, 0.1);
   Tensor y64 = F::conv2d(x.to(DType::kFloat64), w.to(DType::kFloat64), Tensor(), 1, 1);
@@ -871,6 +873,7 @@ TEST(ResnetBf16, Float32AfterBfloat16IsStillFloat32) {
 // strided convolutions stay float32 (oneDNN's bf16 kernels are slower for them), bit-identical
 // to the float32 mode.
 TEST(ResnetBf16, AppliesToFullChannelStrideOneConvolutionsOnly) {
+  if (!ops::cpu_supports_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
   struct Case {
     Shape x, w;
     int64_t stride, pad;

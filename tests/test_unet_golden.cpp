@@ -63,15 +63,16 @@ TEST(UnetGolden, TrainForwardLossGradientsAndEvalMatchSmp) {
   Tensor loss = F::cross_entropy2d(logits, g.at("target"), Tensor(), 255);
   EXPECT_NEAR(loss.item(), g.at("loss").item(), 1e-5 * std::abs(g.at("loss").item()));
   loss.backward();
-  // Gradients: each parameter's norm to 1e-3 relative, the full gradients to 1e-3 of their
-  // largest element.
+  // Gradients: each parameter's norm to 2e-3 relative (1e-3 held on AVX-512 machines; on an
+  // AVX2-only CPU oneDNN's other convolution kernels put decoder.blocks.0.conv2.1.weight's at
+  // 1.2e-3), the full gradients to 1e-3 of their largest element.
   int norms = 0;
   for (auto& [name, p] : m->named_parameters()) {
     const double want = g.at("grad_norm." + name).item();
     double got = 0;
     for (double v : p.grad().to_vector_f64()) got += v * v;
     got = std::sqrt(got);
-    EXPECT_NEAR(got, want, 1e-3 * want + 1e-7) << name;
+    EXPECT_NEAR(got, want, 2e-3 * want + 1e-7) << name;
     ++norms;
   }
   EXPECT_EQ(norms, 92);

@@ -75,6 +75,14 @@ namespace {
 std::atomic<Precision> g_conv_precision{Precision::kFloat32};
 }
 void set_conv_precision(Precision p) { g_conv_precision.store(p); }
+bool cpu_supports_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
 Precision conv_precision() { return g_conv_precision.load(); }
 
 }  // namespace hpcnet::ops

@@ -57,6 +57,9 @@ struct SgdParams {
 enum class Precision { kFloat32, kBFloat16 };
 void set_conv_precision(Precision p);
 Precision conv_precision();
+// Whether this CPU runs oneDNN's bfloat16 convolutions: AVX-512 (BW, VL, DQ; oneDNN emulates
+// the bf16 arithmetic there) or better. Without it (an AVX2-only CPU) kBFloat16 is refused.
+bool cpu_supports_bf16();
 
 // Threads for CPU kernels (oneDNN and ours); 0 = all cores.
 void set_num_threads(int n);

@@ -8,6 +8,9 @@ namespace hpcnet::train {
 void apply_precision(const std::string& precision) {
   HPCNET_REQUIRE(precision == "fp32" || precision == "bf16",
                  "--precision must be fp32 or bf16 (got '" + precision + "')");
+  HPCNET_REQUIRE(precision != "bf16" || ops::cpu_supports_bf16(),
+                 "--precision bf16: this CPU has no AVX-512, which oneDNN's bfloat16 "
+                 "convolutions need; use --precision fp32");
   ops::set_conv_precision(precision == "bf16" ? ops::Precision::kBFloat16
                                               : ops::Precision::kFloat32);
 }
