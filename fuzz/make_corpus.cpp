@@ -269,6 +269,38 @@ int main(int argc, char** argv) {
   seed("data_yaml", "map.yaml", "names:\n  0: sky\n  1: road\n  2: 'car'\n");
   seed("data_yaml", "inline.yaml", "nc: 2\nnames: [sky, \"road\"]\n");
 
+  // YOLO labels: byte 0 = class count (top bit: the rest is a dataset YAML instead), then the
+  // label file: boxes, a polygon, CRLF and a duplicate row, an empty file.
+  auto first = [](int byte, const std::string& rest) {
+    return std::string(1, static_cast<char>(byte)) + rest;
+  };
+  seed("yolo_labels", "boxes.txt", first(3, "0 0.5 0.5 0.25 0.5\n2 0.1 0.9 0.2 0.2\n"));
+  seed("yolo_labels", "polygon.txt", first(2, "1 0.25 0.25 0.75 0.5 0.5 1\n0 0.5 0.5 1 1\n"));
+  seed("yolo_labels", "crlf_duplicate.txt",
+       first(10, "9 0.5 0.5 1.0000001 0.1\r\n9 +0.5 5e-1 1 0.1\r\n\r\n4 .5 .5 .1 .1\r\n"));
+  seed("yolo_labels", "empty.txt", first(1, ""));
+  seed("yolo_labels", "map.yaml",
+       first(0x80,
+             "path: ../scenes\ntrain: images/train\nval: [images/val, images/extra]\nnc: 2\n"
+             "names:\n  0: T-shirt/top\n  1: Trouser\n"));
+  seed("yolo_labels", "list.yaml", first(0x81, "train: images/train\nnames: [cat, dog, 'car']\n"));
+
+  // COCO instances JSON: categories out of order with gaps, a crowd and a zero-size box, a float
+  // width, an image without annotations.
+  seed(
+      "coco_json", "instances_val.json",
+      R"({"images": [{"id": 2, "file_name": "images/val/000002.jpg", "width": 128, "height": 96},)"
+      R"( {"id": 0, "file_name": "a.png", "width": 16.0, "height": 8}],)"
+      R"( "annotations": [{"id": 1, "image_id": 2, "category_id": 9, "bbox": [10.5, 4, 30, 20.25],)"
+      R"( "area": 607.5, "iscrowd": 0}, {"id": 2, "image_id": 2, "category_id": 1,)"
+      R"( "bbox": [0, 0, 128, 96], "iscrowd": 1}, {"id": 3, "image_id": 0, "category_id": 1,)"
+      R"( "bbox": [3, 3, 0, 2]}, {"id": 4, "image_id": 0, "category_id": 3, "bbox": [0, 0, 16.5, 8]}],)"
+      R"( "categories": [{"id": 9, "name": "car"}, {"id": 1, "name": "person"},)"
+      R"( {"id": 3, "name": "dog", "supercategory": "animal"}]})");
+  seed(
+      "coco_json", "minimal.json",
+      R"({"images":[{"id":1,"file_name":"x.jpg","width":4,"height":4}],"categories":[{"id":1,"name":"a"}]})");
+
   fs::remove_all(tmp);
   return 0;
 }

@@ -383,6 +383,76 @@ std::map<std::string, std::vector<Case>> all_cases() {
         Tensor t = Tensor::from_labels({0, 255, 2, 0, 255, 0, 2, 2, 255, 0, 1, 2});
         return std::vector<Tensor>{randn64({2, 4, 3, 2}, r, 2.0), t.view_nograd({2, 3, 2})};
       });
+  add(
+      "silu", "silu", [](auto& v) { return F::silu(v[0]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 4}, r, 3.0)}; });
+  add(
+      "sigmoid", "sigmoid", [](auto& v) { return F::sigmoid(v[0]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r, 3.0)}; });
+  add(
+      "mul", "mul", [](auto& v) { return F::mul(v[0], v[1]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 2}, r), randn64({2, 3, 2}, r)}; });
+  add(
+      "mul", "mul of a tensor by itself", [](auto& v) { return F::mul(v[0], v[0]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({5}, r)}; });
+  add(
+      "narrow", "narrow of channels, two chunks used twice",
+      [](auto& v) {
+        Tensor a = F::narrow(v[0], 1, 0, 2), b = F::narrow(v[0], 1, 2, 3);
+        return F::cat({F::reshape(F::mul(a, a), {-1}), F::reshape(b, {-1}),
+                       F::reshape(F::narrow(v[0], -1, 1, 2), {-1})},
+                      0);
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 5, 3}, r)}; });
+  add(
+      "bce_with_logits", "bce_with_logits, soft targets",
+      [](auto& v) {
+        Tensor t = Tensor::from_vector_f64({0, 1, 0.3, 0.9, 0, 0, 1, 0.5, 0.05, 0, 0.7, 1}, {3, 4});
+        return F::bce_with_logits(v[0], t);
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({3, 4}, r, 4.0)}; });
+  add(
+      "gather_anchors", "gather_anchors with a repeated anchor",
+      [](auto& v) {
+        return F::gather_anchors(v[0], Tensor::from_labels({5, 0, 7, 5}));
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 4}, r)}; });
+  add(
+      "dfl_expect", "dfl_expect", [](auto& v) { return F::dfl_expect(v[0]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({5, 16}, r, 2.0)}; });
+  add(
+      "ciou_loss", "ciou_loss, full derivative (alpha_grad)",
+      [](auto& v) {
+        // Boxes (x1, y1, x2, y2) from v[0] (M, 4) as (cx, cy, log w, log h) offsets, so sizes
+        // stay positive and no min/max ties occur.
+        Tensor target = Tensor::from_vector_f64(
+            {2, 3, 6, 9, 0, 0, 4, 4, 10, 10, 12, 20, -3, 1, 5, 2}, {4, 4});
+        Tensor w = Tensor::from_vector_f64({1.0, 0.5, 2.0, 0.25}, {4});
+        return F::ciou_loss(v[0], target, w, true);
+      },
+      [](Rng& r) {
+        Tensor p = Tensor::from_vector_f64(
+            {2.5, 2.1, 6.7, 8.2, 1.3, -0.4, 3.1, 5.6, 9.1, 12.2, 14.3, 17.7, -2.2, 0.3, 4.1, 2.9},
+            {4, 4});
+        double* pp = p.data<double>();
+        for (int64_t i = 0; i < 16; ++i) pp[i] += 0.05 * r.normal();
+        return std::vector<Tensor>{p};
+      });
+  add(
+      "ciou_loss", "ciou_loss of disjoint boxes, full derivative",
+      [](auto& v) {
+        Tensor target = Tensor::from_vector_f64({10, 10, 14, 11}, {1, 4});
+        return F::ciou_loss(v[0], target, Tensor::from_vector_f64({1.5}, {1}), true);
+      },
+      [](Rng&) { return std::vector<Tensor>{Tensor::from_vector_f64({0, 1, 3, 7}, {1, 4})}; });
+  add(
+      "dfl_loss", "dfl_loss, targets inside and at both clamps",
+      [](auto& v) {
+        Tensor t = Tensor::from_vector_f64({0.3, 7.5, 14.99, 20.0, -1.0, 3.0}, {6});
+        Tensor w = Tensor::from_vector_f64({1, 0.5, 2, 1, 0.25, 1}, {6});
+        return F::dfl_loss(v[0], t, w);
+      },
+      [](Rng& r) { return std::vector<Tensor>{randn64({6, 16}, r, 2.0)}; });
   return c;
 }
 

@@ -5,7 +5,8 @@
 // The layers, lowest first:
 //   0 core      src/core, hpcnet/{tensor,error,rng,profile}.h
 //   1 kernels   the backend kernel API below autograd: src/ops/{ops.h, kernels.inc, dispatch.h,
-//               dispatch.cpp, elementwise_math.h, float_dispatch.h, sgd.cpp}, src/ops/cpu/,
+//               dispatch.cpp, elementwise_math.h, box_math.h, float_dispatch.h, sgd.cpp},
+//               src/ops/cpu/,
 //               src/ops/cuda/ (tensors in, tensors out, no tape; the engine accumulates
 //               gradients with them)
 //     io        src/io, hpcnet/io.h: safetensors and metrics files of tensors; it includes core
@@ -59,8 +60,8 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
       {"nn", 4},   {"optim", 5},   {"data", 5}, {"task", 6},     {"export", 6}, {"train", 7}, {"cli", 8}};
   static const std::vector<std::string> kernel_files = {
       "src/ops/ops.h",          "src/ops/kernels.inc",      "src/ops/dispatch.h",
-      "src/ops/dispatch.cpp",   "src/ops/elementwise_math.h", "src/ops/float_dispatch.h",
-      "src/ops/sgd.cpp"};
+      "src/ops/dispatch.cpp",   "src/ops/elementwise_math.h", "src/ops/box_math.h",
+      "src/ops/float_dispatch.h", "src/ops/sgd.cpp"};
   static const std::map<std::string, std::string> public_headers = {
       {"tensor.h", "core"}, {"error.h", "core"},     {"rng.h", "core"},
       {"profile.h", "core"}, {"autograd.h", "autograd"}, {"io.h", "io"},

@@ -938,6 +938,96 @@ const std::vector<Row>& rows() {
          },
          {0}),
       err("argmax", "undefined input", [](D) { return F::argmax(kNone); }, {"undefined"}),
+
+      // ---- silu, sigmoid, mul (elementwise) ----
+      err("silu", "int64 input", [](D d) { return F::silu(i64({2, 3}, d)); }, {"int64", "(2, 3)"}),
+      err("silu", "undefined input", [](D) { return F::silu(kNone); }, {"undefined"}),
+      ok("silu", "empty input (torch: an empty output)", [](D d) { return F::silu(f32({0, 3}, d)); },
+         {0, 3}),
+      err("sigmoid", "uint8 input", [](D d) { return F::sigmoid(u8({4}, d)); }, {"uint8", "(4,)"}),
+      err("sigmoid", "undefined input", [](D) { return F::sigmoid(kNone); }, {"undefined"}),
+      ok("sigmoid", "empty input (torch: an empty output)",
+         [](D d) { return F::sigmoid(f32({2, 0}, d)); }, {2, 0}),
+      err("mul", "mismatched shapes",
+          [](D d) { return F::mul(f32({2, 3}, d), f32({3, 2}, d)); }, {"(2, 3)", "(3, 2)"}),
+      err("mul", "mismatched dtypes",
+          [](D d) { return F::mul(f32({2, 3}, d), f64({2, 3}, d)); }, {"float32", "float64"}),
+      err("mul", "int64 inputs", [](D d) { return F::mul(i64({2}, d), i64({2}, d)); }, {"int64"}),
+      err("mul", "undefined second input", [](D d) { return F::mul(f32({2}, d), kNone); },
+          {"undefined"}),
+
+      // ---- narrow ----
+      err("narrow", "slice past the end",
+          [](D d) { return F::narrow(f32({2, 6, 4}, d), 1, 4, 3); }, {"start 4", "length 3", "(2, 6, 4)"}),
+      err("narrow", "negative start",
+          [](D d) { return F::narrow(f32({2, 6}, d), 1, -1, 2); }, {"start -1"}),
+      err("narrow", "dim out of range",
+          [](D d) { return F::narrow(f32({2, 6}, d), 2, 0, 1); }, {"dim 2", "(2, 6)"}),
+      err("narrow", "0-d input", [](D d) { return F::narrow(f32({}, d), 0, 0, 1); },
+          {"zero-dimensional"}),
+      ok("narrow", "length 0 (torch: an empty slice)",
+         [](D d) { return F::narrow(f32({2, 6, 4}, d), -2, 6, 0); }, {2, 0, 4}),
+
+      // ---- bce_with_logits ----
+      err("bce_with_logits", "target of another shape",
+          [](D d) { return F::bce_with_logits(f32({2, 3}, d), f32({3, 2}, d)); },
+          {"target", "(2, 3)", "(3, 2)"}),
+      err("bce_with_logits", "int64 target",
+          [](D d) { return F::bce_with_logits(f32({2, 3}, d), i64({2, 3}, d)); },
+          {"target", "int64"}),
+      err("bce_with_logits", "int64 logits",
+          [](D d) { return F::bce_with_logits(i64({2, 3}, d), i64({2, 3}, d)); }, {"int64"}),
+      ok_value("bce_with_logits", "empty input (torch: a sum of 0)",
+               [](D d) { return F::bce_with_logits(f32({0, 3}, d), f32({0, 3}, d)); }, 0.0),
+
+      // ---- gather_anchors (B, C, A) at (M,) ----
+      err("gather_anchors", "input of rank 2",
+          [](D d) { return F::gather_anchors(f32({2, 3}, d), i64({1}, d)); }, {"(2, 3)"}),
+      err("gather_anchors", "float index",
+          [](D d) { return F::gather_anchors(f32({2, 3, 4}, d), f32({1}, d)); }, {"idx", "float32"}),
+      err("gather_anchors", "index past B A",
+          [](D) {
+            Tensor idx = Tensor::zeros({2}, DType::kInt64);
+            idx.data<int64_t>()[1] = 8;
+            return F::gather_anchors(f32({2, 3, 4}, cpu_device()), idx);
+          },
+          {"idx[1] = 8", "(2, 3, 4)"}),
+      ok("gather_anchors", "no anchors (an empty result)",
+         [](D d) { return F::gather_anchors(f32({2, 3, 4}, d), i64({0}, d)); }, {0, 3}),
+
+      // ---- dfl_expect (N, R) ----
+      err("dfl_expect", "input of rank 3",
+          [](D d) { return F::dfl_expect(f32({2, 4, 16}, d)); }, {"(2, 4, 16)"}),
+      err("dfl_expect", "0 bins", [](D d) { return F::dfl_expect(f32({3, 0}, d)); }, {"(3, 0)"}),
+      err("dfl_expect", "int64 input", [](D d) { return F::dfl_expect(i64({3, 16}, d)); },
+          {"int64"}),
+      ok("dfl_expect", "no rows (an empty result)",
+         [](D d) { return F::dfl_expect(f32({0, 16}, d)); }, {0}),
+
+      // ---- ciou_loss (M, 4) ----
+      err("ciou_loss", "boxes of 5 values",
+          [](D d) { return F::ciou_loss(f32({3, 5}, d), f32({3, 5}, d), f32({3}, d)); },
+          {"(3, 5)"}),
+      err("ciou_loss", "target of another count",
+          [](D d) { return F::ciou_loss(f32({3, 4}, d), f32({2, 4}, d), f32({3}, d)); },
+          {"target", "(2, 4)", "(3, 4)"}),
+      err("ciou_loss", "float64 weight with float32 boxes",
+          [](D d) { return F::ciou_loss(f32({3, 4}, d), f32({3, 4}, d), f64({3}, d)); },
+          {"weight", "float64"}),
+      ok_value("ciou_loss", "no boxes (a sum of 0)",
+               [](D d) { return F::ciou_loss(f32({0, 4}, d), f32({0, 4}, d), f32({0}, d)); }, 0.0),
+
+      // ---- dfl_loss (N, R) at (N,) ----
+      err("dfl_loss", "1 bin",
+          [](D d) { return F::dfl_loss(f32({3, 1}, d), f32({3}, d), f32({3}, d)); }, {"(3, 1)"}),
+      err("dfl_loss", "target of another count",
+          [](D d) { return F::dfl_loss(f32({3, 16}, d), f32({4}, d), f32({3}, d)); },
+          {"target", "(4,)", "(3,)"}),
+      err("dfl_loss", "int64 target",
+          [](D d) { return F::dfl_loss(f32({3, 16}, d), i64({3}, d), f32({3}, d)); },
+          {"target", "int64"}),
+      ok_value("dfl_loss", "no rows (a sum of 0)",
+               [](D d) { return F::dfl_loss(f32({0, 16}, d), f32({0}, d), f32({0}, d)); }, 0.0),
   };
   return table;
 }

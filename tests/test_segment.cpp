@@ -212,7 +212,7 @@ TEST(SegmentTask, LossIgnoresPixelsAndPicturesAreImages) {
   im.height = 3;
   im.width = 5;
   im.pixels.assign(3 * 5 * 3, 100);
-  auto pics = t->pictures(im, {logits}, 0, {"bg", "x"});
+  auto pics = t->pictures(im, {logits}, 0, {"bg", "x"}, {});
   ASSERT_EQ(pics.size(), 2u);
   EXPECT_EQ(pics[0].first, "_mask.png");
   data::Image overlay = data::decode_image(pics[1].second.data(), pics[1].second.size(), "overlay");

@@ -182,6 +182,79 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
 std::shared_ptr<InMemoryDataset> load_segmentation(const std::string& path,
                                                    const std::string& split);
 
+// Object detection (`--task detect`): images with boxes (a kBoxes dataset), in two layouts.
+//   Ultralytics  a dataset YAML: `path` (the root; relative to the YAML's folder, which is also
+//                the root when it is missing), `train`, `val`, `test` (a folder of images, or a
+//                list of them, relative to the root), `names` ({0: a, 1: b} or [a, b]) and
+//                optionally `nc` (must equal the number of names; names alone give "class_K").
+//                The label file of IMAGE is IMAGE with its last `images` path component replaced
+//                by `labels` and its extension by .txt (no `images` component: beside it). One
+//                row per object, `class cx cy w h` normalised to 0..1, or a polygon `class x1 y1
+//                x2 y2 x3 y3 ...` (an odd column count of 7 or more) taken as its bounding box.
+//                A missing or empty label file is an image without objects; exact duplicate rows
+//                are dropped (both counted in DetectionReport, not refused).
+//   COCO         an instances JSON (`images` id/file_name/width/height, `annotations` image_id/
+//                category_id/bbox [x, y, w, h] in pixels/iscrowd, `categories` id/name). Class k
+//                is the k-th category by ascending id; crowd annotations and boxes of zero width
+//                or height are skipped (counted). file_name is looked for below
+//                DetectionOptions::coco_images when given, else below the JSON's folder (its
+//                parent when that folder is `annotations/`, as COCO and `make_scenes.py` lay it
+//                out), directly, in images/<S>/ or in <S>/, S being the split word of the JSON's
+//                name (instances_val2017.json: val2017). Images are ordered by id.
+// `path` is the YAML, the JSON (instances_train.json; another split reads the sibling whose name
+// has that split word instead: instances_val.json), a folder holding data.yaml (or one *.yaml)
+// or annotations/instances_<split>*.json, or a .tar/.tar.gz/.tgz holding those (at its top or
+// below one top-level folder; a YAML's `path` inside an archive is used only when it names a
+// folder of the archive, else the YAML's folder is the root). A YAML is preferred to a JSON.
+// Boxes become pixel corners of the decoded image (x1 = (cx - w/2) * width, ...; coordinates
+// within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). Images are
+// decoded on all cores (max_image_pixels() applies) and the dataset is sorted by image path
+// (Ultralytics) or by image id (COCO); item_name() is the image's path below the root.
+// Throws InputError naming FILE:LINE for a bad label row (a class out of range or not an integer,
+// a coordinate outside 0..1, not a number, a column count other than 5 or an odd count >= 7),
+// the JSON field for bad COCO data, and the file for YAML that does not parse, names that are
+// not numbered 0, 1, ..., an `nc` other than the number of names, a missing split key or folder,
+// a split without images, an undecodable image, a COCO image that is missing or of another size
+// than its JSON says.
+struct DetectionOptions {
+  std::string coco_images;  // COCO: the folder (or archive folder) file_name is relative to
+};
+// What a detection loader accepted without refusing it; lines() says it once per kind.
+struct DetectionReport {
+  std::string format;              // "yolo" or "coco"
+  std::string source;              // the YAML or JSON read
+  std::string split;               // the split read
+  int64_t images = 0;              // images in the dataset
+  int64_t objects = 0;             // boxes in the dataset
+  int64_t missing_labels = 0;      // yolo: images without a label file (used without objects)
+  std::string first_missing;       //   the first such label file's path
+  int64_t empty_labels = 0;        // yolo: label files without a row
+  int64_t duplicates = 0;          // yolo: duplicate rows dropped
+  int64_t duplicate_files = 0;     //   in this many label files
+  std::string first_duplicate;     //   FILE:LINE of the first one
+  int64_t polygons = 0;            // yolo: polygon rows taken as their bounding box
+  int64_t crowd = 0;               // coco: iscrowd annotations skipped
+  int64_t degenerate = 0;          // coco: boxes of zero width or height skipped
+  std::vector<std::string> notes;  // other things worth saying once (e.g. a `path` not found)
+  // One line each for missing labels, duplicates, crowd/degenerate boxes and notes ("detect:
+  // 3 of 100 images of train have no label file (first: labels/train/x.txt); ..."); empty when
+  // nothing needs saying (empty label files and polygons are normal and not reported).
+  std::vector<std::string> lines() const;
+};
+struct DetectionData {
+  std::shared_ptr<InMemoryDataset> dataset;  // kBoxes
+  std::vector<std::string> classes;          // = dataset->classes()
+  std::vector<int64_t> image_ids;            // (size,) coco: item i's image id; yolo: i
+  std::vector<int64_t> category_ids;         // coco: class k's category id; yolo: empty
+  DetectionReport report;
+};
+DetectionData load_detection_dataset(const std::string& path, const std::string& split,
+                                     const DetectionOptions& options = {});
+// Whether load_detection_dataset(path, split) has a split of that name to read (the YAML has a
+// non-empty key; the JSON for that split exists), reading names and the YAML/JSON only.
+// False for an unusable path.
+bool detection_has_split(const std::string& path, const std::string& split);
+
 // The dataset factory. name:
 //   "cifar10"     auto-detects: a .tar/.tar.gz holding cifar-10-batches-bin/ or an image folder
 //                 (train/<class>/...); a folder holding cifar-10-batches-bin/ or
@@ -228,6 +301,15 @@ Image read_image_file(const std::string& path);
 std::vector<uint8_t> encode_png_rgb(const uint8_t* rgb, int64_t height, int64_t width);
 std::vector<uint8_t> encode_png_index(const uint8_t* index, int64_t height, int64_t width,
                                       const std::vector<std::array<uint8_t, 3>>& palette);
+// Drawing on (height, width, 3) RGB pixels in place (src/data/draw.cpp): text in a built-in 5x7
+// font (upper case, digits, a few signs) scaled by `scale`, its width; a box outline (x1, y1,
+// x2, y2 in pixels, clipped) with a filled label tab in its colour above it (inside when there is
+// no room), the label in black or white.
+int64_t text_width(const std::string& text, int64_t scale);
+void draw_text(uint8_t* px, int64_t height, int64_t width, int64_t x, int64_t y,
+               const std::string& text, const std::array<uint8_t, 3>& color, int64_t scale);
+void draw_box(uint8_t* px, int64_t height, int64_t width, float x1, float y1, float x2, float y2,
+              const std::array<uint8_t, 3>& color, const std::string& label);
 // n class colours: PASCAL VOC's colour map (0 black, 1 dark red, 2 dark green, ...; 255 white).
 std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
 
@@ -326,8 +408,27 @@ struct RandomHorizontalFlip {
 struct Cutout {
   int64_t size = 16;
 };
+// Ultralytics' RandomPerspective without perspective (detection training with mosaic off): the
+// image is resized so its long side is `size` (the short side rounded up; bilinear), then warped
+// (bilinear, border `fill`) by M = T S R C into size x size: C moves its centre to the origin, R
+// rotates by uniform(+-degrees) and scales by s = uniform(1 +- scale), S shears by
+// uniform(+-shear) degrees on each axis, T moves the centre to uniform(0.5 +- translate) x size.
+// Boxes: the four corners mapped, their bounding box clipped, kept when Ultralytics'
+// box_candidates keeps it (width and height > 2 pixels, area > 10% of the original box times s,
+// aspect ratio < 100). Masks nearest, kIgnoreIndex outside. Must come first.
+struct RandomAffine {
+  int64_t size = 640;
+  double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
+  uint8_t fill = 114;
+};
+// Ultralytics' RandomHSV: gains r = uniform(-1, 1) x (h, s, v); in OpenCV's 8-bit HSV (hue 0..179)
+// hue -> (hue + 180 r_h) mod 180, saturation -> clip(sat (1 + r_s)), value -> clip(val (1 + r_v))
+// (saturation 0 kept). Comes after the first transform and before ToTensor.
+struct RandomHSV {
+  double h = 0.015, s = 0.7, v = 0.4;
+};
 using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout,
-                               Resize, Letterbox, RandomScale>;
+                               Resize, Letterbox, RandomScale, RandomAffine, RandomHSV>;
 
 // A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
 // draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;
@@ -385,6 +486,7 @@ struct Batch {
   int64_t size = 0;                     // B
   int64_t index = 0;                    // position of this batch in its epoch
   std::vector<int64_t> indices;         // (B,) dataset index of each sample
+  std::vector<std::array<int64_t, 2>> sizes;  // (B,) each image's (height, width) before transforms
 };
 
 // Order of epoch e: shuffle ? random_permutation(n, Rng(seed, 1000 + e)) : 0..n-1, the same on

@@ -34,7 +34,12 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int6
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor relu(const Tensor& x);
+// x sigmoid(x) (torch.nn.SiLU) and 1 / (1 + exp(-x)) (torch.sigmoid), any shape.
+Tensor silu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
+// a * b elementwise (torch.mul without broadcasting: same shapes and dtypes).
+Tensor mul(const Tensor& a, const Tensor& b);
 // x * s for a constant s (torch's x * 0.5); gradient dy * s.
 Tensor mul_scalar(const Tensor& x, double s);
 // A view with a new shape (one dim may be -1); the input must be contiguous.
@@ -87,6 +92,11 @@ Tensor upsample_bilinear2d(const Tensor& x, int64_t out_h, int64_t out_w,
 // forward; gradients flow to the float inputs that require grad (the backward splits the
 // gradient). InputError for no inputs, mismatched ranks, sizes or dtypes, or dim out of range.
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+// torch.narrow(x, dim, start, length): the slice [start, start + length) of x along dim, a new
+// row-major tensor (x may be blocked); torch's chunk/split are narrows. Any dtype forward;
+// gradient for float inputs (the gradient placed between zeros). InputError when dim is out of
+// range or the slice does not fit.
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // torch.nn.functional.cross_entropy(logits, target, weight=weight, ignore_index=ignore_index,
 // reduction="mean") for dense prediction: logits (N, C, H, W) float32/float64 (may be blocked),
 // target (N, H, W) int64, weight (C,) of logits' dtype or undefined (every class 1) -> 0-d
@@ -111,6 +121,27 @@ Tensor cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor&
 // smp; no counted pixel gives 0). Gradient for logits only. InputErrors as cross_entropy2d.
 Tensor dice_loss(const Tensor& logits, const Tensor& target, const Tensor& weight = Tensor(),
                  int64_t ignore_index = 255, double smooth = 0.0, double eps = 1e-7);
+// ---- detection losses (Ultralytics' v8DetectionLoss is built from these) ----
+// torch's binary_cross_entropy_with_logits(logits, target, reduction="sum"): logits any shape,
+// float32/float64; target of its shape and dtype (a constant). Gradient for logits.
+Tensor bce_with_logits(const Tensor& logits, const Tensor& target);
+// The foreground anchors' columns of a head output x (B, C, A): idx (M,) int64 with values
+// b A + a -> (M, C), row m = x[b, :, a]. Gradient: scatter-add back into (B, C, A). InputError
+// for an index outside [0, B A) (checked on the CPU).
+Tensor gather_anchors(const Tensor& x, const Tensor& idx);
+// Ultralytics' DFL module on rows: x (N, R) bin logits -> (N,) sum_j softmax(x)_j j.
+Tensor dfl_expect(const Tensor& x);
+// Weighted CIoU loss, Ultralytics' BboxLoss IoU term before its division: pred and target (M, 4)
+// xyxy boxes, weight (M,) -> 0-d sum_m weight[m] (1 - CIoU(pred[m], target[m])) with
+// bbox_iou(xywh=False, CIoU=True)'s formula (eps 1e-7). Gradient for pred only; alpha is held
+// constant as Ultralytics computes it under no_grad, unless alpha_grad (the full derivative).
+Tensor ciou_loss(const Tensor& pred, const Tensor& target, const Tensor& weight,
+                 bool alpha_grad = false);
+// Weighted distribution focal loss (Ultralytics' DFLoss per box side): pred (N, R) logits,
+// target (N,) distances in bins (clamped to [0, R - 1.01]), weight (N,) -> 0-d
+//   sum_n weight[n] (-(l + 1 - t) log_softmax(pred[n])[l] - (t - l) log_softmax(pred[n])[l + 1])
+// with l = floor(t). Gradient for pred only.
+Tensor dfl_loss(const Tensor& pred, const Tensor& target, const Tensor& weight);
 // Not differentiable: (N, C) -> (N,) int64.
 Tensor argmax(const Tensor& x);
 

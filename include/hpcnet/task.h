@@ -33,6 +33,10 @@ struct TaskOptions {
   std::vector<double> class_weights;  // segment: per-class loss weights (empty: all 1)
   double aux_weight = 0.5;            // segment: weight of an auxiliary head's loss
   double scale_min = 1, scale_max = 1;  // segment: RandomScale range when augmenting (1, 1 = off)
+  // detect, augmenting (Ultralytics' hyperparameters): RandomAffine and RandomHSV, flip.
+  double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
+  double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  double fliplr = 0.5;
 };
 
 // A metric summed over batches. Its whole state is a vector of numbers that add up: the state of
@@ -45,10 +49,21 @@ class Metric {
   virtual std::vector<double> state() const = 0;
   // Requires s.size() == state().size() (InputError otherwise).
   virtual void set_state(const std::vector<double>& s) = 0;
+  // Whether states add up elementwise (counts, a confusion matrix). A metric whose state does not
+  // (a COCO evaluation needs every detection) returns false: states are then gathered, set_state
+  // ({}) empties the metric and merge_state() adds each rank's in rank order.
+  virtual bool additive() const { return true; }
+  virtual void merge_state(const std::vector<double>& s);
   // The headline number, higher is better (classify: accuracy in percent), and its name in
   // metrics.jsonl ("val_accuracy").
   virtual double value() const = 0;
   virtual std::string value_key() const = 0;
+  // The headline for the epoch line ("val_accuracy 52.10%", "mAP50-95 0.2610 mAP50 0.4250").
+  virtual std::string value_text() const;
+  // detect: the detections as a COCO results file, image i's id image_ids[i] (the dataset order;
+  // empty: i) and class k's category category_ids[k] (empty: k). InputError for other tasks.
+  virtual void write_results(const std::string& path, const std::vector<int64_t>& image_ids,
+                             const std::vector<int64_t>& category_ids) const;
   // The items (images) added.
   virtual int64_t count() const = 0;
   // `hpcnet eval`'s text (the summary line last) and its --json object.
@@ -59,6 +74,11 @@ class Metric {
 // How predict shows one image's result.
 struct PredictOptions {
   int top = 3;  // classify: classes listed per image
+  // detect (Ultralytics' predict defaults): boxes scoring above conf after NMS at IoU iou, at
+  // most max_det, in the pixels of a height x width original (0: of the model's input).
+  float conf = 0.25f, iou = 0.7f;
+  int64_t max_det = 300;
+  int64_t height = 0, width = 0;
 };
 struct Prediction {
   nlohmann::json json;  // one object, written as one line by `predict --json`
@@ -78,6 +98,9 @@ class Task {
   virtual data::Compose eval_transform() const = 0;
   // The scalar loss of a batch (autograd graph attached), outputs = model.forward_all(images).
   virtual Tensor loss(const Outputs& outputs, const data::Batch& batch) const = 0;
+  // The loss as logged (loss lines, train_loss, val_loss) from loss().item(): the same, or for
+  // detect the per-image sum of its three parts (Ultralytics backpropagates them times B).
+  virtual double loss_for_log(double loss, const data::Batch& batch) const { return loss; }
   virtual std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const = 0;
   // The outputs used for evaluation and prediction of images (N, 3, H, W) on the model's device,
   // the model in eval mode: model.forward_all(images), or with flip_tta the task's test-time
@@ -92,7 +115,7 @@ class Task {
   // model saw it through eval_transform()). None for tasks whose result is a line of text.
   virtual std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
       const data::Image& original, const Outputs& outputs, int64_t i,
-      const std::vector<std::string>& classes) const {
+      const std::vector<std::string>& classes, const PredictOptions& options) const {
     return {};
   }
 

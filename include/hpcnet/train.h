@@ -50,7 +50,16 @@ struct TrainConfig {
   std::vector<int64_t> milestones;       // multistep epochs
   double lr_gamma = 0.1;                 // multistep factor
   double lr_min = 0.0;                   // cosine floor
-  int64_t warmup_epochs = 0;             // linear warm-up from lr / 10
+  int64_t warmup_epochs = 0;             // linear warm-up from lr / 10 (linear: Ultralytics')
+  double lrf = 0.01;                     // linear: the last rate as a fraction of lr
+  double warmup_bias_lr = 0.1;           // linear warm-up: the biases' starting rate
+  double warmup_momentum = 0.8;          // linear warm-up: SGD's starting momentum
+  bool param_groups = false;             // Ultralytics' groups: no decay on biases and norms
+  int64_t nbs = 0;                       // nominal batch: weight decay x batch x acc / nbs
+  double ema_tau = 0.0;                  // > 0: EMA decay ramp (Ultralytics' 2000)
+  // detect augmentation (Ultralytics' hyperparameters)
+  double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
+  double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4, fliplr = 0.5;
   double label_smoothing = 0.0;          // cross-entropy label smoothing
   double weight_decay = 0.0;
   bool nesterov = false;
@@ -136,6 +145,22 @@ nlohmann::json recipe_json(const TrainConfig& c);
 void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std::string& where);
 // The task and input size a config resolves to (task "" = the model's, imgsz 0 = the model's).
 std::string resolved_task(const TrainConfig& c);
+// A fresh run from the CLI of a detect model: the fields its flags and --config left unset take
+// Ultralytics' default.yaml values (dataset detect, epochs 100, batch 16, optimizer auto, lr 0.01,
+// momentum 0.937, weight decay 5e-4, linear schedule with lrf 0.01 and 3 warm-up epochs,
+// parameter groups, nbs 64, EMA 0.9999 with tau 2000, gradient clipping at 10, augmentation).
+// Does nothing without c.given (API callers set every field themselves).
+void apply_task_defaults(TrainConfig& c);
+// The optimizer a run uses: --optimizer sgd or adamw as given, or auto as Ultralytics chooses;
+// weight decay scaled by the nominal batch (--nbs).
+struct ResolvedOptimizer {
+  std::string name;  // "SGD" or "AdamW"
+  double lr = 0, momentum = 0, weight_decay = 0;  // momentum: AdamW's beta1
+  bool nesterov = false;
+  std::string note;  // what differs from Ultralytics, when something does
+};
+ResolvedOptimizer resolve_optimizer(const TrainConfig& c, int64_t train_images,
+                                    size_t num_classes, int world_size);
 int64_t resolved_imgsz(const TrainConfig& c);
 // --class-weights "0.5,1,2" -> {0.5, 1, 2} ("" -> {}); InputError for a bad item.
 std::vector<double> parse_class_weights(const std::string& text);

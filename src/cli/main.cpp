@@ -146,8 +146,8 @@ struct EvalArgs {
   int64_t val_split = -1, batch_size = 500;
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   int workers = 2, threads = 0;
-  bool json = false, tta_flip = false;
-  std::string device = "auto";
+  bool json = false, tta_flip = false, dataset_given = false;
+  std::string device = "auto", save_json;
 };
 
 // The task of a loaded model, at the size it was trained at.
@@ -169,14 +169,24 @@ int cmd_eval(const EvalArgs& a) {
   train::LoadedModel m = train::load_model(a.weights, a.model);
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
+  EvalArgs args = a;
+  if (!a.dataset_given && task->name() == "detect") args.dataset = "detect";
+  HPCNET_REQUIRE(a.save_json.empty() || task->name() == "detect",
+                 "--save-json: COCO results are written for detection models only");
   std::shared_ptr<const data::Dataset> ds;
-  if (a.split == "test" || (a.val_split < 0 && m.val_split == 0 &&
-                             data::has_split(a.dataset, a.data, a.split))) {
-    ds = data::open_dataset(a.dataset, a.data, a.split);  // the dataset's own split
+  data::DetectionData detection;  // detect: the image and category ids of the results file
+  if (args.dataset == "detect" && (a.split == "test" || a.val_split < 0)) {
+    detection = data::load_detection_dataset(a.data, a.split);
+    for (const std::string& line : detection.report.lines())
+      std::fprintf(stderr, "%s\n", line.c_str());
+    ds = detection.dataset;
+  } else if (a.split == "test" || (a.val_split < 0 && m.val_split == 0 &&
+                                   data::has_split(args.dataset, a.data, a.split))) {
+    ds = data::open_dataset(args.dataset, a.data, a.split);  // the dataset's own split
   } else {
     int64_t vs = a.val_split >= 0 ? a.val_split : m.val_split;
     HPCNET_REQUIRE(vs > 0, "--split val needs --val-split N (the weights file records none)");
-    auto full = data::open_dataset(a.dataset, a.data, "train");
+    auto full = data::open_dataset(args.dataset, a.data, "train");
     HPCNET_REQUIRE(vs < full->size(), "--val-split is larger than the training split");
     ds = std::make_shared<data::Subset>(full, data::split_train_val(full->size(), vs).val);
   }
@@ -191,6 +201,11 @@ int cmd_eval(const EvalArgs& a) {
   o.num_workers = a.workers;
   data::DataLoader loader(ds, task->eval_transform(), o);
   std::unique_ptr<task::Metric> r = task::evaluate(*task, *m.module, loader, a.tta_flip);
+  if (!a.save_json.empty()) {
+    HPCNET_REQUIRE(detection.dataset, "--save-json needs the dataset's own split (not --val-split)");
+    r->write_results(a.save_json, detection.image_ids, detection.category_ids);
+    std::fprintf(stderr, "COCO results: %s\n", a.save_json.c_str());
+  }
   if (a.json) {
     nlohmann::json j = {{"split", a.split}, {"tta", a.tta_flip ? "flip" : "none"}};
     j.update(r->to_json());
@@ -207,7 +222,7 @@ int cmd_eval(const EvalArgs& a) {
 // code is then 2.
 int cmd_predict(const std::string& weights, const std::string& model_name,
                 const std::vector<std::string>& paths, int top, bool json, int threads,
-                const std::string& device, const std::string& save) {
+                const std::string& device, const std::string& save, task::PredictOptions po) {
   const Device dev = train::resolve_device(device);
   HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(threads);
@@ -216,8 +231,10 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
   const data::Compose tf = task->eval_transform();
-  task::PredictOptions po;
   po.top = top;
+  HPCNET_REQUIRE(po.conf >= 0 && po.conf <= 1, "--conf must be in [0, 1]");
+  HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");
+  HPCNET_REQUIRE(po.max_det >= 1, "--max-det must be at least 1");
   std::vector<std::string> images;
   for (const std::string& p : paths) {
     std::vector<std::string> files = data::list_image_files(p);
@@ -251,6 +268,8 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
     tf.apply(ex, 0, x.data<float>());
     task::Outputs out = task->infer(*m.module, x.to(dev), false);
     for (Tensor& t : out) t = t.to(cpu_device());
+    po.height = im.height;  // results in the photograph's pixels
+    po.width = im.width;
     task::Prediction p = task->predict(out, 0, m.classes, po);
     nlohmann::json j = {{"image", path}};
     j.update(p.json);
@@ -265,10 +284,25 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
           base = fs::path(path).stem().string() + "_" + ext.substr(ext.empty() ? 0 : 1) + "_" + std::to_string(k);
       }
       used_names.insert(base);
-      for (auto& [suffix, bytes] : task->pictures(im, out, 0, m.classes)) {
+      for (auto& [suffix, bytes] : task->pictures(im, out, 0, m.classes, po)) {
         const std::string file = (fs::path(save) / (base + suffix)).string();
         write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
                                                  bytes.size()));
+        j["saved"].push_back(file);
+      }
+      if (p.json.contains("boxes")) {  // detect: YOLO label rows, class cx cy w h conf (0..1)
+        std::string rows;
+        char row[160];
+        for (const auto& bx : p.json["boxes"]) {
+          const double x1 = bx["box"][0], y1 = bx["box"][1], x2 = bx["box"][2], y2 = bx["box"][3];
+          const double W = static_cast<double>(im.width), H = static_cast<double>(im.height);
+          std::snprintf(row, sizeof row, "%lld %.6f %.6f %.6f %.6f %.5f\n",
+                        static_cast<long long>(bx["class"].get<int64_t>()), (x1 + x2) / 2 / W,
+                        (y1 + y2) / 2 / H, (x2 - x1) / W, (y2 - y1) / H, bx["score"].get<double>());
+          rows += row;
+        }
+        const std::string file = (fs::path(save) / (base + ".txt")).string();
+        write_file_atomic(file, rows);
         j["saved"].push_back(file);
       }
       saved_lines->write(j);
@@ -391,7 +425,12 @@ int main(int argc, char** argv) {
   CLI::App* e = app.add_subcommand("eval", "accuracy of trained weights on a split, per class");
   e->add_option("--weights", ea.weights, "model.safetensors (or checkpoint.safetensors)")->required();
   e->add_option("--model", ea.model, "model name (default: from the weights file)");
-  e->add_option("--dataset", ea.dataset, "cifar10 or imagefolder")->capture_default_str();
+  e->add_option("--dataset", ea.dataset,
+                "cifar10, imagefolder, segmentation, voc or detect (default: detect for a "
+                "detection model, else cifar10)")
+      ->capture_default_str();
+  e->add_option("--save-json", ea.save_json,
+                "detect: also write the detections as a COCO results file (pycocotools' loadRes)");
   e->add_option("--data", ea.data, "dataset folder or archive")->required();
   e->add_option("--split", ea.split, "test or val")->capture_default_str();
   e->add_option("--val-split", ea.val_split, "size of the val split (default: from the weights file)");
@@ -421,10 +460,15 @@ int main(int argc, char** argv) {
   int64_t pmax_pixels = data::kDefaultMaxImagePixels;
   p->add_option("--max-image-pixels", pmax_pixels, kMaxPixelsHelp)->capture_default_str();
   p->add_flag("--json", pjson, "one JSON object per image");
+  task::PredictOptions popt;
+  p->add_option("--conf", popt.conf, "detect: smallest score of a box shown")->capture_default_str();
+  p->add_option("--iou", popt.iou, "detect: NMS IoU threshold")->capture_default_str();
+  p->add_option("--max-det", popt.max_det, "detect: most boxes per image")->capture_default_str();
   std::string psave;
   p->add_option("--save", psave,
                 "write pictures of the predictions there (segment: NAME_mask.png, an index PNG, "
-                "and NAME_overlay.png) and predictions.jsonl");
+                "and NAME_overlay.png; detect: NAME_boxes.png, the boxes drawn with class and "
+                "score) and predictions.jsonl");
   p->add_option("images", images, "image files, or folders (every image in them, sorted)")
       ->required();
 
@@ -488,10 +532,13 @@ int main(int argc, char** argv) {
       dist::finalize();
       return r.exit_code;  // 130 / 143 when SIGINT / SIGTERM stopped it (checkpoint written)
     }
-    if (e->parsed()) return cmd_eval(ea);
+    if (e->parsed()) {
+      ea.dataset_given = e->count("--dataset") > 0;
+      return cmd_eval(ea);
+    }
     if (p->parsed()) {
       data::set_max_image_pixels(pmax_pixels);
-      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave);
+      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave, popt);
     }
     if (b->parsed()) {
       bc.profile = !bnoprof;

@@ -111,6 +111,7 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
   out.size = count;
   out.index = b;
   out.indices.assign(order.begin() + start, order.begin() + start + count);
+  out.sizes.resize(static_cast<size_t>(count));
   float* images = out.images.data<float>();      // (B, 3, H, W)
   int64_t* labels = out.labels.data<int64_t>();  // (B,)
   const TargetKind kind = dataset_->target_kind();
@@ -140,6 +141,7 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
         images + i * sample, kind == TargetKind::kBoxes ? &out.boxes[static_cast<size_t>(i)] : nullptr,
         masks ? masks + i * shape[1] * shape[2] : nullptr);
     labels[i] = ex.label;
+    out.sizes[static_cast<size_t>(i)] = {ex.height, ex.width};
   }
 }
 

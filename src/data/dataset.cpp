@@ -1,5 +1,6 @@
 // In-memory datasets, subsets, the fixed train/validation split and the dataset factory that
 // recognises the CIFAR-10 binary layout, its archive, and image folders (unpacked or archived).
+#include <cstdio>
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -255,10 +256,17 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
   if (name == "cifar10") return open_cifar10(path, split);
   if (name == "imagefolder") return load_image_folder(path, split);
   if (name == "segmentation" || name == "voc") return load_segmentation(path, split);
-  throw InputError("unknown dataset '" + name + "'; use cifar10, imagefolder or segmentation");
+  if (name == "detect") {
+    DetectionData d = load_detection_dataset(path, split);
+    for (const std::string& line : d.report.lines()) std::fprintf(stderr, "%s\n", line.c_str());
+    return d.dataset;
+  }
+  throw InputError("unknown dataset '" + name +
+                   "'; use cifar10, imagefolder, segmentation or detect");
 }
 
 bool has_split(const std::string& name, const std::string& path, const std::string& split) {
+  if (name == "detect") return detection_has_split(path, split);
   if (name != "segmentation" && name != "voc") return false;
   return detail::segmentation_has_split(path, split);
 }

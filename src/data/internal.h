@@ -102,6 +102,55 @@ bool segmentation_has_split(const std::string& path, const std::string& split);
 // are not strings, a map not numbered 0, 1, ... or no names.
 std::vector<std::string> data_yaml_class_names(const std::string& text, const std::string& file);
 
+// One row of a YOLO label file, as a box in normalised corners (0 <= x1 <= x2 <= 1, the same for
+// y): `class cx cy w h` or a polygon's bounding box.
+struct YoloRow {
+  int64_t cls = 0;
+  double x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  bool polygon = false;
+  int64_t line = 0;  // 1-based line in its file
+};
+// The rows of a label file's text (see load_detection_dataset): blank lines skipped, "\r\n"
+// accepted, coordinates within 1e-5 outside 0..1 clamped, exact duplicate rows (the same class
+// and box) dropped after their first, their count added to *duplicates (and the line of the
+// first into *first_duplicate_line) when not null. Requires num_classes >= 1. InputError
+// "detect: FILE:LINE: ..." for a bad row.
+std::vector<YoloRow> parse_yolo_label(const std::string& text, const std::string& file,
+                                      int64_t num_classes, int64_t* duplicates = nullptr,
+                                      int64_t* first_duplicate_line = nullptr);
+// Rows in pixel corners of a width x height image (as data::Box requires).
+std::vector<Box> yolo_rows_to_boxes(const std::vector<YoloRow>& rows, int64_t height,
+                                    int64_t width);
+
+// An Ultralytics dataset YAML: the root (`path`), each split's image folders, the class names.
+struct DetectionYaml {
+  std::string path;                           // `path`, "" when missing
+  std::vector<std::string> train, val, test;  // folders as written (empty: no such split)
+  std::vector<std::string> names;
+};
+// InputError "detect: FILE: ..." for YAML that does not parse or is not a map, names not strings
+// or not numbered 0, 1, ..., an `nc` that disagrees, no names and no nc, over 100,000 classes.
+DetectionYaml parse_detection_yaml(const std::string& text, const std::string& file);
+
+// A COCO instances JSON, checked: each image with its boxes (pixel corners, class indices).
+struct CocoImage {
+  int64_t id = 0;
+  std::string file_name;
+  int64_t width = 0, height = 0;
+  std::vector<Box> boxes;
+};
+struct CocoInstances {
+  std::vector<std::string> classes;   // by ascending category id
+  std::vector<int64_t> category_ids;  // (classes.size(),) ascending
+  std::vector<CocoImage> images;      // ascending id
+  int64_t annotations = 0;            // kept (boxes in all)
+  int64_t crowd = 0, degenerate = 0;  // skipped
+};
+// InputError "detect: FILE: <field>: ..." for JSON that does not parse, a missing or mistyped
+// field, duplicate image or category ids, an annotation of an unknown image or category, a bbox
+// with a negative, non-finite or out-of-image (by more than 1 pixel) extent.
+CocoInstances parse_coco_instances(const std::string& text, const std::string& file);
+
 // Decodes JPEG/PNG (one per thread). Each image decodes as with a fresh decoder, whatever came
 // before it.
 class ImageDecoder {

@@ -127,6 +127,180 @@ Example resample(const Example& ex, int64_t oh, int64_t ow, int64_t out_h, int64
   return r;
 }
 
+// ---- Ultralytics' RandomPerspective (affine part) and RandomHSV ----
+
+// M (2x3, source -> output) of RandomPerspective(degrees, translate, scale, shear, perspective=0)
+// for an image of w x h pixels warped to size x size: M = T S R C with C moving the centre to the
+// origin, R a rotation by a (uniform +-degrees) scaled by s (uniform 1 +- scale), S a shear
+// (uniform +-shear degrees on each axis) and T a translation to uniform(0.5 +- translate) x size.
+struct Affine {
+  double m[6];  // x' = m0 x + m1 y + m2, y' = m3 x + m4 y + m5
+  double s;     // the scale drawn
+};
+
+Affine draw_affine(const RandomAffine& p, int64_t h, int64_t w, Rng& rng) {
+  auto U = [&](double lo, double hi) { return lo + (hi - lo) * rng.uniform(); };
+  const double a = U(-p.degrees, p.degrees) * M_PI / 180.0;
+  const double s = U(1 - p.scale, 1 + p.scale);
+  const double shx = std::tan(U(-p.shear, p.shear) * M_PI / 180.0);
+  const double shy = std::tan(U(-p.shear, p.shear) * M_PI / 180.0);
+  const double tx = U(0.5 - p.translate, 0.5 + p.translate) * static_cast<double>(p.size);
+  const double ty = U(0.5 - p.translate, 0.5 + p.translate) * static_cast<double>(p.size);
+  // cv2.getRotationMatrix2D(center=(0, 0), angle, scale): [[c, s'], [-s', c]], c = s cos a, s' =
+  // s sin a (a counter-clockwise rotation in image coordinates).
+  const double rc = s * std::cos(a), rs = s * std::sin(a);
+  const double R[4] = {rc, rs, -rs, rc};
+  // S R (2x2), then with C = translate(-w/2, -h/2) and T = translate(tx, ty).
+  const double SR[4] = {R[0] + shx * R[2], R[1] + shx * R[3], shy * R[0] + R[2],
+                        shy * R[1] + R[3]};
+  const double cx = -static_cast<double>(w) / 2, cy = -static_cast<double>(h) / 2;
+  Affine A;
+  A.m[0] = SR[0];
+  A.m[1] = SR[1];
+  A.m[2] = SR[0] * cx + SR[1] * cy + tx;
+  A.m[3] = SR[2];
+  A.m[4] = SR[3];
+  A.m[5] = SR[2] * cx + SR[3] * cy + ty;
+  A.s = s;
+  return A;
+}
+
+// ex warped by A into a size x size canvas: pixels bilinear with a constant border `fill` (as
+// cv2.warpAffine(INTER_LINEAR, BORDER_CONSTANT) samples output pixel (x, y) at M^-1 (x, y)), masks
+// nearest with kIgnoreIndex outside; boxes: the four corners mapped, their bounding box clipped to
+// the canvas, kept when Ultralytics' box_candidates keeps them (width and height > 2 pixels, area
+// > 10% of the box scaled by s, aspect ratio < 100).
+Example warp_affine(const Example& ex, const Affine& A, int64_t size, uint8_t fill,
+                    Resampled& buf) {
+  const double det = A.m[0] * A.m[4] - A.m[1] * A.m[3];
+  HPCNET_CHECK(std::abs(det) > 1e-12, "RandomAffine: a singular transform");
+  // Inverse: output -> source.
+  const double i0 = A.m[4] / det, i1 = -A.m[1] / det, i3 = -A.m[3] / det, i4 = A.m[0] / det;
+  const double i2 = -(i0 * A.m[2] + i1 * A.m[5]), i5 = -(i3 * A.m[2] + i4 * A.m[5]);
+  const int64_t H = ex.height, W = ex.width;
+  buf.pixels.assign(static_cast<size_t>(size * size * 3), fill);
+  for (int64_t y = 0; y < size; ++y) {
+    uint8_t* row = buf.pixels.data() + y * size * 3;
+    for (int64_t x = 0; x < size; ++x) {
+      const double sx = i0 * x + i1 * y + i2, sy = i3 * x + i4 * y + i5;
+      const double fx0 = std::floor(sx), fy0 = std::floor(sy);
+      if (fx0 < -1 || fy0 < -1 || fx0 >= W || fy0 >= H) continue;  // all four outside
+      const int64_t x0 = static_cast<int64_t>(fx0), y0 = static_cast<int64_t>(fy0);
+      const double fx = sx - fx0, fy = sy - fy0;
+      for (int c = 0; c < 3; ++c) {
+        auto px = [&](int64_t yy, int64_t xx) -> double {
+          return (yy < 0 || yy >= H || xx < 0 || xx >= W) ? fill : ex.pixels[(yy * W + xx) * 3 + c];
+        };
+        const double v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x0 + 1)) +
+                         fy * ((1 - fx) * px(y0 + 1, x0) + fx * px(y0 + 1, x0 + 1));
+        row[x * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
+      }
+    }
+  }
+  Example r{buf.pixels.data(), size, size, ex.label};
+  if (ex.mask) {
+    buf.mask.assign(static_cast<size_t>(size * size), static_cast<uint8_t>(kIgnoreIndex));
+    for (int64_t y = 0; y < size; ++y)
+      for (int64_t x = 0; x < size; ++x) {
+        const int64_t sx = std::llround(i0 * x + i1 * y + i2);
+        const int64_t sy = std::llround(i3 * x + i4 * y + i5);
+        if (sx >= 0 && sx < W && sy >= 0 && sy < H) buf.mask[y * size + x] = ex.mask[sy * W + sx];
+      }
+    r.mask = buf.mask.data();
+  }
+  if (ex.boxes) {
+    std::vector<Box> kept;
+    kept.reserve(static_cast<size_t>(ex.num_boxes));
+    const double lim = static_cast<double>(size);
+    for (int64_t k = 0; k < ex.num_boxes; ++k) {
+      const Box& b = ex.boxes[k];
+      double lo_x = 1e300, lo_y = 1e300, hi_x = -1e300, hi_y = -1e300;
+      for (int c = 0; c < 4; ++c) {
+        const double px = (c & 1) ? b.x2 : b.x1, py = (c & 2) ? b.y2 : b.y1;
+        const double ox = A.m[0] * px + A.m[1] * py + A.m[2];
+        const double oy = A.m[3] * px + A.m[4] * py + A.m[5];
+        lo_x = std::min(lo_x, ox), hi_x = std::max(hi_x, ox);
+        lo_y = std::min(lo_y, oy), hi_y = std::max(hi_y, oy);
+      }
+      lo_x = std::clamp(lo_x, 0.0, lim), hi_x = std::clamp(hi_x, 0.0, lim);
+      lo_y = std::clamp(lo_y, 0.0, lim), hi_y = std::clamp(hi_y, 0.0, lim);
+      const double w1 = (b.x2 - b.x1) * A.s, h1 = (b.y2 - b.y1) * A.s;
+      const double w2 = hi_x - lo_x, h2 = hi_y - lo_y;
+      const double ar = std::max(w2 / (h2 + 1e-16), h2 / (w2 + 1e-16));
+      if (w2 > 2 && h2 > 2 && w2 * h2 / (w1 * h1 + 1e-16) > 0.1 && ar < 100)
+        kept.push_back({b.cls, static_cast<float>(lo_x), static_cast<float>(lo_y),
+                        static_cast<float>(hi_x), static_cast<float>(hi_y)});
+    }
+    buf.boxes = std::move(kept);
+    r.boxes = buf.boxes.data();
+    r.num_boxes = static_cast<int64_t>(buf.boxes.size());
+  }
+  return r;
+}
+
+// OpenCV's 8-bit RGB <-> HSV (H in [0, 180), S and V in [0, 255]) in float, rounded.
+void rgb_to_hsv8(const uint8_t* p, uint8_t* hsv) {
+  const int r = p[0], g = p[1], b = p[2];
+  const int v = std::max({r, g, b}), mn = std::min({r, g, b}), d = v - mn;
+  double h = 0;
+  if (d > 0) {
+    if (v == r)
+      h = 60.0 * (g - b) / d;
+    else if (v == g)
+      h = 120.0 + 60.0 * (b - r) / d;
+    else
+      h = 240.0 + 60.0 * (r - g) / d;
+    if (h < 0) h += 360;
+  }
+  int hh = static_cast<int>(std::lround(h / 2));
+  if (hh >= 180) hh -= 180;
+  hsv[0] = static_cast<uint8_t>(hh);
+  hsv[1] = static_cast<uint8_t>(v == 0 ? 0 : std::lround(255.0 * d / v));
+  hsv[2] = static_cast<uint8_t>(v);
+}
+
+void hsv8_to_rgb(const uint8_t* hsv, uint8_t* p) {
+  const double h = hsv[0] * 2.0 / 60.0, s = hsv[1] / 255.0, v = hsv[2] / 255.0;
+  const int sector = static_cast<int>(std::floor(h)) % 6;
+  const double f = h - std::floor(h);
+  const double a = v * (1 - s), bq = v * (1 - s * f), c = v * (1 - s * (1 - f));
+  double rgb[3];
+  switch (sector) {
+    case 0: rgb[0] = v, rgb[1] = c, rgb[2] = a; break;
+    case 1: rgb[0] = bq, rgb[1] = v, rgb[2] = a; break;
+    case 2: rgb[0] = a, rgb[1] = v, rgb[2] = c; break;
+    case 3: rgb[0] = a, rgb[1] = bq, rgb[2] = v; break;
+    case 4: rgb[0] = c, rgb[1] = a, rgb[2] = v; break;
+    default: rgb[0] = v, rgb[1] = a, rgb[2] = bq; break;
+  }
+  for (int k = 0; k < 3; ++k)
+    p[k] = static_cast<uint8_t>(std::lround(std::clamp(rgb[k] * 255.0, 0.0, 255.0)));
+}
+
+// Ultralytics' RandomHSV on the (h, w, 3) pixels in place: gains r = uniform(-1, 1) x (hgain,
+// sgain, vgain); hue -> (x + 180 r0) mod 180, saturation -> clip(x (1 + r1)), value -> clip(x
+// (1 + r2)), through 256-entry tables (saturation 0 stays 0).
+void random_hsv(uint8_t* px, int64_t n, const RandomHSV& t, Rng& rng) {
+  double r[3];
+  const double gain[3] = {t.h, t.s, t.v};
+  for (int k = 0; k < 3; ++k) r[k] = (2 * rng.uniform() - 1) * gain[k];
+  uint8_t lut[3][256];
+  for (int x = 0; x < 256; ++x) {
+    double hue = std::fmod(x + r[0] * 180, 180.0);
+    if (hue < 0) hue += 180;
+    lut[0][x] = static_cast<uint8_t>(hue);  // numpy's astype(uint8) truncates
+    lut[1][x] = static_cast<uint8_t>(std::clamp(x * (r[1] + 1), 0.0, 255.0));
+    lut[2][x] = static_cast<uint8_t>(std::clamp(x * (r[2] + 1), 0.0, 255.0));
+  }
+  lut[1][0] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t hsv[3];
+    rgb_to_hsv8(px + 3 * i, hsv);
+    for (int k = 0; k < 3; ++k) hsv[k] = lut[k][hsv[k]];
+    hsv8_to_rgb(hsv, px + 3 * i);
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> resize_nearest(const uint8_t* src, int64_t height, int64_t width,
@@ -170,6 +344,21 @@ Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(tran
             [&](const Letterbox& l) {
               HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
               HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
+            },
+            [&](const RandomAffine& r) {
+              HPCNET_REQUIRE(is_first, "transforms: RandomAffine must come first");
+              HPCNET_REQUIRE(r.size > 0 && r.scale >= 0 && r.scale < 1 && r.translate >= 0 &&
+                                 r.translate <= 0.5 && r.degrees >= 0 && r.shear >= 0 &&
+                                 r.shear < 90,
+                             "transforms: RandomAffine needs size > 0, scale in [0, 1), translate "
+                             "in [0, 0.5], degrees >= 0 and shear in [0, 90)");
+            },
+            [&](const RandomHSV& h) {
+              HPCNET_REQUIRE(!is_first && to_tensor == 0,
+                             "transforms: RandomHSV comes after the first transform and before "
+                             "ToTensor");
+              HPCNET_REQUIRE(h.h >= 0 && h.h <= 1 && h.s >= 0 && h.s <= 1 && h.v >= 0 && h.v <= 1,
+                             "transforms: RandomHSV gains must be in [0, 1]");
             },
             [&](const RandomScale& r) {
               HPCNET_REQUIRE(is_first, "transforms: RandomScale must come first");
@@ -239,6 +428,8 @@ std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) cons
       height = width = l->size;
     } else if (const auto* rs = std::get_if<RandomScale>(&t)) {
       height = width = rs->size;
+    } else if (const auto* ra = std::get_if<RandomAffine>(&t)) {
+      height = width = ra->size;
     } else if (const auto* c = std::get_if<RandomCrop>(&t)) {
       HPCNET_REQUIRE(c->size <= height + 2 * c->padding && c->size <= width + 2 * c->padding,
                      "transforms: RandomCrop(" + std::to_string(c->size) +
@@ -270,7 +461,34 @@ void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
       const int64_t side = std::max<int64_t>(1, std::llround(static_cast<double>(rs->size) * f));
       if (side != ex.height || side != ex.width)
         ex = resample(ex_in, side, side, side, side, 0, 0, 0, buf);
+    } else if (const auto* ra = std::get_if<RandomAffine>(&transforms_.front())) {
+      // Ultralytics' load_image (long side to size, the other rounded up), then the warp.
+      Example src = ex_in;
+      const int64_t m = std::max(ex_in.height, ex_in.width);
+      if (m != ra->size) {
+        const double r = static_cast<double>(ra->size) / static_cast<double>(m);
+        const int64_t h = std::min<int64_t>(
+            static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.height) * r)), ra->size);
+        const int64_t w = std::min<int64_t>(
+            static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.width) * r)), ra->size);
+        src = resample(ex_in, h, w, h, w, 0, 0, 0, buf);
+      }
+      Rng affine_rng(sample_seed, 1);
+      const Affine A = draw_affine(*ra, src.height, src.width, affine_rng);
+      thread_local Resampled warped;
+      ex = warp_affine(src, A, ra->size, ra->fill, warped);
     }
+    for (const Transform& t : transforms_)
+      if (const auto* hsv = std::get_if<RandomHSV>(&t)) {
+        // The pixels are changed: they must be this thread's copy, not the dataset's.
+        thread_local std::vector<uint8_t> own;
+        if (ex.pixels == ex_in.pixels) {
+          own.assign(ex.pixels, ex.pixels + ex.nbytes());
+          ex.pixels = own.data();
+        }
+        Rng hsv_rng(sample_seed, 2);
+        random_hsv(const_cast<uint8_t*>(ex.pixels), ex.height * ex.width, *hsv, hsv_rng);
+      }
   }
   Rng rng(sample_seed, 0);
   Axis ay{ex.height, 0, 1, 0, ex.height};
@@ -401,6 +619,19 @@ std::string Compose::str() const {
             },
             [&](const Letterbox& l) {
               s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) + ")";
+            },
+            [&](const RandomAffine& r) {
+              char b[128];
+              std::snprintf(b, sizeof b,
+                            "RandomAffine(%lld, degrees=%g, translate=%g, scale=%g, shear=%g)",
+                            static_cast<long long>(r.size), r.degrees, r.translate, r.scale,
+                            r.shear);
+              s += b;
+            },
+            [&](const RandomHSV& h) {
+              char b[96];
+              std::snprintf(b, sizeof b, "RandomHSV(h=%g, s=%g, v=%g)", h.h, h.s, h.v);
+              s += b;
             },
             [&](const RandomScale& r) {
               s += "RandomScale(" + std::to_string(r.size) + ", scale=(" +

@@ -1,5 +1,7 @@
 // cat (torch.cat along any dim of same-rank tensors): the dispatching kernels and F::cat, with its
-// backward beside it: each input's gradient is its slice of the output gradient along dim.
+// backward beside it: each input's gradient is its slice of the output gradient along dim. And
+// narrow (torch.narrow, the pieces of split/chunk), its transpose: the forward is one slice of
+// cat's backward, the backward a cat of the gradient between zeros, on every backend.
 #include <string>
 
 #include "hpcnet/functional.h"
@@ -11,6 +13,7 @@ namespace hpcnet {
 namespace ops {
 
 HPCNET_DEFINE_OP(cat)
+HPCNET_DEFINE_OP(narrow)
 
 namespace {
 
@@ -132,6 +135,56 @@ Tensor F::cat(const std::vector<Tensor>& xs_in, int64_t dim_in) {
     }
   }
   trace::add("cat", xs_in, y, {{"dim", dim}});
+  return y;
+}
+
+namespace {
+struct NarrowNode : Node {
+  Shape in_shape;
+  int64_t dim = 0, start = 0;
+  const char* name() const override { return "NarrowBackward"; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    Tensor g = g_in.contiguous();
+    Shape before = in_shape, after = in_shape;
+    before[dim] = start;
+    after[dim] = in_shape[dim] - start - g.size(dim);
+    Tensor dx = Tensor::empty(in_shape, g.dtype(), g.device());
+    ops::cat_forward({Tensor::zeros(before, g.dtype(), g.device()), g,
+                      Tensor::zeros(after, g.dtype(), g.device())},
+                     dx, dim);
+    return {dx};
+  }
+};
+}  // namespace
+
+Tensor F::narrow(const Tensor& x_in, int64_t dim_in, int64_t start, int64_t length) {
+  HPCNET_REQUIRE(x_in.defined(), "narrow: the input is an undefined tensor");
+  const int64_t rank = x_in.dim();
+  HPCNET_REQUIRE(rank >= 1, "narrow: a zero-dimensional tensor cannot be narrowed");
+  HPCNET_REQUIRE(dim_in >= -rank && dim_in < rank,
+                 "narrow: dim " + std::to_string(dim_in) + " is out of range for input " +
+                     shape_str(x_in.shape()));
+  const int64_t dim = dim_in < 0 ? dim_in + rank : dim_in;
+  const int64_t size = x_in.size(dim);
+  HPCNET_REQUIRE(start >= 0 && length >= 0 && start + length <= size,
+                 "narrow: start " + std::to_string(start) + " and length " +
+                     std::to_string(length) + " do not fit in dim " + std::to_string(dim) +
+                     " of input " + shape_str(x_in.shape()) + " (need 0 <= start, 0 <= length, " +
+                     "start + length <= " + std::to_string(size) + ")");
+  Tensor x = x_in.contiguous();
+  Shape out_shape = x.shape();
+  out_shape[dim] = length;
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  std::vector<Tensor> pieces = {Tensor(), y, Tensor()};
+  ops::cat_backward(x, {start, length, size - start - length}, pieces, dim);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<NarrowNode>();
+    node->in_shape = x.shape();
+    node->dim = dim;
+    node->start = start;
+    record(node, {&x_in}, y);
+  }
+  trace::add("narrow", {x_in}, y, {{"dim", dim}, {"start", start}, {"length", length}});
   return y;
 }
 

@@ -1,6 +1,7 @@
-// Elementwise ops and reductions: relu, add, reshape/flatten (a view), sum, mean, with their
-// dispatching kernels and backward formulas side by side:
+// Elementwise ops and reductions: relu, silu, sigmoid, add, mul, reshape/flatten (a view), sum,
+// mean, with their dispatching kernels and backward formulas side by side:
 //   relu: dx = dy * (y > 0);  add: da = db = dy;  reshape: dx = dy viewed as x;
+//   silu: dx = dy s (1 + x (1 - s));  sigmoid: dx = dy y (1 - y);  mul: da = dy b, db = dy a;
 //   sum: dx = dy everywhere;  mean: dx = dy / numel.
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
@@ -11,6 +12,9 @@ namespace hpcnet {
 namespace ops {
 
 HPCNET_DEFINE_OP(relu)
+HPCNET_DEFINE_OP(silu)
+HPCNET_DEFINE_OP(sigmoid)
+HPCNET_DEFINE_OP(mul)
 HPCNET_DEFINE_OP(add)
 HPCNET_DEFINE_OP(mul_scalar)
 HPCNET_DEFINE_OP(reshape)
@@ -24,6 +28,28 @@ void relu_forward(const Tensor& x, Tensor& y) {
 void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
   detail::check_same_device_dense("relu_backward", dy.device(), {&dy, &y, &dx});
   HPCNET_DISPATCH(dy.device(), relu_backward, dy, y, dx);
+}
+void silu_forward(const Tensor& x, Tensor& y) {
+  detail::check_same_device_dense("silu", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), silu_forward, x, y);
+}
+void silu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  detail::check_same_device_dense("silu_backward", dy.device(), {&dy, &x, &dx});
+  HPCNET_DISPATCH(dy.device(), silu_backward, dy, x, dx);
+}
+void sigmoid_forward(const Tensor& x, Tensor& y) {
+  detail::check_same_device_dense("sigmoid", x.device(), {&x, &y});
+  HPCNET_DISPATCH(x.device(), sigmoid_forward, x, y);
+}
+void sigmoid_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  detail::check_same_device_dense("sigmoid_backward", dy.device(), {&dy, &y, &dx});
+  HPCNET_DISPATCH(dy.device(), sigmoid_backward, dy, y, dx);
+}
+void mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  detail::check_shape("mul", b, a.shape(), "other");
+  detail::check_dtype("mul", b, a.dtype(), "other");
+  detail::check_same_device("mul", a.device(), {&a, &b, &out});
+  HPCNET_DISPATCH(a.device(), mul, a, b, out);
 }
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   detail::check_shape("add", b, a.shape(), "other");
@@ -69,6 +95,55 @@ struct ReluNode : Node {
   }
   void release() override { y = Tensor(); }
 };
+
+struct SiluNode : Node {
+  Tensor x;
+  const char* name() const override { return "SiluBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
+    ops::silu_backward(ops::as_layout(g, x), x, dx);
+    return {dx};
+  }
+  void release() override { x = Tensor(); }
+};
+
+struct SigmoidNode : Node {
+  Tensor y;
+  const char* name() const override { return "SigmoidBackward"; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    Tensor dx = Tensor::empty_layout(y.shape(), y.dtype(), y.device(), y.layout());
+    ops::sigmoid_backward(ops::as_layout(g, y), y, dx);
+    return {dx};
+  }
+  void release() override { y = Tensor(); }
+};
+
+struct MulNode : Node {
+  Tensor a, b;
+  const char* name() const override { return "MulBackward"; }
+  std::vector<Tensor> backward(const Tensor& g_in) override {
+    Tensor g = g_in.contiguous();
+    Tensor da, db;
+    if (edges[0].active()) {
+      da = Tensor::empty(g.shape(), g.dtype(), g.device());
+      ops::mul(g, b, da);
+    }
+    if (edges[1].active()) {
+      db = Tensor::empty(g.shape(), g.dtype(), g.device());
+      ops::mul(g, a, db);
+    }
+    return {da, db};
+  }
+  void release() override { a = b = Tensor(); }
+};
+
+// The checks every float elementwise op makes on its input.
+void check_float_input(const char* op, const Tensor& x) {
+  HPCNET_CHECK(x.defined(), std::string(op) + ": the input is an undefined tensor");
+  HPCNET_CHECK(x.dtype() == DType::kFloat32 || x.dtype() == DType::kFloat64,
+               std::string(op) + ": input must be float32 or float64, got " +
+                   dtype_name(x.dtype()) + " " + shape_str(x.shape()));
+}
 
 struct AddNode : Node {
   const char* name() const override { return "AddBackward"; }
@@ -141,6 +216,57 @@ Tensor F::relu(const Tensor& x_in) {
     record(node, {&x_in}, y);
   }
   trace::add("relu", {x_in}, y);
+  return y;
+}
+
+Tensor F::silu(const Tensor& x_in) {
+  check_float_input("silu", x_in);
+  Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();  // keeps a blocked layout
+  Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
+  ops::silu_forward(x, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<SiluNode>();
+    node->x = x.detach();
+    record(node, {&x_in}, y);
+  }
+  trace::add("silu", {x_in}, y);
+  return y;
+}
+
+Tensor F::sigmoid(const Tensor& x_in) {
+  check_float_input("sigmoid", x_in);
+  Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
+  Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
+  ops::sigmoid_forward(x, y);
+  if (any_requires_grad({&x_in})) {
+    auto node = std::make_shared<SigmoidNode>();
+    node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
+    record(node, {&x_in}, y);
+  }
+  trace::add("sigmoid", {x_in}, y);
+  return y;
+}
+
+Tensor F::mul(const Tensor& a_in, const Tensor& b_in) {
+  HPCNET_CHECK(a_in.defined() && b_in.defined(), std::string("mul: the ") +
+                                                     (a_in.defined() ? "second" : "first") +
+                                                     " input is an undefined tensor");
+  check_float_input("mul", a_in);
+  HPCNET_CHECK(a_in.shape() == b_in.shape(), "mul: shapes " + shape_str(a_in.shape()) + " and " +
+                                                 shape_str(b_in.shape()) + " differ");
+  HPCNET_CHECK(a_in.dtype() == b_in.dtype(), std::string("mul: dtypes ") +
+                                                 dtype_name(a_in.dtype()) + " and " +
+                                                 dtype_name(b_in.dtype()) + " differ");
+  Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  ops::mul(a, b, y);
+  if (any_requires_grad({&a_in, &b_in})) {
+    auto node = std::make_shared<MulNode>();
+    node->a = a.detach();
+    node->b = b.detach();
+    record(node, {&a_in, &b_in}, y);
+  }
+  trace::add("mul", {a_in, b_in}, y);
   return y;
 }
 

@@ -53,6 +53,34 @@ HPCNET_HD T bias_act(T x, T b, bool relu_on) {
   return relu_on ? relu(v) : v;
 }
 
+// ---- silu, sigmoid, mul ----
+
+// 1 / (1 + e^-x), in the argument's precision (exp of a large -x gives inf and the result 0).
+template <class T>
+HPCNET_HD T sigmoid(T x) {
+  return T(1) / (T(1) + exp_t(-x));
+}
+// dx = dy y (1 - y), y the forward output.
+template <class T>
+HPCNET_HD T sigmoid_grad(T dy, T y) {
+  return dy * y * (T(1) - y);
+}
+// x sigmoid(x) (torch.nn.SiLU).
+template <class T>
+HPCNET_HD T silu(T x) {
+  return x * sigmoid(x);
+}
+// dx = dy s (1 + x (1 - s)), s = sigmoid(x) of the forward input x.
+template <class T>
+HPCNET_HD T silu_grad(T dy, T x) {
+  T s = sigmoid(x);
+  return dy * s * (T(1) + x * (T(1) - s));
+}
+template <class T>
+HPCNET_HD T mul(T a, T b) {
+  return a * b;
+}
+
 // ---- max pooling ----
 
 // The window geometry of a 2-d max pool over one (H, W) plane.

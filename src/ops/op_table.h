@@ -28,7 +28,16 @@
   X(upsample_bilinear2d)   \
   X(cat)                   \
   X(cross_entropy2d)       \
-  X(dice_loss)
+  X(dice_loss)             \
+  X(silu)                  \
+  X(sigmoid)               \
+  X(mul)                   \
+  X(narrow)                \
+  X(bce_with_logits)       \
+  X(gather_anchors)        \
+  X(dfl_expect)            \
+  X(ciou_loss)             \
+  X(dfl_loss)
 
 // Non-differentiable ops (no gradient check): argmax.
 

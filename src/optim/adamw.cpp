@@ -85,8 +85,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return total;
 }
 
-EMA::EMA(const nn::Module& model, double decay) : decay_(decay) {
+EMA::EMA(const nn::Module& model, double decay, double tau) : decay_(decay), tau_(tau) {
   HPCNET_REQUIRE(decay > 0 && decay < 1, "EMA decay must be in (0, 1), e.g. 0.999");
+  HPCNET_REQUIRE(tau >= 0, "EMA tau must be >= 0");
   for (auto& [n, t] : model.state_dict()) avg_.emplace_back(n, t.clone());
 }
 
@@ -94,10 +95,13 @@ void EMA::update(const nn::Module& model) {
   NoGradGuard no_grad;
   auto cur = model.state_dict();
   HPCNET_CHECK(cur.size() == avg_.size(), "EMA: the model's state changed shape");
+  ++updates_;
+  const double d =
+      tau_ > 0 ? decay_ * (1 - std::exp(-static_cast<double>(updates_) / tau_)) : decay_;
   for (size_t i = 0; i < cur.size(); ++i) {
     Tensor& a = avg_[i].second;
     if (a.dtype() == DType::kFloat32 || a.dtype() == DType::kFloat64)
-      ops::lerp_inplace(a, cur[i].second, 1.0 - decay_);
+      ops::lerp_inplace(a, cur[i].second, 1.0 - d);
     else
       a.copy_(cur[i].second);
   }

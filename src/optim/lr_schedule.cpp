@@ -7,9 +7,12 @@
 namespace hpcnet::optim {
 
 void LrSchedule::validate() const {
-  HPCNET_REQUIRE(kind == "constant" || kind == "multistep" || kind == "cosine" || kind == "onecycle",
+  HPCNET_REQUIRE(kind == "constant" || kind == "multistep" || kind == "cosine" ||
+                     kind == "onecycle" || kind == "linear",
                  "unknown learning-rate schedule '" + kind +
-                     "' (known: constant, multistep, cosine, onecycle)");
+                     "' (known: constant, multistep, cosine, onecycle, linear)");
+  HPCNET_REQUIRE(lrf > 0 && lrf <= 1, "--lrf must be in (0, 1]");
+  HPCNET_REQUIRE(warmup_bias_lr >= 0, "--warmup-bias-lr must be >= 0");
   HPCNET_REQUIRE(std::isfinite(lr) && lr >= 0, "learning rate must be >= 0");
   HPCNET_REQUIRE(gamma > 0, "--lr-gamma must be > 0");
   HPCNET_REQUIRE(eta_min >= 0, "--lr-min must be >= 0");
@@ -27,6 +30,7 @@ void LrSchedule::validate() const {
 
 double LrSchedule::lr_at(int64_t step, int64_t steps_per_epoch, int64_t epochs) const {
   steps_per_epoch = std::max<int64_t>(steps_per_epoch, 1);
+  if (kind == "linear") return group_lr_at(step, steps_per_epoch, epochs, false);
   if (kind == "onecycle") {
     // torch.optim.lr_scheduler.OneCycleLR with two phases and cosine annealing.
     const double total = static_cast<double>(std::max<int64_t>(epochs * steps_per_epoch, 2));
@@ -56,6 +60,37 @@ double LrSchedule::lr_at(int64_t step, int64_t steps_per_epoch, int64_t epochs) 
     return eta_min + (lr - eta_min) * (1 + std::cos(M_PI * epoch / t_max)) / 2;
   }
   return lr;
+}
+
+int64_t LrSchedule::linear_warmup_steps(int64_t steps_per_epoch, int64_t epochs) const {
+  // Ultralytics 8.4: round(min(warmup_epochs, epochs - 1) x nb); none for a 1-epoch run.
+  const int64_t we = std::min<int64_t>(warmup_epochs, std::max<int64_t>(epochs - 1, 0));
+  return we > 0 ? we * std::max<int64_t>(steps_per_epoch, 1) : 0;
+}
+
+double LrSchedule::group_lr_at(int64_t step, int64_t steps_per_epoch, int64_t epochs,
+                               bool bias_group) const {
+  if (kind != "linear") return lr_at(step, steps_per_epoch, epochs);
+  steps_per_epoch = std::max<int64_t>(steps_per_epoch, 1);
+  const int64_t epoch = step / steps_per_epoch;
+  // lf(epoch) = (1 - epoch / epochs) (1 - lrf) + lrf: LambdaLR stepped after each epoch.
+  const double target =
+      lr * ((1.0 - static_cast<double>(epoch) / static_cast<double>(std::max<int64_t>(epochs, 1))) *
+                (1.0 - lrf) +
+            lrf);
+  const int64_t nw = linear_warmup_steps(steps_per_epoch, epochs);
+  if (nw == 0 || step > nw) return target;
+  // np.interp(ni, [0, nw], [warmup_bias_lr (the "bias" group) or 0, initial_lr lf(epoch)]).
+  const double start = bias_group ? warmup_bias_lr : 0.0;
+  return start + (target - start) * static_cast<double>(step) / static_cast<double>(nw);
+}
+
+double LrSchedule::momentum_at(int64_t step, int64_t steps_per_epoch, int64_t epochs,
+                               double momentum) const {
+  const int64_t nw = kind == "linear" ? linear_warmup_steps(steps_per_epoch, epochs) : 0;
+  if (nw == 0 || step > nw) return momentum;
+  return warmup_momentum + (momentum - warmup_momentum) * static_cast<double>(step) /
+                               static_cast<double>(nw);
 }
 
 }  // namespace hpcnet::optim

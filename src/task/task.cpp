@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "hpcnet/autograd.h"
 #include "hpcnet/functional.h"
@@ -46,6 +47,26 @@ Outputs Task::infer(nn::Module& model, const Tensor& images, bool flip_tta) cons
   return model.forward_all(images);
 }
 
+void Metric::merge_state(const std::vector<double>& s) {
+  std::vector<double> mine = state();
+  HPCNET_REQUIRE(s.size() == mine.size(), "metric: merging a state of " + std::to_string(s.size()) +
+                                              " numbers into one of " +
+                                              std::to_string(mine.size()));
+  for (size_t i = 0; i < s.size(); ++i) mine[i] += s[i];
+  set_state(mine);
+}
+
+std::string Metric::value_text() const {
+  char b[96];
+  std::snprintf(b, sizeof b, "%s %.2f%%", value_key().c_str(), value());
+  return b;
+}
+
+void Metric::write_results(const std::string&, const std::vector<int64_t>&,
+                           const std::vector<int64_t>&) const {
+  throw InputError("this task writes no results file (COCO results are for detection)");
+}
+
 double LossSum::mean() const { return count > 0 ? sum / count : std::nan(""); }
 
 std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::DataLoader& loader,
@@ -67,7 +88,7 @@ std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::Data
         t.labels = b.labels.to(device);
         if (b.masks.defined()) t.masks = b.masks.to(device);
       }
-      loss->sum += task.loss(out, t).item() * static_cast<double>(b.size);
+      loss->sum += task.loss_for_log(task.loss(out, t).item(), b) * static_cast<double>(b.size);
       loss->count += static_cast<double>(b.size);
     }
     if (!device.is_cpu())

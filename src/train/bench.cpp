@@ -46,8 +46,6 @@ BenchResult run_bench(const BenchConfig& cfg) {
   task::TaskOptions topt;
   topt.imgsz = imgsz;
   const std::unique_ptr<task::Task> task = task::make_task(info.task, topt);
-  HPCNET_REQUIRE(task->target_kind() != data::TargetKind::kBoxes,
-                 "bench: synthetic targets for the " + task->name() + " task are not implemented");
   const int64_t kClasses = task->target_kind() == data::TargetKind::kMask ? 11 : 10;
   manual_seed(0);
   auto model = nn::make_model(cfg.model, nn::ModelOptions{kClasses});
@@ -68,6 +66,17 @@ BenchResult run_bench(const BenchConfig& cfg) {
       b.masks = Tensor::empty({cfg.batch_size, imgsz, imgsz}, DType::kInt64);
       int64_t* m = b.masks.data<int64_t>();
       for (int64_t k = 0; k < b.masks.numel(); ++k) m[k] = static_cast<int64_t>(rng.randint(kClasses));
+    }
+    if (task->target_kind() == data::TargetKind::kBoxes) {  // 3 to 4 boxes of 8 pixels or more
+      b.boxes.resize(static_cast<size_t>(cfg.batch_size));
+      for (auto& list : b.boxes)
+        for (uint64_t k = 0, n = 3 + rng.randint(2); k < n; ++k) {
+          const float w = 8 + static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz / 2)));
+          const float h = 8 + static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz / 2)));
+          const float x = static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz - w)));
+          const float y = static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz - h)));
+          list.push_back({static_cast<int64_t>(rng.randint(kClasses)), x, y, x + w, y + h});
+        }
     }
     batches.push_back(std::move(b));
   }

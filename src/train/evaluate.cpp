@@ -3,6 +3,7 @@
 // transform) expressed through the classify task.
 #include "src/train/evaluate.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace hpcnet::train {
@@ -14,7 +15,35 @@ std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const tas
   task::LossSum loss;
   std::unique_ptr<task::Metric> m =
       task::evaluate(task, model, loader, false, mean_loss ? &loss : nullptr, on_batch);
-  if (pg.world_size() > 1) {
+  if (pg.world_size() > 1 && !m->additive()) {
+    // A state that does not add up (every detection of a COCO evaluation): each rank's vector is
+    // placed at its offset of one zeroed buffer and summed, then merged in rank order.
+    const std::vector<double> mine = m->state();
+    const int W = pg.world_size(), r = pg.rank();
+    std::vector<double> lens(static_cast<size_t>(W) + 2, 0.0);
+    lens[static_cast<size_t>(r)] = static_cast<double>(mine.size());
+    lens[static_cast<size_t>(W)] = loss.sum;
+    lens[static_cast<size_t>(W) + 1] = loss.count;
+    pg.allreduce_sum(lens.data(), lens.size());
+    loss.sum = lens[static_cast<size_t>(W)];
+    loss.count = lens[static_cast<size_t>(W) + 1];
+    size_t total = 0, offset = 0;
+    for (int k = 0; k < W; ++k) {
+      if (k == r) offset = total;
+      total += static_cast<size_t>(lens[static_cast<size_t>(k)]);
+    }
+    std::vector<double> all(total, 0.0);
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(offset));
+    pg.allreduce_sum(all.data(), all.size());
+    m->set_state({});
+    size_t at = 0;
+    for (int k = 0; k < W; ++k) {
+      const size_t n = static_cast<size_t>(lens[static_cast<size_t>(k)]);
+      m->merge_state(std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                         all.begin() + static_cast<std::ptrdiff_t>(at + n)));
+      at += n;
+    }
+  } else if (pg.world_size() > 1) {
     // One reduction: the metric's state, then the loss sum and its image count.
     std::vector<double> s = m->state();
     const size_t n = s.size();

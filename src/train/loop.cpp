@@ -275,7 +275,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   // Resume state is read (once) and checked, and the run's recipe merged in, before anything is
   // written.
   std::optional<RunFile> ckpt;
-  if (!cfg.resume.empty()) ckpt = read_resume(cfg);
+  if (!cfg.resume.empty())
+    ckpt = read_resume(cfg);
+  else
+    apply_task_defaults(cfg);  // a detect model's unset fields: Ultralytics' defaults
   validate(cfg);
   data::set_max_image_pixels(cfg.max_image_pixels);  // before any dataset is read
   check_run_directory(cfg);
@@ -336,29 +339,67 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   meta.val_split = cfg.val_split;
   model->to_(device);
   const nn::NamedTensors trainable = apply_freeze(cfg, *model);
-  const optim::LrSchedule schedule = make_schedule(cfg);
   HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
                  "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
                  "with --device " +
                      cfg.device);
   apply_precision(cfg.precision);
+  // --optimizer auto (Ultralytics): AdamW at a rate fitted to the class count for short runs.
+  const ResolvedOptimizer ro = resolve_optimizer(cfg, d.train->size(), d.classes.size(), world);
+  if (lead && cfg.optimizer == "auto" && !cfg.quiet)
+    out << "optimizer: 'auto' chose " << ro.name << "(lr=" << ro.lr << ", momentum=" << ro.momentum
+        << ")" << (ro.note.empty() ? "" : " " + ro.note) << std::endl;
+  optim::LrSchedule schedule = make_schedule(cfg);
+  schedule.lr = ro.lr;
+  if (cfg.optimizer == "auto") schedule.warmup_bias_lr = 0.0;  // as Ultralytics' auto
+  auto make_opt = [&](const nn::NamedTensors& params, double wd) -> std::unique_ptr<optim::Optimizer> {
+    if (ro.name == "AdamW")
+      return std::make_unique<optim::AdamW>(
+          params, optim::AdamWOptions{ro.lr, ro.momentum, cfg.beta2, cfg.adam_eps, wd});
+    return std::make_unique<optim::SGD>(
+        params, optim::SGDOptions{ro.lr, ro.momentum, cfg.dampening, wd, ro.nesterov});
+  };
   std::unique_ptr<optim::Optimizer> opt_ptr;
-  if (cfg.optimizer == "adamw")
-    opt_ptr = std::make_unique<optim::AdamW>(
-        trainable,
-        optim::AdamWOptions{cfg.lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay});
-  else
-    opt_ptr = std::make_unique<optim::SGD>(
-        trainable,
-        optim::SGDOptions{cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov});
+  optim::GroupedOptimizer* groups = nullptr;
+  if (cfg.param_groups) {
+    // Ultralytics' three groups: decayed weights, norm weights and biases (the last two without
+    // weight decay), the decay scaled by the nominal batch.
+    const auto g = optim::ultralytics_param_groups(*model, trainable);
+    const double wd = ro.weight_decay;
+    auto grouped = std::make_unique<optim::GroupedOptimizer>(
+        std::vector<nn::NamedTensors>{g[0], g[1], g[2]},
+        [&](const nn::NamedTensors& p, size_t k) { return make_opt(p, k == 0 ? wd : 0.0); });
+    groups = grouped.get();
+    opt_ptr = std::move(grouped);
+  } else {
+    opt_ptr = make_opt(trainable, ro.weight_decay);
+  }
   optim::Optimizer& opt = *opt_ptr;
+  // The per-step rates (and SGD momentum during Ultralytics' warm-up) of every group.
+  auto set_rates = [&](int64_t step, int64_t steps_per_epoch) {
+    if (!groups) {
+      opt.set_lr(schedule.lr_at(step, steps_per_epoch, cfg.epochs));
+      if (auto* sgd = dynamic_cast<optim::SGD*>(&opt))
+        sgd->set_momentum(schedule.momentum_at(step, steps_per_epoch, cfg.epochs, cfg.momentum));
+      return;
+    }
+    for (size_t k = 0; k < groups->num_groups(); ++k) {
+      optim::Optimizer& o = groups->group(k);
+      o.set_lr(schedule.group_lr_at(step, steps_per_epoch, cfg.epochs, k == 2));
+      if (auto* sgd = dynamic_cast<optim::SGD*>(&o))
+        sgd->set_momentum(schedule.momentum_at(step, steps_per_epoch, cfg.epochs, cfg.momentum));
+    }
+  };
   std::unique_ptr<optim::EMA> ema;
-  if (cfg.ema_decay > 0) ema = std::make_unique<optim::EMA>(*model, cfg.ema_decay);
+  if (cfg.ema_decay > 0) ema = std::make_unique<optim::EMA>(*model, cfg.ema_decay, cfg.ema_tau);
   if (ckpt) {
     try {
       model->load_state_dict(ckpt->model);
       opt.load_state_dict(ckpt->optim, st.steps);
-      if (ema) ema->load_state_dict(ckpt->ema);
+      if (ema) {
+        ema->load_state_dict(ckpt->ema);
+        ema->set_updates(st.steps);  // one EMA update per optimizer step
+      }
     } catch (const InputError& e) {
       throw InputError(ckpt->path + ": " + e.what());
     }
@@ -511,7 +552,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     };
     for (int64_t i = first; next_batch(); ++i) {
       if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
-      opt.set_lr(schedule.lr_at(st.steps, loader.num_batches(), cfg.epochs));
+      set_rates(st.steps, loader.num_batches());
       opt.zero_grad();
       if (!device.is_cpu()) {
         batch.images = batch.images.to(device);
@@ -520,7 +561,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       }
       Tensor loss = task->loss(model->forward_all(batch.images), batch);
       // Checked before the step, so the weights are still the last finite ones.
-      const double l = loss.item();
+      const double l = task->loss_for_log(loss.item(), batch);
       HPCNET_CHECK(
           std::isfinite(l),
           "loss became " + std::to_string(l) + " at epoch " + std::to_string(epoch + 1) + " step " +
@@ -613,9 +654,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       rec[ev->value_key()] = ev->value();
       improved = std::isfinite(ev->value()) && (!st.best || ev->value() > *st.best);
       if (improved) st.best = ev->value();
-      char v[64];
-      std::snprintf(v, sizeof v, "  %s %.2f%%", ev->value_key().c_str(), ev->value());
-      val_text = v;
+      val_text = "  " + ev->value_text();
     }
     rec["lr"] = opt.lr();
     metrics.write(rec, st.steps);

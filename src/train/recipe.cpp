@@ -49,14 +49,15 @@ const std::vector<RecipeField> kFields = {
      kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
      [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
     {"dataset", &C::dataset,
-     "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC", kRecipe,
-     kRequired,
+     "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC; detect: "
+     "an Ultralytics data.yaml or COCO instances JSON (the default with a detect model)",
+     kRecipe, kRequired,
      [](const C& c) {
        return c.dataset == "cifar10" || c.dataset == "imagefolder" || c.dataset == "segmentation" ||
-                      c.dataset == "voc"
+                      c.dataset == "voc" || c.dataset == "detect"
                   ? std::string()
                   : "unknown dataset '" + c.dataset +
-                        "' (known: cifar10, imagefolder, segmentation, voc)";
+                        "' (known: cifar10, imagefolder, segmentation, voc, detect)";
      }},
     {"data", &C::data,
      "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an image "
@@ -105,24 +106,54 @@ const std::vector<RecipeField> kFields = {
      }},
     {"nesterov", &C::nesterov, "Nesterov momentum", kRecipe, kRequired},
     {"lr_schedule", &C::lr_schedule,
-     "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min) or onecycle (peak --lr)",
+     "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min), onecycle (peak --lr) or "
+     "linear (Ultralytics': to --lrf x --lr at the end)",
      kRecipe, kRequired},
     {"milestones", &C::milestones, "multistep: epochs where the rate is multiplied by --lr-gamma",
      kRecipe, kRequired},
     {"lr_gamma", &C::lr_gamma, "multistep factor", kRecipe, kRequired},
     {"lr_min", &C::lr_min, "cosine: final learning rate", kRecipe, kRequired},
-    {"warmup_epochs", &C::warmup_epochs, "linear warm-up from lr/10 over this many epochs", kRecipe,
-     kRequired},
+    {"warmup_epochs", &C::warmup_epochs,
+     "warm-up epochs: linear from lr/10 (per epoch); with --lr-schedule linear, Ultralytics' "
+     "per-step warm-up from 0 (biases from --warmup-bias-lr, SGD momentum from "
+     "--warmup-momentum)",
+     kRecipe, kRequired},
+    {"lrf", &C::lrf, "linear schedule: the last epochs' rate as a fraction of --lr (Ultralytics' lrf)",
+     kRecipe, 0,
+     [](const C& c) { return need(c.lrf > 0 && c.lrf <= 1, "--lrf", "must be in (0, 1]", c.lrf); }},
+    {"warmup_bias_lr", &C::warmup_bias_lr,
+     "linear schedule: the biases' starting rate in the warm-up (0 with --optimizer auto)", kRecipe,
+     0,
+     [](const C& c) {
+       return need(c.warmup_bias_lr >= 0, "--warmup-bias-lr", "must be >= 0", c.warmup_bias_lr);
+     }},
+    {"warmup_momentum", &C::warmup_momentum, "linear schedule: SGD's starting momentum in the warm-up",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.warmup_momentum >= 0 && c.warmup_momentum < 1, "--warmup-momentum",
+                   "must be in [0, 1)", c.warmup_momentum);
+     }},
     {"label_smoothing", &C::label_smoothing, "cross-entropy label smoothing", kRecipe, kRequired,
      [](const C& c) {
        return need(c.label_smoothing >= 0 && c.label_smoothing <= 1, "--label-smoothing",
                    "must be in [0, 1]", c.label_smoothing);
      }},
-    {"optimizer", &C::optimizer, "sgd or adamw", kRecipe, 0,
+    {"optimizer", &C::optimizer,
+     "sgd, adamw, or auto (Ultralytics: AdamW at lr 0.002 x 5 / (4 + classes) for runs of at most "
+     "10,000 steps, else SGD lr 0.01 momentum 0.9)",
+     kRecipe, 0,
      [](const C& c) {
-       return need(c.optimizer == "sgd" || c.optimizer == "adamw", "--optimizer",
-                   "must be sgd or adamw", c.optimizer);
+       return need(c.optimizer == "sgd" || c.optimizer == "adamw" || c.optimizer == "auto",
+                   "--optimizer", "must be sgd, adamw or auto", c.optimizer);
      }},
+    {"param_groups", &C::param_groups,
+     "weight decay on convolution and linear weights only, not on biases or BatchNorm weights "
+     "(Ultralytics' three parameter groups; the biases warm up from --warmup-bias-lr)",
+     kRecipe, 0},
+    {"nbs", &C::nbs,
+     "nominal batch size: weight decay x batch x accumulate / nbs, accumulate = round(nbs / "
+     "batch) (Ultralytics' 64; 0 = off). Gradients are not accumulated: each batch is a step",
+     kRecipe, 0, [](const C& c) { return need(c.nbs >= 0, "--nbs", "must be >= 0", c.nbs); }},
     {"beta1", &C::beta1, "adamw: first-moment decay", kRecipe, 0,
      [](const C& c) {
        return need(c.beta1 >= 0 && c.beta1 < 1, "--beta1", "must be in [0, 1)", c.beta1);
@@ -146,6 +177,47 @@ const std::vector<RecipeField> kFields = {
      [](const C& c) {
        return need(c.ema_decay == 0 || (c.ema_decay > 0 && c.ema_decay < 1), "--ema-decay",
                    "must be in (0, 1), e.g. 0.999 (0 = off)", c.ema_decay);
+     }},
+    {"ema_tau", &C::ema_tau,
+     "EMA ramp: the decay is ema_decay x (1 - exp(-updates / tau)) (Ultralytics' ModelEMA: 2000; "
+     "0 = a constant decay)",
+     kRecipe, 0,
+     [](const C& c) { return need(c.ema_tau >= 0, "--ema-tau", "must be >= 0", c.ema_tau); }},
+    {"degrees", &C::degrees, "detect, with --augment: random rotation range in degrees", kRecipe, 0,
+     [](const C& c) {
+       return need(c.degrees >= 0 && c.degrees <= 180, "--degrees", "must be in [0, 180]",
+                   c.degrees);
+     }},
+    {"translate", &C::translate, "detect, with --augment: random translation, fraction of imgsz",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.translate >= 0 && c.translate <= 0.5, "--translate", "must be in [0, 0.5]",
+                   c.translate);
+     }},
+    {"scale", &C::scale, "detect, with --augment: random scale gain range 1 +- scale", kRecipe, 0,
+     [](const C& c) {
+       return need(c.scale >= 0 && c.scale < 1, "--scale", "must be in [0, 1)", c.scale);
+     }},
+    {"shear", &C::shear, "detect, with --augment: random shear range in degrees", kRecipe, 0,
+     [](const C& c) {
+       return need(c.shear >= 0 && c.shear < 90, "--shear", "must be in [0, 90)", c.shear);
+     }},
+    {"hsv_h", &C::hsv_h, "detect, with --augment: hue gain (fraction of the hue circle)", kRecipe,
+     0,
+     [](const C& c) {
+       return need(c.hsv_h >= 0 && c.hsv_h <= 1, "--hsv-h", "must be in [0, 1]", c.hsv_h);
+     }},
+    {"hsv_s", &C::hsv_s, "detect, with --augment: saturation gain", kRecipe, 0,
+     [](const C& c) {
+       return need(c.hsv_s >= 0 && c.hsv_s <= 1, "--hsv-s", "must be in [0, 1]", c.hsv_s);
+     }},
+    {"hsv_v", &C::hsv_v, "detect, with --augment: value (brightness) gain", kRecipe, 0,
+     [](const C& c) {
+       return need(c.hsv_v >= 0 && c.hsv_v <= 1, "--hsv-v", "must be in [0, 1]", c.hsv_v);
+     }},
+    {"fliplr", &C::fliplr, "detect, with --augment: probability of a left-right flip", kRecipe, 0,
+     [](const C& c) {
+       return need(c.fliplr >= 0 && c.fliplr <= 1, "--fliplr", "must be in [0, 1]", c.fliplr);
      }},
     {"cutout", &C::cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)",
      kRecipe, 0,
@@ -316,7 +388,73 @@ task::TaskOptions task_options(const TrainConfig& c) {
   o.class_weights = parse_class_weights(c.class_weights);
   o.scale_min = c.scale_min;
   o.scale_max = c.scale_max;
+  o.degrees = c.degrees;
+  o.translate = c.translate;
+  o.scale = c.scale;
+  o.shear = c.shear;
+  o.hsv_h = c.hsv_h;
+  o.hsv_s = c.hsv_s;
+  o.hsv_v = c.hsv_v;
+  o.fliplr = c.fliplr;
   return o;
+}
+
+void apply_task_defaults(TrainConfig& c) {
+  if (!c.given || resolved_task(c) != "detect") return;
+  auto set = [&](const char* key, auto member, auto value) {
+    if (!c.given->count(key)) c.*member = value;
+  };
+  // Ultralytics' cfg/default.yaml for detection (imgsz stays the model's; pass --imgsz 640 for
+  // Ultralytics' 640).
+  set("dataset", &C::dataset, std::string("detect"));
+  set("epochs", &C::epochs, int64_t{100});
+  set("batch_size", &C::batch_size, int64_t{16});
+  set("optimizer", &C::optimizer, std::string("auto"));
+  set("lr", &C::lr, 0.01);
+  set("momentum", &C::momentum, 0.937);
+  set("nesterov", &C::nesterov, true);
+  set("weight_decay", &C::weight_decay, 5e-4);
+  set("lr_schedule", &C::lr_schedule, std::string("linear"));
+  set("lrf", &C::lrf, 0.01);
+  set("warmup_epochs", &C::warmup_epochs, int64_t{3});
+  set("param_groups", &C::param_groups, true);
+  set("nbs", &C::nbs, int64_t{64});
+  set("ema_decay", &C::ema_decay, 0.9999);
+  set("ema_tau", &C::ema_tau, 2000.0);
+  set("clip_grad_norm", &C::clip_grad_norm, 10.0);
+  set("augment", &C::augment, true);
+  set("log_every", &C::log_every, int64_t{50});
+}
+
+ResolvedOptimizer resolve_optimizer(const TrainConfig& c, int64_t train_images,
+                                    size_t num_classes, int world_size) {
+  ResolvedOptimizer r;
+  const int64_t batch = c.batch_size * std::max(world_size, 1);  // Ultralytics' batch is global
+  r.weight_decay = c.weight_decay;
+  if (c.nbs > 0) {
+    const int64_t accumulate = std::max<int64_t>(
+        static_cast<int64_t>(std::nearbyint(static_cast<double>(c.nbs) / batch)), 1);
+    r.weight_decay = c.weight_decay * static_cast<double>(batch * accumulate) / c.nbs;
+  }
+  if (c.optimizer == "adamw") {
+    r.name = "AdamW", r.lr = c.lr, r.momentum = c.beta1;
+  } else if (c.optimizer == "sgd") {
+    r.name = "SGD", r.lr = c.lr, r.momentum = c.momentum, r.nesterov = c.nesterov;
+  } else {
+    // Ultralytics' build_optimizer("auto"): iterations = ceil(N / max(batch, nbs)) x epochs.
+    const int64_t per = std::max<int64_t>(batch, c.nbs);
+    const int64_t iterations = (train_images + per - 1) / per * c.epochs;
+    if (iterations > 10000) {
+      r.name = "SGD", r.lr = 0.01, r.momentum = 0.9, r.nesterov = true;
+      r.note = "(a run of over 10,000 steps: Ultralytics 8.4.190 would choose MuSGD, which hpcnet "
+               "does not have; SGD as Ultralytics 8.4.0 chose)";
+    } else {
+      r.name = "AdamW";
+      r.lr = std::nearbyint(0.002 * 5 / (4.0 + static_cast<double>(num_classes)) * 1e6) / 1e6;
+      r.momentum = 0.9;
+    }
+  }
+  return r;
 }
 
 void validate(const TrainConfig& c) {
@@ -347,6 +485,9 @@ optim::LrSchedule make_schedule(const TrainConfig& c) {
   s.gamma = c.lr_gamma;
   s.eta_min = c.lr_min;
   s.warmup_epochs = c.warmup_epochs;
+  s.lrf = c.lrf;
+  s.warmup_bias_lr = c.warmup_bias_lr;
+  s.warmup_momentum = c.warmup_momentum;
   s.validate();
   return s;
 }

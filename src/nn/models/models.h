@@ -172,4 +172,82 @@ class DeepLabV3 : public Module {
   std::shared_ptr<Conv2d> head_out, aux_out;
 };
 
+
+// ---- YOLOv8 (src/nn/models/yolo.cpp), under Ultralytics' names ----
+
+// Ultralytics' Conv: conv (k x k, stride s, padding k / 2, no bias), bn (eps 1e-3, momentum
+// 0.03), SiLU unless act is false.
+class YoloConv : public Module {
+ public:
+  YoloConv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, bool act = true);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn;
+  bool act;
+};
+
+// Bottleneck(c, c, shortcut, k=(3, 3), e=1.0): cv2(cv1(x)), plus x with the shortcut.
+class YoloBottleneck : public Module {
+ public:
+  YoloBottleneck(int64_t c, bool shortcut);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<YoloConv> cv1, cv2;
+  bool add;
+};
+
+// C2f(c1, c2, n, shortcut): cv1 1x1 to 2c (c = c2 / 2), chunked in two; n bottlenecks m.0..,
+// each on the last piece; cv2 1x1 over the concatenation of all (2 + n) c channels.
+class C2f : public Module {
+ public:
+  C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<YoloConv> cv1, cv2;
+  std::vector<std::shared_ptr<YoloBottleneck>> m;
+  int64_t c;
+};
+
+// SPPF(c1, c2, k): cv1 1x1 to c1 / 2 (with SiLU: the v8 YAML row; YOLO26's has none), three max pools
+// k x k stride 1 in a row, cv2 1x1 over the four maps concatenated.
+class Sppf : public Module {
+ public:
+  Sppf(int64_t c1, int64_t c2, int64_t k);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<YoloConv> cv1, cv2;
+  std::shared_ptr<MaxPool2d> pool;
+};
+
+// The v8 ("legacy") Detect head: per level i, cv2.i = Conv 3x3, Conv 3x3, conv 1x1 -> 4 x 16
+// box-distribution logits, cv3.i = Conv 3x3, Conv 3x3, conv 1x1 -> nc class logits; dfl.conv
+// holds the fixed integral 0..15 (not trained). forward_levels(P3, P4, P5) -> {boxes (B, 64, A),
+// scores (B, nc, A)}, levels concatenated along A (channel = side * 16 + bin, sides l, t, r, b).
+class YoloDetect : public Module {
+ public:
+  static constexpr int64_t kRegMax = 16;
+  static constexpr int64_t kStrides[3] = {8, 16, 32};
+  YoloDetect(int64_t nc, const std::vector<int64_t>& ch);
+  Outputs forward_levels(const Outputs& feats);
+  Tensor forward(const Tensor& x) override;  // an InputError: the head takes three maps
+  struct Branch {
+    std::shared_ptr<YoloConv> box1, box2, cls1, cls2;
+    std::shared_ptr<Conv2d> box_out, cls_out;
+  };
+  std::vector<Branch> branches;
+  std::shared_ptr<Conv2d> dfl_conv;
+  int64_t nc;
+};
+
+// DetectionModel("yolov8<scale>.yaml", nc): model.0 .. model.22 (scales n: depth 0.33, width
+// 0.25; s: 0.33, 0.50; max channels 1024). forward_all(x (B, 3, H, W), H and W multiples of
+// 32) returns the head's {boxes, scores}; forward returns scores alone.
+class YoloV8 : public Module {
+ public:
+  YoloV8(double depth, double width, int64_t max_channels, int64_t num_classes);
+  Outputs forward_all(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<YoloConv> l0, l1, l3, l5, l7, l16, l19;
+  std::shared_ptr<C2f> l2, l4, l6, l8, l12, l15, l18, l21;
+  std::shared_ptr<Sppf> l9;
+  std::shared_ptr<YoloDetect> detect;
+};
+
 }  // namespace hpcnet::nn

@@ -35,6 +35,10 @@ const std::vector<Entry>& registry() {
        [](auto& o) {
          return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes);
        }},
+      {{"yolov8n", "detect", 128, false, 32},
+       [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.25, 1024, o.num_classes); }},
+      {{"yolov8s", "detect", 128, false, 32},
+       [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.50, 1024, o.num_classes); }},
       {{"deeplabv3_resnet50", "segment", 128},
        [](auto& o) { return std::make_shared<DeepLabV3>(o.num_classes, o.aux_loss); }},
   };

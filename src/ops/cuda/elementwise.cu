@@ -38,6 +38,29 @@ __global__ void scale_kernel(const T* x, T s, T* out, int64_t n) {
   HPCNET_GRID_STRIDE(i, n) out[i] = math::scale(x[i], s);
 }
 
+template <class T>
+__global__ void silu_kernel(const T* x, T* y, int64_t n) {  // x and y may alias
+  HPCNET_GRID_STRIDE(i, n) y[i] = math::silu(x[i]);
+}
+template <class T>
+__global__ void silu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                     T* __restrict__ dx, int64_t n) {
+  HPCNET_GRID_STRIDE(i, n) dx[i] = math::silu_grad(dy[i], x[i]);
+}
+template <class T>
+__global__ void sigmoid_kernel(const T* x, T* y, int64_t n) {
+  HPCNET_GRID_STRIDE(i, n) y[i] = math::sigmoid(x[i]);
+}
+template <class T>
+__global__ void sigmoid_backward_kernel(const T* __restrict__ dy, const T* __restrict__ y,
+                                        T* __restrict__ dx, int64_t n) {
+  HPCNET_GRID_STRIDE(i, n) dx[i] = math::sigmoid_grad(dy[i], y[i]);
+}
+template <class T>
+__global__ void mul_kernel(const T* a, const T* b, T* out, int64_t n) {
+  HPCNET_GRID_STRIDE(i, n) out[i] = math::mul(a[i], b[i]);
+}
+
 // One block: y[0] = sum(x) (or mean), summed in double in a fixed order.
 template <class T>
 __global__ void sum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, bool mean) {
@@ -111,6 +134,63 @@ void scale(const Tensor& x, double f, Tensor& out) {
     scale_kernel<T>
         <<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), static_cast<T>(f), out.data<T>(), n);
     HPCNET_CUDA_LAUNCH(scale_kernel);
+  });
+}
+
+void silu_forward(const Tensor& x, Tensor& y) {
+  cudaStream_t s = prepare(x);
+  int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "silu", [&](auto tag) {
+    using T = decltype(tag);
+    silu_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), n);
+    HPCNET_CUDA_LAUNCH(silu_kernel);
+  });
+}
+
+void silu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  cudaStream_t s = prepare(dy);
+  int64_t n = dy.numel();
+  if (n == 0) return;
+  dispatch_float(dy.dtype(), "silu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    silu_backward_kernel<T>
+        <<<grid_for(n), kThreads, 0, s>>>(dy.data<T>(), x.data<T>(), dx.data<T>(), n);
+    HPCNET_CUDA_LAUNCH(silu_backward_kernel);
+  });
+}
+
+void sigmoid_forward(const Tensor& x, Tensor& y) {
+  cudaStream_t s = prepare(x);
+  int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "sigmoid", [&](auto tag) {
+    using T = decltype(tag);
+    sigmoid_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), n);
+    HPCNET_CUDA_LAUNCH(sigmoid_kernel);
+  });
+}
+
+void sigmoid_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  cudaStream_t s = prepare(dy);
+  int64_t n = dy.numel();
+  if (n == 0) return;
+  dispatch_float(dy.dtype(), "sigmoid_backward", [&](auto tag) {
+    using T = decltype(tag);
+    sigmoid_backward_kernel<T>
+        <<<grid_for(n), kThreads, 0, s>>>(dy.data<T>(), y.data<T>(), dx.data<T>(), n);
+    HPCNET_CUDA_LAUNCH(sigmoid_backward_kernel);
+  });
+}
+
+void mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  cudaStream_t s = prepare(a);
+  int64_t n = a.numel();
+  if (n == 0) return;
+  dispatch_float(a.dtype(), "mul", [&](auto tag) {
+    using T = decltype(tag);
+    mul_kernel<T><<<grid_for(n), kThreads, 0, s>>>(a.data<T>(), b.data<T>(), out.data<T>(), n);
+    HPCNET_CUDA_LAUNCH(mul_kernel);
   });
 }
 

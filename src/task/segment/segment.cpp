@@ -218,7 +218,7 @@ class SegmentTask : public Task {
   }
   std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
       const data::Image& im, const Outputs& outputs, int64_t i,
-      const std::vector<std::string>& classes) const override {
+      const std::vector<std::string>& classes, const PredictOptions&) const override {
     const Tensor logits = outputs.at(0).contiguous();
     const std::vector<uint8_t> small = argmax_mask(logits, i);
     const int64_t h = logits.size(2), w = logits.size(3);

@@ -1,0 +1,181 @@
+// YOLOv8 detection models as Ultralytics builds them from yolov8.yaml (DetectionModel, 8.4):
+// the layer list model.0 .. model.22 with Ultralytics' parameter names and shapes, so a
+// state_dict converts both ways by name. Conv = conv (no bias) + BatchNorm (eps 1e-3, momentum
+// 0.03) + SiLU; C2f; SPPF; nearest 2x
+// upsample and concat; the legacy (v8) Detect head with reg_max 16 at strides 8, 16, 32.
+// forward_all returns the head's raw outputs {boxes (B, 64, A), scores (B, nc, A)} (A anchors of
+// the three levels, row-major per level, stride 8 first), as Ultralytics' training dict.
+#include <cmath>
+
+#include "src/nn/models/models.h"
+
+namespace hpcnet::nn {
+namespace {
+
+// Ultralytics' make_divisible(x, 8): the next multiple of 8 at or above x.
+int64_t make_divisible(double x) { return static_cast<int64_t>(std::ceil(x / 8.0)) * 8; }
+
+}  // namespace
+
+YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act) : act(act) {
+  conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, k / 2, false));
+  bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
+}
+
+Tensor YoloConv::forward(const Tensor& x) {
+  Tensor y = bn->forward(conv->forward(x));
+  return act ? F::silu(y) : y;
+}
+
+YoloBottleneck::YoloBottleneck(int64_t c, bool shortcut) : add(shortcut) {
+  cv1 = register_module("cv1", std::make_shared<YoloConv>(c, c, 3));
+  cv2 = register_module("cv2", std::make_shared<YoloConv>(c, c, 3));
+}
+
+Tensor YoloBottleneck::forward(const Tensor& x) {
+  Tensor y = cv2->forward(cv1->forward(x));
+  return add ? F::add(x, y) : y;
+}
+
+C2f::C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut) : c(c2 / 2) {
+  cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, 2 * c, 1));
+  cv2 = register_module("cv2", std::make_shared<YoloConv>((2 + n) * c, c2, 1));
+  auto list = register_module("m", std::make_shared<ModuleDict>());
+  for (int64_t i = 0; i < n; ++i)
+    m.push_back(list->add(std::to_string(i), std::make_shared<YoloBottleneck>(c, shortcut)));
+}
+
+Tensor C2f::forward(const Tensor& x) {
+  Tensor y = cv1->forward(x);  // (B, 2c, H, W), chunked in two as torch's chunk(2, 1)
+  std::vector<Tensor> ys = {F::narrow(y, 1, 0, c), F::narrow(y, 1, c, c)};
+  for (auto& b : m) ys.push_back(b->forward(ys.back()));
+  return cv2->forward(F::cat(ys, 1));
+}
+
+Sppf::Sppf(int64_t c1, int64_t c2, int64_t k) {
+  const int64_t h = c1 / 2;
+  cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, h, 1));
+  cv2 = register_module("cv2", std::make_shared<YoloConv>(h * 4, c2, 1));
+  pool = register_module("m", std::make_shared<MaxPool2d>(k, 1, k / 2));
+}
+
+Tensor Sppf::forward(const Tensor& x) {
+  std::vector<Tensor> ys = {cv1->forward(x)};
+  for (int i = 0; i < 3; ++i) ys.push_back(pool->forward(ys.back()));
+  return cv2->forward(F::cat(ys, 1));
+}
+
+YoloDetect::YoloDetect(int64_t nc, const std::vector<int64_t>& ch) : nc(nc) {
+  const int64_t c2 = std::max<int64_t>({16, ch[0] / 4, 4 * kRegMax});
+  const int64_t c3 = std::max<int64_t>(ch[0], std::min<int64_t>(nc, 100));
+  auto l2 = register_module("cv2", std::make_shared<ModuleDict>());
+  auto l3 = register_module("cv3", std::make_shared<ModuleDict>());
+  for (size_t i = 0; i < ch.size(); ++i) {
+    Branch b;
+    auto s2 = l2->add(std::to_string(i), std::make_shared<Sequential>());
+    b.box1 = std::make_shared<YoloConv>(ch[i], c2, 3);
+    b.box2 = std::make_shared<YoloConv>(c2, c2, 3);
+    b.box_out = std::make_shared<Conv2d>(c2, 4 * kRegMax, 1);
+    s2->add(b.box1);
+    s2->add(b.box2);
+    s2->add(b.box_out);
+    auto s3 = l3->add(std::to_string(i), std::make_shared<Sequential>());
+    b.cls1 = std::make_shared<YoloConv>(ch[i], c3, 3);
+    b.cls2 = std::make_shared<YoloConv>(c3, c3, 3);
+    b.cls_out = std::make_shared<Conv2d>(c3, nc, 1);
+    s3->add(b.cls1);
+    s3->add(b.cls2);
+    s3->add(b.cls_out);
+    branches.push_back(b);
+  }
+  // dfl.conv.weight (1, 16, 1, 1) = 0, 1, ..., 15: a parameter that never trains (as torch's
+  // requires_grad_(False)); the loss and decoding use the fixed integral directly.
+  auto dfl = register_module("dfl", std::make_shared<ModuleDict>());
+  dfl_conv = dfl->add("conv", std::make_shared<Conv2d>(kRegMax, 1, 1, 1, 0, false));
+  float* w = dfl_conv->weight.data<float>();
+  for (int64_t j = 0; j < kRegMax; ++j) w[j] = static_cast<float>(j);
+  dfl_conv->weight.set_requires_grad(false);
+  // Ultralytics' bias_init: box 2.0; class log(5 / nc / (640 / stride)^2).
+  for (size_t i = 0; i < branches.size(); ++i) {
+    float* bb = branches[i].box_out->bias.data<float>();
+    for (int64_t j = 0; j < 4 * kRegMax; ++j) bb[j] = 2.0f;
+    const double s = static_cast<double>(kStrides[i]);
+    float* cb = branches[i].cls_out->bias.data<float>();
+    for (int64_t j = 0; j < nc; ++j)
+      cb[j] = static_cast<float>(std::log(5.0 / static_cast<double>(nc) / std::pow(640.0 / s, 2)));
+  }
+}
+
+Outputs YoloDetect::forward_levels(const Outputs& feats) {
+  HPCNET_REQUIRE(feats.size() == branches.size(), "yolo Detect: expected " +
+                                                      std::to_string(branches.size()) +
+                                                      " feature maps, got " +
+                                                      std::to_string(feats.size()));
+  std::vector<Tensor> boxes, scores;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const Branch& b = branches[i];
+    const Tensor& x = feats[i];
+    const int64_t B = x.size(0), hw = x.size(2) * x.size(3);
+    Tensor box = b.box_out->forward(b.box2->forward(b.box1->forward(x)));
+    Tensor cls = b.cls_out->forward(b.cls2->forward(b.cls1->forward(x)));
+    boxes.push_back(F::reshape(box, {B, 4 * kRegMax, hw}));
+    scores.push_back(F::reshape(cls, {B, nc, hw}));
+  }
+  return {F::cat(boxes, 2), F::cat(scores, 2)};
+}
+
+Tensor YoloDetect::forward(const Tensor&) {
+  throw InputError("yolo Detect takes the three feature maps: call forward_levels");
+}
+
+YoloV8::YoloV8(double depth, double width, int64_t max_channels, int64_t num_classes) {
+  auto ch = [&](int64_t c) { return make_divisible(static_cast<double>(std::min(c, max_channels)) * width); };
+  auto rep = [&](int64_t n) { return std::max<int64_t>(std::llround(static_cast<double>(n) * depth), 1); };
+  auto model = register_module("model", std::make_shared<ModuleDict>());
+  auto conv = [&](int idx, int64_t c1, int64_t c2, int64_t k, int64_t s) {
+    return model->add(std::to_string(idx), std::make_shared<YoloConv>(c1, c2, k, s));
+  };
+  auto c2f = [&](int idx, int64_t c1, int64_t c2, int64_t n, bool shortcut) {
+    return model->add(std::to_string(idx), std::make_shared<C2f>(c1, c2, n, shortcut));
+  };
+  const int64_t w64 = ch(64), w128 = ch(128), w256 = ch(256), w512 = ch(512), w1024 = ch(1024);
+  // backbone
+  l0 = conv(0, 3, w64, 3, 2);
+  l1 = conv(1, w64, w128, 3, 2);
+  l2 = c2f(2, w128, w128, rep(3), true);
+  l3 = conv(3, w128, w256, 3, 2);
+  l4 = c2f(4, w256, w256, rep(6), true);  // P3/8
+  l5 = conv(5, w256, w512, 3, 2);
+  l6 = c2f(6, w512, w512, rep(6), true);  // P4/16
+  l7 = conv(7, w512, w1024, 3, 2);
+  l8 = c2f(8, w1024, w1024, rep(3), true);
+  l9 = model->add("9", std::make_shared<Sppf>(w1024, w1024, 5));  // P5/32
+  // head (10 and 13 upsample, 11/14/17/20 concat: no parameters)
+  l12 = c2f(12, w1024 + w512, w512, rep(3), false);
+  l15 = c2f(15, w512 + w256, w256, rep(3), false);  // P3 out
+  l16 = conv(16, w256, w256, 3, 2);
+  l18 = c2f(18, w256 + w512, w512, rep(3), false);  // P4 out
+  l19 = conv(19, w512, w512, 3, 2);
+  l21 = c2f(21, w512 + w1024, w1024, rep(3), false);  // P5 out
+  detect = model->add("22", std::make_shared<YoloDetect>(num_classes,
+                                                          std::vector<int64_t>{w256, w512, w1024}));
+}
+
+Outputs YoloV8::forward_all(const Tensor& x) {
+  HPCNET_REQUIRE(x.dim() == 4 && x.size(1) == 3 && x.size(2) % 32 == 0 && x.size(3) % 32 == 0,
+                 "yolov8 takes (N, 3, H, W) images with H and W multiples of 32, got " +
+                     shape_str(x.shape()));
+  Tensor y = l2->forward(l1->forward(l0->forward(x)));
+  Tensor p3 = l4->forward(l3->forward(y));
+  Tensor p4 = l6->forward(l5->forward(p3));
+  Tensor p5 = l9->forward(l8->forward(l7->forward(p4)));
+  Tensor h12 = l12->forward(F::cat({F::upsample_nearest2d(p5, 2), p4}, 1));
+  Tensor h15 = l15->forward(F::cat({F::upsample_nearest2d(h12, 2), p3}, 1));
+  Tensor h18 = l18->forward(F::cat({l16->forward(h15), h12}, 1));
+  Tensor h21 = l21->forward(F::cat({l19->forward(h18), p5}, 1));
+  return detect->forward_levels({h15, h18, h21});
+}
+
+Tensor YoloV8::forward(const Tensor& x) { return forward_all(x)[1]; }
+
+}  // namespace hpcnet::nn

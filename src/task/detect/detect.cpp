@@ -1,0 +1,319 @@
+// The object-detection task (Ultralytics' YOLOv8 semantics): targets are boxes per image; the loss
+// is v8DetectionLoss (yolo_loss.h); the metric is pycocotools' COCOeval on the detections of
+// class-aware NMS (conf 0.001, IoU 0.7, 300 per image, multi-label, as Ultralytics validates),
+// with Ultralytics' per-class P and R; predict lists the boxes of NMS at conf 0.25 in the
+// original image's pixels and draws them on the photograph.
+#include "src/task/detect/detect.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/task.h"
+#include "src/task/detect/coco_eval.h"
+#include "src/task/detect/yolo_loss.h"
+
+namespace hpcnet::task {
+namespace detect {
+
+std::vector<Detection> nms(const float* pred, int64_t A, int64_t nc, const NmsOptions& o) {
+  // Candidates: (anchor, class) pairs over conf (multi-label), or each anchor's best class.
+  std::vector<Detection> cand;
+  for (int64_t a = 0; a < A; ++a) {
+    float best = -1;
+    int64_t best_c = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+      const float s = pred[(4 + c) * A + a];
+      if (o.multi_label) {
+        if (s > o.conf) cand.push_back({a, c, s, {}});
+      } else if (s > best) {
+        best = s;
+        best_c = c;
+      }
+    }
+    if (!o.multi_label && best > o.conf) cand.push_back({a, best_c, best, {}});
+  }
+  std::stable_sort(cand.begin(), cand.end(),
+                   [](const Detection& x, const Detection& y) { return x.score > y.score; });
+  if (static_cast<int64_t>(cand.size()) > o.max_nms) cand.resize(static_cast<size_t>(o.max_nms));
+  for (Detection& d : cand) {  // xywh -> xyxy
+    const float cx = pred[0 * A + d.anchor], cy = pred[1 * A + d.anchor];
+    const float w = pred[2 * A + d.anchor], h = pred[3 * A + d.anchor];
+    d.box = {cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2};
+  }
+  // Greedy, per class (torchvision.ops.nms on boxes offset by class: a box is dropped when its
+  // IoU with a kept box of its class is above the threshold).
+  std::vector<Detection> keep;
+  std::vector<char> dead(cand.size(), 0);
+  for (size_t i = 0; i < cand.size() && static_cast<int64_t>(keep.size()) < o.max_det; ++i) {
+    if (dead[i]) continue;
+    const Detection& k = cand[i];
+    keep.push_back(k);
+    const float ka = (k.box[2] - k.box[0]) * (k.box[3] - k.box[1]);
+    for (size_t j = i + 1; j < cand.size(); ++j) {
+      if (dead[j] || cand[j].cls != k.cls) continue;
+      const auto& b = cand[j].box;
+      const float iw = std::min(k.box[2], b[2]) - std::max(k.box[0], b[0]);
+      const float ih = std::min(k.box[3], b[3]) - std::max(k.box[1], b[1]);
+      if (iw <= 0 || ih <= 0) continue;
+      const float inter = iw * ih;
+      const float uni = ka + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+      if (inter / uni > o.iou) dead[j] = 1;
+    }
+  }
+  return keep;
+}
+
+std::array<float, 4> unletterbox(const std::array<float, 4>& b, int64_t imgsz, int64_t height,
+                                 int64_t width) {
+  const data::LetterboxGeometry g = data::letterbox_geometry(height, width, imgsz);
+  const double sx = static_cast<double>(width) / static_cast<double>(g.new_width);
+  const double sy = static_cast<double>(height) / static_cast<double>(g.new_height);
+  auto fx = [&](float v) {
+    return static_cast<float>(std::clamp((v - g.left) * sx, 0.0, static_cast<double>(width)));
+  };
+  auto fy = [&](float v) {
+    return static_cast<float>(std::clamp((v - g.top) * sy, 0.0, static_cast<double>(height)));
+  };
+  return {fx(b[0]), fy(b[1]), fx(b[2]), fy(b[3])};
+}
+
+}  // namespace detect
+
+namespace {
+
+using detect::CocoEvaluator;
+using detect::CocoSummary;
+
+// State: the serialized COCO evaluator (not additive: merged in rank order).
+class DetectMetric : public Metric {
+ public:
+  DetectMetric(std::vector<std::string> classes, int64_t imgsz)
+      : classes_(std::move(classes)), imgsz_(imgsz), eval_(category_ids(classes_.size())) {}
+
+  void add(const Outputs& outputs, const data::Batch& b) override {
+    HPCNET_CHECK(outputs.size() >= 2 && b.images.dim() == 4,
+                 "detect metric: needs the head's "
+                 "(boxes, scores) outputs");
+    const int64_t H = b.images.size(2), W = b.images.size(3);
+    const Tensor pred = detect::decode_predictions(outputs[0], outputs[1], H, W);
+    const int64_t A = pred.size(2), nc = pred.size(1) - 4;
+    detect::NmsOptions o;  // validation: conf 0.001, IoU 0.7, 300, multi-label
+    o.multi_label = true;
+    for (int64_t i = 0; i < b.size; ++i) {
+      const int64_t id = b.indices[static_cast<size_t>(i)];
+      const int64_t oh = b.sizes.empty() ? H : b.sizes[static_cast<size_t>(i)][0];
+      const int64_t ow = b.sizes.empty() ? W : b.sizes[static_cast<size_t>(i)][1];
+      auto coco = [&](const std::array<float, 4>& xyxy) {
+        const auto q = detect::unletterbox(xyxy, imgsz_, oh, ow);
+        return detect::CocoBox{q[0], q[1], static_cast<double>(q[2]) - q[0],
+                               static_cast<double>(q[3]) - q[1]};
+      };
+      eval_.add_image(id);
+      for (const data::Box& g : b.boxes[static_cast<size_t>(i)])
+        eval_.add_ground_truth({id, g.cls, coco({g.x1, g.y1, g.x2, g.y2}), std::nullopt, false});
+      for (const detect::Detection& d :
+           detect::nms(pred.data<float>() + i * (4 + nc) * A, A, nc, o))
+        eval_.add_detection({id, d.cls, coco(d.box), d.score});
+    }
+    summary_.reset();
+  }
+  std::vector<double> state() const override { return eval_.serialize(); }
+  void set_state(const std::vector<double>& s) override {
+    eval_ = CocoEvaluator(category_ids(classes_.size()));
+    if (!s.empty()) eval_.merge(s);
+    summary_.reset();
+  }
+  bool additive() const override { return false; }
+  void merge_state(const std::vector<double>& s) override {
+    eval_.merge(s);
+    summary_.reset();
+  }
+  const CocoSummary& summary() const {
+    if (!summary_) summary_ = eval_.summarize();
+    return *summary_;
+  }
+  // COCO's AP@[.5:.95] (mAP50-95), as a fraction; -1 (no ground truth) counts as 0.
+  double value() const override { return std::max(0.0, summary().stats[detect::kCocoStatAp]); }
+  double map50() const { return std::max(0.0, summary().stats[detect::kCocoStatAp50]); }
+  std::string value_key() const override { return "val_map50_95"; }
+  std::string value_text() const override {
+    char b[64];
+    std::snprintf(b, sizeof b, "mAP50-95 %.4f mAP50 %.4f", value(), map50());
+    return b;
+  }
+  int64_t count() const override { return static_cast<int64_t>(eval_.num_images()); }
+  std::string report(const std::string& split) const override {
+    const CocoSummary& s = summary();
+    std::string out;
+    char line[256];
+    int64_t inst = 0;
+    for (int64_t n : s.instances) inst += n;
+    std::snprintf(line, sizeof line, "%22s %11s %11s %11s %11s %11s %11s\n", "Class", "Images",
+                  "Instances", "Box(P", "R", "mAP50", "mAP50-95)");
+    out += line;
+    std::snprintf(line, sizeof line, "%22s %11lld %11lld %11.3g %11.3g %11.3g %11.3g\n", "all",
+                  static_cast<long long>(count()), static_cast<long long>(inst), s.mean_precision,
+                  s.mean_recall, map50(), value());
+    out += line;
+    for (size_t k = 0; k < classes_.size() && k < s.ap50.size(); ++k) {
+      if (s.instances[k] == 0) continue;  // Ultralytics lists the classes with labels
+      std::snprintf(line, sizeof line, "%22s %11lld %11lld %11.3g %11.3g %11.3g %11.3g\n",
+                    classes_[k].c_str(), static_cast<long long>(s.images[k]),
+                    static_cast<long long>(s.instances[k]), s.precision[k], s.recall[k], s.ap50[k],
+                    s.ap50_95[k]);
+      out += line;
+    }
+    out += detect::coco_summary_text(s);
+    std::snprintf(line, sizeof line, "%s: mAP50-95: %.4f mAP50: %.4f\n", split.c_str(), value(),
+                  map50());
+    return out + line;
+  }
+  nlohmann::json to_json() const override {
+    const CocoSummary& s = summary();
+    nlohmann::json per = nlohmann::json::object();
+    for (size_t k = 0; k < classes_.size() && k < s.ap50.size(); ++k)
+      per[classes_[k]] = {{"images", s.images[k]},       {"instances", s.instances[k]},
+                          {"precision", s.precision[k]}, {"recall", s.recall[k]},
+                          {"map50", s.ap50[k]},          {"map50_95", s.ap50_95[k]}};
+    nlohmann::json coco = nlohmann::json::object();
+    for (int k = 0; k < detect::kCocoStatCount; ++k) coco[detect::kCocoStatNames[k]] = s.stats[k];
+    return {{"images", count()},       {"map50_95", value()},
+            {"map50", map50()},        {"precision", s.mean_precision},
+            {"recall", s.mean_recall}, {"coco", coco},
+            {"per_class", per}};
+  }
+  void write_results(const std::string& path, const std::vector<int64_t>& image_ids,
+                     const std::vector<int64_t>& category_ids) const override {
+    std::vector<detect::CocoDetection> dets = eval_.detections();
+    for (detect::CocoDetection& d : dets) {
+      if (!image_ids.empty()) d.image_id = image_ids.at(static_cast<size_t>(d.image_id));
+      if (!category_ids.empty())
+        d.category_id = category_ids.at(static_cast<size_t>(d.category_id));
+    }
+    detect::write_coco_results(path, dets);
+  }
+
+ private:
+  static std::vector<int64_t> category_ids(size_t n) {
+    std::vector<int64_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0);
+    return ids;
+  }
+  std::vector<std::string> classes_;
+  int64_t imgsz_;
+  CocoEvaluator eval_;
+  mutable std::optional<CocoSummary> summary_;
+};
+
+class DetectTask : public Task {
+ public:
+  explicit DetectTask(const TaskOptions& o) : Task(o) {}
+  std::string name() const override { return "detect"; }
+  data::TargetKind target_kind() const override { return data::TargetKind::kBoxes; }
+
+  // Ultralytics' v8_transforms without mosaic (see options().mosaic): LetterBox, RandomPerspective
+  // (translate, scale), RandomHSV, RandomFlip; pixels / 255 (no normalisation).
+  data::Compose train_transform() const override {
+    const TaskOptions& o = options();
+    if (!o.augment) return eval_transform();
+    std::vector<data::Transform> t{
+        data::RandomAffine{o.imgsz, o.degrees, o.translate, o.scale, o.shear, 114}};
+    if (o.hsv_h > 0 || o.hsv_s > 0 || o.hsv_v > 0)
+      t.push_back(data::RandomHSV{o.hsv_h, o.hsv_s, o.hsv_v});
+    if (o.fliplr > 0) t.push_back(data::RandomHorizontalFlip{o.fliplr});
+    t.push_back(data::ToTensor{});
+    return data::Compose(t);
+  }
+  data::Compose eval_transform() const override {
+    return data::Compose({data::Letterbox{options().imgsz, 114}, data::ToTensor{}});
+  }
+  // v8DetectionLoss: (box + cls + dfl) x B, the quantity Ultralytics backpropagates.
+  Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
+    HPCNET_REQUIRE(outputs.size() >= 2,
+                   "detect: the model must return the Detect head's "
+                   "(boxes, scores) outputs");
+    const int64_t H = batch.images.size(2), W = batch.images.size(3);
+    return detect::v8_detection_loss(outputs[0], outputs[1], H, W, detect::targets_of(batch.boxes))
+        .total;
+  }
+  // The logged loss per image: box + cls + dfl (the sum of Ultralytics' three printed losses).
+  double loss_for_log(double loss, const data::Batch& batch) const override {
+    return batch.size > 0 ? loss / static_cast<double>(batch.size) : loss;
+  }
+  std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
+    return std::make_unique<DetectMetric>(classes, options().imgsz);
+  }
+  Prediction predict(const Outputs& outputs, int64_t i, const std::vector<std::string>& classes,
+                     const PredictOptions& po) const override {
+    const std::vector<detect::Detection> dets = detections(outputs, i, po);
+    Prediction p;
+    p.json["boxes"] = nlohmann::json::array();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " %zu object%s", dets.size(), dets.size() == 1 ? "" : "s");
+    p.line = buf;
+    int shown = 0;
+    for (const detect::Detection& d : dets) {
+      const std::string& name = classes.at(static_cast<size_t>(d.cls));
+      p.json["boxes"].push_back({{"class", d.cls},
+                                 {"name", name},
+                                 {"score", d.score},
+                                 {"box", {d.box[0], d.box[1], d.box[2], d.box[3]}}});
+      if (shown++ < po.top) {
+        std::snprintf(buf, sizeof buf, "%s %s %.2f [%.0f %.0f %.0f %.0f]", shown > 1 ? "," : ":",
+                      name.c_str(), d.score, d.box[0], d.box[1], d.box[2], d.box[3]);
+        p.line += buf;
+      }
+    }
+    return p;
+  }
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
+      const data::Image& im, const Outputs& outputs, int64_t i,
+      const std::vector<std::string>& classes, const PredictOptions& po) const override {
+    PredictOptions o = po;
+    o.height = im.height;
+    o.width = im.width;
+    std::vector<uint8_t> px(im.pixels);
+    const auto palette = data::class_palette(static_cast<int64_t>(classes.size()) + 1);
+    for (const detect::Detection& d : detections(outputs, i, o)) {
+      char label[96];
+      std::snprintf(label, sizeof label, "%s %.2f", classes.at(static_cast<size_t>(d.cls)).c_str(),
+                    d.score);
+      data::draw_box(px.data(), im.height, im.width, d.box[0], d.box[1], d.box[2], d.box[3],
+                     palette[static_cast<size_t>(d.cls) + 1], label);
+    }
+    return {{"_boxes.png", data::encode_png_rgb(px.data(), im.height, im.width)}};
+  }
+
+ private:
+  // NMS at predict settings; boxes in the original image's pixels (po.height x po.width; the
+  // letterboxed input's when 0).
+  std::vector<detect::Detection> detections(const Outputs& outputs, int64_t i,
+                                            const PredictOptions& po) const {
+    const Tensor logits = outputs.at(1);
+    const int64_t A = outputs.at(0).size(2);
+    const int64_t side = options().imgsz;
+    HPCNET_CHECK(A == detect::make_anchors(side, side).size(),
+                 "detect: outputs do not fit an input of " + std::to_string(side));
+    const Tensor pred = detect::decode_predictions(outputs[0], outputs[1], side, side);
+    const int64_t nc = pred.size(1) - 4;
+    detect::NmsOptions o;
+    o.conf = po.conf;
+    o.iou = po.iou;
+    o.max_det = po.max_det;
+    std::vector<detect::Detection> d = detect::nms(pred.data<float>() + i * (4 + nc) * A, A, nc, o);
+    if (po.height > 0 && po.width > 0)
+      for (detect::Detection& x : d) x.box = detect::unletterbox(x.box, side, po.height, po.width);
+    return d;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_detect_task(const TaskOptions& options) {
+  return std::make_unique<DetectTask>(options);
+}
+
+}  // namespace hpcnet::task

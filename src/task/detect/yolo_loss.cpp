@@ -1,0 +1,295 @@
+// The YOLOv8 assigner, loss and decoding (see yolo_loss.h). Float32 arithmetic where Ultralytics
+// computes in float32, so assignments match bit for bit on ordinary inputs.
+#include "src/task/detect/yolo_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include "hpcnet/error.h"
+#include "hpcnet/functional.h"
+#include "hpcnet/profile.h"
+#include "src/ops/box_math.h"
+
+namespace hpcnet::task::detect {
+
+Anchors make_anchors(int64_t h, int64_t w) {
+  HPCNET_REQUIRE(h % 32 == 0 && w % 32 == 0 && h > 0 && w > 0,
+                 "yolo: the input size must be a positive multiple of 32, got " +
+                     std::to_string(h) + "x" + std::to_string(w));
+  Anchors a;
+  for (int64_t s : kStrides) {
+    const int64_t gh = h / s, gw = w / s;
+    for (int64_t y = 0; y < gh; ++y)
+      for (int64_t x = 0; x < gw; ++x) {
+        a.xy.push_back(static_cast<float>(x) + 0.5f);
+        a.xy.push_back(static_cast<float>(y) + 0.5f);
+        a.stride.push_back(static_cast<float>(s));
+      }
+  }
+  return a;
+}
+
+std::vector<ImageTargets> targets_of(const std::vector<std::vector<data::Box>>& boxes) {
+  std::vector<ImageTargets> out(boxes.size());
+  for (size_t b = 0; b < boxes.size(); ++b)
+    for (const data::Box& x : boxes[b]) {
+      out[b].boxes.push_back({x.x1, x.y1, x.x2, x.y2});
+      out[b].labels.push_back(x.cls);
+    }
+  return out;
+}
+
+Assignment tal_assign(const float* pd_scores, const float* pd_bboxes, const float* anc, int64_t B,
+                      int64_t A, int64_t nc, const std::vector<ImageTargets>& gts,
+                      const LossOptions& o) {
+  HPCNET_REQUIRE(static_cast<int64_t>(gts.size()) == B, "tal_assign: targets for " +
+                                                             std::to_string(gts.size()) +
+                                                             " images, batch of " +
+                                                             std::to_string(B));
+  Assignment r;
+  r.labels.assign(B * A, 0);
+  r.gt_idx.assign(B * A, 0);
+  r.bboxes.assign(B * A * 4, 0.f);
+  r.scores.assign(B * A * nc, 0.f);
+  r.fg.assign(B * A, 0);
+  size_t n_max = 0;
+  for (auto& g : gts) n_max = std::max(n_max, g.boxes.size());
+  if (n_max == 0) {  // Ultralytics' early return: label nc everywhere
+    std::fill(r.labels.begin(), r.labels.end(), nc);
+    return r;
+  }
+  const float stride_val = static_cast<float>(kStrides[1]);
+  const float eps_in = 1e-9f;
+  std::vector<int64_t> order;
+  for (int64_t b = 0; b < B; ++b) {
+    const ImageTargets& g = gts[b];
+    const int64_t n = static_cast<int64_t>(g.boxes.size());
+    const float* ps = pd_scores + b * A * nc;
+    const float* pb = pd_bboxes + b * A * 4;
+    // (n, A) overlaps, metrics and the positive mask.
+    std::vector<float> overlap(n * A, 0.f), metric(n * A, 0.f);
+    std::vector<uint8_t> pos(n * A, 0), cand(n * A, 0);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto& box = g.boxes[j];
+      HPCNET_REQUIRE(g.labels[j] >= 0 && g.labels[j] < nc,
+                     "tal_assign: label " + std::to_string(g.labels[j]) + " outside [0, " +
+                         std::to_string(nc) + ")");
+      // Ultralytics pads with all-zero boxes and masks those whose coordinates sum to 0.
+      if (!(box[0] + box[1] + box[2] + box[3] > 0.f)) continue;
+      // Candidates: anchor centres strictly inside the box, sides under stride_val enlarged.
+      float cx = (box[0] + box[2]) / 2, cy = (box[1] + box[3]) / 2;
+      float bw = box[2] - box[0], bh = box[3] - box[1];
+      if (bw < stride_val) bw = stride_val;
+      if (bh < stride_val) bh = stride_val;
+      const float x1 = cx - bw / 2, y1 = cy - bh / 2, x2 = cx + bw / 2, y2 = cy + bh / 2;
+      order.clear();
+      for (int64_t a = 0; a < A; ++a) {
+        const float ax = anc[2 * a], ay = anc[2 * a + 1];
+        if (!(ax - x1 > eps_in && ay - y1 > eps_in && x2 - ax > eps_in && y2 - ay > eps_in))
+          continue;
+        cand[j * A + a] = 1;
+        const float ov = std::max(math::ciou(box.data(), pb + 4 * a), 0.f);
+        overlap[j * A + a] = ov;
+        const float sc = ps[a * nc + g.labels[j]];
+        metric[j * A + a] = std::pow(sc, static_cast<float>(o.alpha)) *
+                            std::pow(ov, static_cast<float>(o.beta));
+        order.push_back(a);
+      }
+      // The topk candidates by metric (ties: lower anchor first).
+      const size_t k = std::min<size_t>(static_cast<size_t>(o.topk), order.size());
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                        [&](int64_t u, int64_t v) {
+                          const float mu = metric[j * A + u], mv = metric[j * A + v];
+                          return mu > mv || (mu == mv && u < v);
+                        });
+      for (size_t i = 0; i < k; ++i) pos[j * A + order[i]] = 1;
+    }
+    // Anchors claimed by several gts keep the gt of highest overlap (over all gts).
+    for (int64_t a = 0; a < A; ++a) {
+      int count = 0;
+      for (int64_t j = 0; j < n; ++j) count += pos[j * A + a];
+      if (count > 1) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < n; ++j)
+          if (overlap[j * A + a] > overlap[best * A + a]) best = j;
+        for (int64_t j = 0; j < n; ++j) pos[j * A + a] = j == best;
+      }
+    }
+    // Normalised alignment: metric * max overlap / max metric per gt, max over gts per anchor.
+    std::vector<float> norm(A, 0.f);
+    for (int64_t j = 0; j < n; ++j) {
+      float pos_align = 0.f, pos_ov = 0.f;
+      for (int64_t a = 0; a < A; ++a)
+        if (pos[j * A + a]) {
+          pos_align = std::max(pos_align, metric[j * A + a]);
+          pos_ov = std::max(pos_ov, overlap[j * A + a]);
+        }
+      for (int64_t a = 0; a < A; ++a)
+        if (pos[j * A + a])
+          norm[a] = std::max(norm[a], metric[j * A + a] * pos_ov / (pos_align + 1e-9f));
+    }
+    for (int64_t a = 0; a < A; ++a) {
+      int64_t j = 0;
+      bool fg = false;
+      for (int64_t k = 0; k < n; ++k)
+        if (pos[k * A + a]) {
+          j = k;
+          fg = true;
+          break;
+        }
+      const int64_t i = b * A + a;
+      r.fg[i] = fg;
+      r.gt_idx[i] = j;
+      r.labels[i] = n > 0 ? g.labels[j] : 0;
+      for (int c = 0; c < 4; ++c) r.bboxes[4 * i + c] = n > 0 ? g.boxes[j][c] : 0.f;
+      if (fg) r.scores[i * nc + g.labels[j]] = norm[a];
+    }
+  }
+  return r;
+}
+
+namespace {
+
+// The DFL expectation of side k (0..3) of anchor a from boxes (B, 64, A) data of image b.
+float side_expectation(const float* boxes_b, int64_t A, int64_t a, int64_t k) {
+  float row[kRegMax];
+  for (int64_t j = 0; j < kRegMax; ++j) row[j] = boxes_b[(k * kRegMax + j) * A + a];
+  return math::dfl_expect_row(row, kRegMax);
+}
+
+Tensor cpu_f32(const Tensor& t) {
+  Tensor c = t.detach().to(cpu_device());
+  return c.dtype() == DType::kFloat32 ? c.contiguous() : c.to(DType::kFloat32).contiguous();
+}
+
+}  // namespace
+
+LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
+                             const std::vector<ImageTargets>& gts, const LossOptions& o) {
+  HPCNET_REQUIRE(boxes.dim() == 3 && scores.dim() == 3 && boxes.size(1) == 4 * kRegMax &&
+                     boxes.size(0) == scores.size(0) && boxes.size(2) == scores.size(2),
+                 "yolo loss: expected boxes (B, 64, A) and scores (B, nc, A), got " +
+                     shape_str(boxes.shape()) + " and " + shape_str(scores.shape()));
+  const Anchors anchors = make_anchors(h, w);
+  const int64_t B = boxes.size(0), A = boxes.size(2), nc = scores.size(1);
+  HPCNET_REQUIRE(A == anchors.size(), "yolo loss: " + std::to_string(A) +
+                                          " anchors in the outputs, " +
+                                          std::to_string(anchors.size()) + " for " +
+                                          std::to_string(h) + "x" + std::to_string(w));
+  // Detached CPU views for the assignment: decoded boxes in pixels, sigmoid scores (B, A, nc).
+  std::optional<profile::Scope> host(std::in_place, "yolo_loss_assign (host)", 0.0);
+  Tensor bc = cpu_f32(boxes), sc = cpu_f32(scores);
+  const float* pb = bc.data<float>();
+  const float* ps = sc.data<float>();
+  std::vector<float> pd_boxes(B * A * 4), pd_scores(B * A * nc), anc_px(A * 2);
+  for (int64_t a = 0; a < A; ++a) {
+    anc_px[2 * a] = anchors.xy[2 * a] * anchors.stride[a];
+    anc_px[2 * a + 1] = anchors.xy[2 * a + 1] * anchors.stride[a];
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    const float* bb = pb + b * 4 * kRegMax * A;
+    for (int64_t a = 0; a < A; ++a) {
+      float d[4];
+      for (int k = 0; k < 4; ++k) d[k] = side_expectation(bb, A, a, k);
+      const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
+      float* out = &pd_boxes[(b * A + a) * 4];
+      out[0] = (ax - d[0]) * s;
+      out[1] = (ay - d[1]) * s;
+      out[2] = (ax + d[2]) * s;
+      out[3] = (ay + d[3]) * s;
+      for (int64_t c = 0; c < nc; ++c)
+        pd_scores[(b * A + a) * nc + c] = math::sigmoid(ps[(b * nc + c) * A + a]);
+    }
+  }
+  LossResult res;
+  res.assignment = tal_assign(pd_scores.data(), pd_boxes.data(), anc_px.data(), B, A, nc, gts, o);
+  const Assignment& as = res.assignment;
+  double score_sum = 0;
+  for (float v : as.scores) score_sum += v;
+  const double S = std::max(score_sum, 1.0);  // target_scores.sum().clamp(min=1)
+
+  host.reset();
+  const Device dev = scores.device();
+  const DType dt = scores.dtype();
+  auto to_dev = [&](const std::vector<double>& v, const Shape& s) {
+    return Tensor::from_vector_f64(v, s).to(dt).to(dev);
+  };
+  // Class loss: BCE against the target scores laid out as the logits (B, nc, A).
+  std::vector<double> tgt(B * nc * A);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t c = 0; c < nc; ++c)
+        tgt[(b * nc + c) * A + a] = as.scores[(b * A + a) * nc + c];
+  Tensor cls = F::mul_scalar(F::bce_with_logits(scores, to_dev(tgt, scores.shape())), o.cls / S);
+
+  // Box and DFL losses over the foreground anchors, in grid units.
+  std::vector<int64_t> idx;
+  std::vector<double> sign, offs, tbox, weight, tltrb, w4;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t i = b * A + a;
+      if (!as.fg[i]) continue;
+      idx.push_back(i);
+      double wsum = 0;
+      for (int64_t c = 0; c < nc; ++c) wsum += as.scores[i * nc + c];
+      weight.push_back(wsum);
+      const float s = anchors.stride[a], ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1];
+      float t[4];
+      for (int c = 0; c < 4; ++c) t[c] = as.bboxes[4 * i + c] / s;
+      for (int c = 0; c < 4; ++c) tbox.push_back(t[c]);
+      const double d[4] = {ax - t[0], ay - t[1], t[2] - ax, t[3] - ay};
+      for (int c = 0; c < 4; ++c) {
+        tltrb.push_back(std::clamp(d[c], 0.0, static_cast<double>(kRegMax - 1) - 0.01));
+        w4.push_back(wsum / 4);
+      }
+      for (double v : {-1.0, -1.0, 1.0, 1.0}) sign.push_back(v);
+      for (double v : {static_cast<double>(ax), static_cast<double>(ay), static_cast<double>(ax),
+                       static_cast<double>(ay)})
+        offs.push_back(v);
+    }
+  const int64_t M = static_cast<int64_t>(idx.size());
+  Tensor dist = F::reshape(F::gather_anchors(boxes, Tensor::from_labels(idx).to(dev)),
+                           {M * 4, kRegMax});  // (M * 4, 16)
+  Tensor ltrb = F::reshape(F::dfl_expect(dist), {M, 4});
+  Tensor pred = F::add(F::mul(ltrb, to_dev(sign, {M, 4})), to_dev(offs, {M, 4}));
+  Tensor box = F::mul_scalar(F::ciou_loss(pred, to_dev(tbox, {M, 4}), to_dev(weight, {M})),
+                             o.box / S);
+  Tensor dfl = F::mul_scalar(F::dfl_loss(dist, to_dev(tltrb, {M * 4}), to_dev(w4, {M * 4})),
+                             o.dfl / S);
+  res.items = {box.item(), cls.item(), dfl.item()};
+  res.total = F::mul_scalar(F::add(F::add(box, cls), dfl), static_cast<double>(B));
+  return res;
+}
+
+Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w) {
+  const Anchors anchors = make_anchors(h, w);
+  const int64_t B = boxes.size(0), A = boxes.size(2), nc = scores.size(1);
+  HPCNET_REQUIRE(A == anchors.size() && boxes.size(1) == 4 * kRegMax,
+                 "yolo decode: outputs " + shape_str(boxes.shape()) + " do not fit a " +
+                     std::to_string(h) + "x" + std::to_string(w) + " input");
+  Tensor bc = cpu_f32(boxes), sc = cpu_f32(scores);
+  Tensor out = Tensor::empty({B, 4 + nc, A});
+  const float* pb = bc.data<float>();
+  const float* ps = sc.data<float>();
+  float* po = out.data<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    const float* bb = pb + b * 4 * kRegMax * A;
+    float* ob = po + b * (4 + nc) * A;
+    for (int64_t a = 0; a < A; ++a) {
+      float d[4];
+      for (int k = 0; k < 4; ++k) d[k] = side_expectation(bb, A, a, k);
+      const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
+      const float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
+      ob[0 * A + a] = (x1 + x2) / 2 * s;
+      ob[1 * A + a] = (y1 + y2) / 2 * s;
+      ob[2 * A + a] = (x2 - x1) * s;
+      ob[3 * A + a] = (y2 - y1) * s;
+      for (int64_t c = 0; c < nc; ++c) ob[(4 + c) * A + a] = math::sigmoid(ps[(b * nc + c) * A + a]);
+    }
+  }
+  return out;
+}
+
+}  // namespace hpcnet::task::detect

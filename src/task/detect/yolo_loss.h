@@ -1,0 +1,78 @@
+// Ultralytics' YOLOv8 training target and loss (utils/tal.py TaskAlignedAssigner, utils/loss.py
+// v8DetectionLoss, 8.4) and the decoding of the Detect head's raw outputs. The assignment is plain
+// C++ on the CPU (no gradient); the loss is built from differentiable ops (bce_with_logits,
+// gather_anchors, dfl_expect, ciou_loss, dfl_loss) so its gradient flows to the head outputs on
+// their device.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hpcnet/data.h"
+#include "hpcnet/tensor.h"
+
+namespace hpcnet::task::detect {
+
+constexpr int64_t kRegMax = 16;
+constexpr int64_t kNumLevels = 3;
+constexpr int64_t kStrides[kNumLevels] = {8, 16, 32};
+
+// make_anchors(feats, strides, 0.5) for an input of h x w pixels (multiples of 32): anchor
+// centres in grid units, level by level, row-major within a level.
+struct Anchors {
+  std::vector<float> xy;      // (A, 2) x, y in grid cells (+0.5)
+  std::vector<float> stride;  // (A,)
+  int64_t size() const { return static_cast<int64_t>(stride.size()); }
+};
+Anchors make_anchors(int64_t h, int64_t w);
+
+// The loss hyperparameters (Ultralytics' default.yaml box, cls, dfl gains) and the assigner's.
+struct LossOptions {
+  double box = 7.5, cls = 0.5, dfl = 1.5;
+  int64_t topk = 10;
+  double alpha = 0.5, beta = 6.0;
+};
+
+// One image's objects in input pixels: gt[k] = (x1, y1, x2, y2), label[k] in [0, nc).
+struct ImageTargets {
+  std::vector<std::array<float, 4>> boxes;
+  std::vector<int64_t> labels;
+};
+std::vector<ImageTargets> targets_of(const std::vector<std::vector<data::Box>>& boxes);
+
+// TaskAlignedAssigner(topk, nc, alpha, beta, stride=[8, 16, 32]) on one batch:
+//   pd_scores (B, A, nc) sigmoid class scores, pd_bboxes (B, A, 4) xyxy pixels, anc (A, 2)
+//   anchor centres in pixels, gts per image.
+// Writes target_labels (B, A), target_bboxes (B, A, 4) pixels, target_scores (B, A, nc),
+// fg (B, A) 0/1 and target_gt_idx (B, A), as Ultralytics' forward returns them (background
+// anchors get gt 0's label and box, or label nc and zeros for an image without objects when no
+// image has any). Among anchors of equal alignment metric the lower index is taken first (torch's
+// topk order among ties is unspecified).
+struct Assignment {
+  std::vector<int64_t> labels, gt_idx;
+  std::vector<float> bboxes, scores;
+  std::vector<uint8_t> fg;
+};
+Assignment tal_assign(const float* pd_scores, const float* pd_bboxes, const float* anc, int64_t B,
+                      int64_t A, int64_t nc, const std::vector<ImageTargets>& gts,
+                      const LossOptions& o = {});
+
+// The v8 detection loss of a batch: boxes (B, 64, A) and scores (B, nc, A) raw head outputs (the
+// YoloV8 model's forward_all) for inputs of h x w pixels, with targets in input pixels.
+// total = (box + cls + dfl) * B as a 0-d tensor with its graph (Ultralytics returns the 3-vector
+// times B and trains on its sum); items = the three gained components (Ultralytics' loss_items).
+struct LossResult {
+  Tensor total;
+  std::array<double, 3> items{};
+  Assignment assignment;  // for tests
+};
+LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
+                             const std::vector<ImageTargets>& gts, const LossOptions& o = {});
+
+// The Detect head's inference output (Ultralytics' _inference): (B, 4 + nc, A) float32 on the
+// CPU, rows 0..3 the box centre x, y and width, height in input pixels (DFL expectation, then
+// dist2bbox times the stride), rows 4.. the sigmoid class scores. boxes and scores on any device.
+Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w);
+
+}  // namespace hpcnet::task::detect

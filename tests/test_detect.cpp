@@ -1,0 +1,376 @@
+// The detection task around the model: NMS and the letterbox mapping (detect.h), Ultralytics'
+// augmentation (RandomAffine, RandomHSV), its training recipe (parameter groups, the linear
+// schedule with its warm-up, the EMA ramp, --optimizer auto, the nominal-batch weight decay), and
+// the whole `hpcnet train|eval|predict --task detect` on a tiny YOLO dataset made here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <jpeglib.h>
+#include <png.h>
+
+#include <cstdio>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/data.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/optim.h"
+#include "hpcnet/task.h"
+#include "hpcnet/train.h"
+#include "src/task/detect/detect.h"
+#include "test_util.h"
+
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+namespace det = hpcnet::task::detect;
+
+namespace {
+
+// Decoded predictions (4 + nc, A) row-major from per-anchor boxes (cx, cy, w, h) and scores.
+std::vector<float> dt_pred(const std::vector<std::array<float, 4>>& boxes,
+                           const std::vector<std::vector<float>>& scores) {
+  const size_t A = boxes.size(), nc = scores[0].size();
+  std::vector<float> p((4 + nc) * A);
+  for (size_t a = 0; a < A; ++a) {
+    for (size_t k = 0; k < 4; ++k) p[k * A + a] = boxes[a][k];
+    for (size_t c = 0; c < nc; ++c) p[(4 + c) * A + a] = scores[a][c];
+  }
+  return p;
+}
+
+}  // namespace
+
+// Class-aware greedy NMS as Ultralytics': single-label at predict's conf, multi-label at the
+// validator's, strict thresholds, max_det, sorted by score.
+TEST(DetectPost, NmsIsPerClassGreedyAndMultiLabel) {
+  // Anchors 0 and 1 overlap heavily (IoU 0.905), anchor 2 is anchor 0's box, anchor 3 far away.
+  const auto p = dt_pred({{20, 20, 20, 20}, {21, 20, 20, 20}, {20, 20, 20, 20}, {90, 90, 10, 10}},
+                         {{0.9f, 0.05f}, {0.8f, 0.f}, {0.f, 0.7f}, {0.25f, 0.f}});
+  det::NmsOptions o;
+  o.conf = 0.25f;  // predict: single label; 0.25 itself is not above 0.25
+  auto d = det::nms(p.data(), 4, 2, o);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].anchor, 0);
+  EXPECT_EQ(d[0].cls, 0);
+  EXPECT_FLOAT_EQ(d[0].score, 0.9f);
+  EXPECT_EQ(d[1].anchor, 2);  // the same box, another class: kept
+  EXPECT_EQ(d[1].cls, 1);
+  EXPECT_FLOAT_EQ(d[0].box[0], 10.f);
+  EXPECT_FLOAT_EQ(d[0].box[3], 30.f);
+  o.conf = 0.001f;  // validation: every (anchor, class) pair above conf
+  o.multi_label = true;
+  d = det::nms(p.data(), 4, 2, o);
+  ASSERT_EQ(d.size(), 3u);  // 0.9 c0, 0.7 c1, 0.25 c0 far; 0.8 c0 and 0.05 c1 suppressed
+  EXPECT_FLOAT_EQ(d[1].score, 0.7f);
+  EXPECT_EQ(d[2].anchor, 3);
+  o.max_det = 2;
+  EXPECT_EQ(det::nms(p.data(), 4, 2, o).size(), 2u);
+  o.iou = 0.95f;  // IoU 380 / 420 = 0.905 is no longer enough to suppress anchor 1
+  o.max_det = 300;
+  EXPECT_EQ(det::nms(p.data(), 4, 2, o).size(), 4u);
+}
+
+// Boxes of a letterboxed input mapped back to the original (scale_boxes), clipped to it.
+TEST(DetectPost, UnletterboxMapsBackAndClips) {
+  // 100 wide, 50 high into 64: scale 0.64, 64 x 32 at top 16.
+  auto b = det::unletterbox({0.f, 16.f, 64.f, 48.f}, 64, 50, 100);
+  EXPECT_NEAR(b[0], 0, 1e-4);
+  EXPECT_NEAR(b[1], 0, 1e-4);
+  EXPECT_NEAR(b[2], 100, 1e-4);
+  EXPECT_NEAR(b[3], 50, 1e-4);
+  b = det::unletterbox({32.f, 0.f, 70.f, 24.f}, 64, 50, 100);  // partly in the padding
+  EXPECT_NEAR(b[0], 50, 1e-4);
+  EXPECT_NEAR(b[1], 0, 1e-4);
+  EXPECT_NEAR(b[2], 100, 1e-4);
+  EXPECT_NEAR(b[3], 12.5, 1e-4);
+}
+
+// RandomAffine with nothing random is the identity (pixels and boxes); with scale and translate,
+// every kept box bounds the bright square it stood for; a box of 2 pixels or less is dropped.
+TEST(DetectAugment, RandomAffineMovesBoxesWithThePixels) {
+  const int S = 48;
+  std::vector<uint8_t> px(S * S * 3, 0);
+  for (int y = 10; y < 30; ++y)
+    for (int x = 16; x < 40; ++x)
+      for (int c = 0; c < 3; ++c) px[(y * S + x) * 3 + c] = 255;
+  const std::vector<data::Box> boxes = {{1, 16, 10, 40, 30}, {0, 2, 2, 4, 4}};
+  data::Example ex{px.data(), S, S, 0, boxes.data(), 2};
+  {
+    data::Compose id({data::RandomAffine{S, 0, 0, 0, 0, 114}, data::ToTensor{}});
+    std::vector<float> out(3 * S * S);
+    std::vector<data::Box> b;
+    id.apply(ex, 7, out.data(), &b, nullptr);
+    for (int i = 0; i < S * S; ++i) EXPECT_FLOAT_EQ(out[i], px[i * 3] / 255.f) << i;
+    // The 2 x 2 box is dropped even unmoved: box_candidates wants more than 2 pixels.
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0], boxes[0]);
+  }
+  data::Compose aug({data::RandomAffine{S, 0, 0.1, 0.5, 0, 114}, data::ToTensor{}});
+  int moved = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    std::vector<float> out(3 * S * S);
+    std::vector<data::Box> b;
+    aug.apply(ex, seed, out.data(), &b, nullptr);
+    for (const data::Box& k : b) EXPECT_NE(k.cls, 0) << "a 2-pixel box survived";
+    // The bright pixels' bounding box (channel 0, > 0.75).
+    int x0 = S, y0 = S, x1 = -1, y1 = -1;
+    for (int y = 0; y < S; ++y)
+      for (int x = 0; x < S; ++x)
+        if (out[y * S + x] > 0.75f)
+          x0 = std::min(x0, x), y0 = std::min(y0, y), x1 = std::max(x1, x), y1 = std::max(y1, y);
+    if (b.empty()) continue;
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_NEAR(b[0].x1, x0, 1.5) << seed;
+    EXPECT_NEAR(b[0].y1, y0, 1.5) << seed;
+    EXPECT_NEAR(b[0].x2, x1 + 1, 1.5) << seed;
+    EXPECT_NEAR(b[0].y2, y1 + 1, 1.5) << seed;
+    if (std::abs(b[0].x2 - b[0].x1 - 24) > 1) ++moved;
+  }
+  EXPECT_GT(moved, 6);  // the scale really varies
+}
+
+// RandomHSV with a value gain only: a gray image stays gray and every pixel of one level moves
+// to one level within the gain's range; the transform needs a first transform before it.
+TEST(DetectAugment, RandomHsvValueGainOnGray) {
+  const int S = 8;
+  std::vector<uint8_t> px(S * S * 3, 100);
+  data::Example ex{px.data(), S, S, 0};
+  data::Compose c({data::Letterbox{S, 114}, data::RandomHSV{0, 0, 0.4}, data::ToTensor{}});
+  std::set<int> levels;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<float> out(3 * S * S);
+    c.apply(ex, seed, out.data());
+    const int v = static_cast<int>(std::lround(out[0] * 255));
+    for (int i = 0; i < 3 * S * S; ++i) ASSERT_EQ(std::lround(out[i] * 255), v) << seed;
+    EXPECT_GE(v, 59);
+    EXPECT_LE(v, 140);
+    levels.insert(v);
+  }
+  EXPECT_GT(levels.size(), 5u);
+  EXPECT_NE(input_error([] {
+              data::Compose({data::RandomHSV{}, data::ToTensor{}});
+            }),
+            "no exception");
+}
+
+// Ultralytics' groups of yolov8n: decayed conv weights, BatchNorm weights, biases; weight decay
+// reaches the first group only; the state round-trips.
+TEST(DetectRecipe, ParameterGroupsDecayOnlyWeights) {
+  auto model = nn::make_model("yolov8n", nn::ModelOptions{3});
+  const auto g = optim::ultralytics_param_groups(*model, model->named_parameters());
+  size_t total = 0;
+  for (const auto& grp : g) total += grp.size();
+  EXPECT_EQ(total, model->named_parameters().size());
+  for (const auto& [n, t] : g[2]) EXPECT_NE(n.find("bias"), std::string::npos) << n;
+  for (const auto& [n, t] : g[1]) EXPECT_NE(n.find(".bn.weight"), std::string::npos) << n;
+  for (const auto& [n, t] : g[0]) EXPECT_EQ(n.find(".bn."), std::string::npos) << n;
+  EXPECT_EQ(g[1].size(), g[2].size() - 6);  // every Conv's BN; 6 head convs have biases
+  auto zero_grads = [&] {
+    for (auto& [n, t] : model->named_parameters())
+      if (t.requires_grad()) t.set_grad(Tensor::zeros(t.shape()));
+  };
+  std::map<std::string, Tensor> before;
+  for (auto& [n, t] : model->named_parameters()) before[n] = t.clone();
+  for (const char* kind : {"sgd", "adamw"}) {
+    optim::GroupedOptimizer opt({g[0], g[1], g[2]}, [&](const nn::NamedTensors& p, size_t k) {
+      const double wd = k == 0 ? 0.5 : 0.0;
+      return std::string(kind) == "sgd"
+                 ? std::unique_ptr<optim::Optimizer>(
+                       std::make_unique<optim::SGD>(p, optim::SGDOptions{0.1, 0.9, 0, wd, true}))
+                 : std::unique_ptr<optim::Optimizer>(std::make_unique<optim::AdamW>(
+                       p, optim::AdamWOptions{0.1, 0.9, 0.999, 1e-8, wd}));
+    });
+    zero_grads();
+    opt.step();
+    const Tensor& w = g[0][0].second;
+    EXPECT_NE(w.to_vector()[0], before[g[0][0].first].to_vector()[0]) << kind;
+    for (size_t k : {1u, 2u})
+      for (auto& [n, t] : g[k]) EXPECT_TRUE(same_bytes(t, before[n])) << kind << " " << n;
+    std::map<std::string, Tensor> state;
+    for (auto& [n, t] : opt.state_dict()) state[n] = t;
+    opt.load_state_dict(state, 1);
+    state["exp_avg.nothing"] = Tensor::zeros({1});
+    EXPECT_NE(input_error([&] { opt.load_state_dict(state, 1); }), "no exception");
+    for (auto& [n, t] : model->named_parameters()) Tensor(t).copy_(before[n]);
+  }
+}
+
+// The linear schedule and its warm-up against the formulas of Ultralytics 8.4's trainer.
+TEST(DetectRecipe, LinearScheduleAndWarmup) {
+  optim::LrSchedule s;
+  s.kind = "linear";
+  s.lr = 0.01;
+  s.lrf = 0.01;
+  s.warmup_epochs = 3;
+  s.warmup_bias_lr = 0.1;
+  s.warmup_momentum = 0.8;
+  s.validate();
+  const int64_t nb = 125, E = 10;
+  auto lf = [&](int64_t e) { return (1.0 - static_cast<double>(e) / E) * 0.99 + 0.01; };
+  EXPECT_EQ(s.linear_warmup_steps(nb, E), 375);
+  EXPECT_EQ(s.linear_warmup_steps(nb, 1), 0);  // min(3, epochs - 1) epochs
+  EXPECT_DOUBLE_EQ(s.group_lr_at(0, nb, E, false), 0.0);
+  EXPECT_DOUBLE_EQ(s.group_lr_at(0, nb, E, true), 0.1);
+  EXPECT_NEAR(s.group_lr_at(200, nb, E, false), 0.01 * lf(1) * 200 / 375, 1e-15);
+  EXPECT_NEAR(s.group_lr_at(200, nb, E, true), 0.1 + (0.01 * lf(1) - 0.1) * 200 / 375, 1e-15);
+  EXPECT_NEAR(s.group_lr_at(375, nb, E, true), 0.01 * lf(3), 1e-15);
+  EXPECT_NEAR(s.group_lr_at(1249, nb, E, false), 0.01 * lf(9), 1e-15);
+  EXPECT_NEAR(s.lr_at(500, nb, E), 0.01 * lf(4), 1e-15);
+  EXPECT_NEAR(s.momentum_at(0, nb, E, 0.937), 0.8, 1e-15);
+  EXPECT_NEAR(s.momentum_at(150, nb, E, 0.937), 0.8 + 0.137 * 150 / 375, 1e-15);
+  EXPECT_NEAR(s.momentum_at(400, nb, E, 0.937), 0.937, 1e-15);
+}
+
+// ModelEMA's ramp: the decay of update n is decay (1 - exp(-n / tau)).
+TEST(DetectRecipe, EmaRampAsUltralytics) {
+  nn::Linear lin(2, 1);
+  Tensor w = lin.weight;
+  w.copy_(Tensor::from_vector({1.f, 1.f}, {1, 2}));
+  optim::EMA ema(lin, 0.9999, 2000);
+  w.copy_(Tensor::from_vector({3.f, 3.f}, {1, 2}));
+  ema.update(lin);
+  const double d1 = 0.9999 * (1 - std::exp(-1.0 / 2000));
+  ema.update(lin);
+  const double d2 = 0.9999 * (1 - std::exp(-2.0 / 2000));
+  const double after1 = d1 * 1 + (1 - d1) * 3, after2 = d2 * after1 + (1 - d2) * 3;
+  ema.swap(lin);
+  EXPECT_NEAR(lin.weight.to_vector()[0], after2, 1e-6);
+}
+
+// --optimizer auto and the nominal batch, with Ultralytics' numbers.
+TEST(DetectRecipe, AutoOptimizerAndNominalBatch) {
+  train::TrainConfig c;
+  c.optimizer = "auto";
+  c.batch_size = 64;
+  c.epochs = 10;
+  c.nbs = 64;
+  c.weight_decay = 5e-4;
+  auto r = train::resolve_optimizer(c, 8000, 10, 1);
+  EXPECT_EQ(r.name, "AdamW");
+  EXPECT_DOUBLE_EQ(r.lr, 0.000714);  // round(0.002 * 5 / 14, 6)
+  EXPECT_DOUBLE_EQ(r.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(r.weight_decay, 5e-4);
+  c.batch_size = 16;  // accumulate 4: 16 x 4 / 64
+  EXPECT_DOUBLE_EQ(train::resolve_optimizer(c, 8000, 10, 1).weight_decay, 5e-4);
+  c.batch_size = 128;
+  EXPECT_DOUBLE_EQ(train::resolve_optimizer(c, 8000, 10, 1).weight_decay, 1e-3);
+  c.batch_size = 24;  // accumulate round(2.67) = 3: 72 / 64
+  EXPECT_DOUBLE_EQ(train::resolve_optimizer(c, 8000, 10, 1).weight_decay, 5e-4 * 72 / 64);
+  c.batch_size = 64;
+  c.epochs = 100;  // 125 x 100 steps > 10000
+  r = train::resolve_optimizer(c, 8000, 10, 1);
+  EXPECT_EQ(r.name, "SGD");
+  EXPECT_DOUBLE_EQ(r.lr, 0.01);
+  EXPECT_FALSE(r.note.empty());
+  c.optimizer = "adamw";
+  c.lr = 0.003;
+  EXPECT_DOUBLE_EQ(train::resolve_optimizer(c, 8000, 10, 1).lr, 0.003);
+}
+
+// ---- the command on a tiny dataset ----------------------------------------------------------
+
+namespace {
+
+// ROOT/data.yaml with images/{train,val}/ (64 x 64 JPEGs: noise with one or two coloured
+// rectangles) and their labels/; class 0 red, class 1 blue.
+void write_tiny_detect(const fs::path& root, int n_train, int n_val) {
+  fs::create_directories(root);
+  write_file(root / "data.yaml",
+             "path: .\ntrain: images/train\nval: images/val\nnames:\n  0: "
+             "red\n  1: blue\n");
+  Rng rng(3, 0);
+  for (auto [split, n] : {std::pair<std::string, int>{"train", n_train}, {"val", n_val}}) {
+    fs::create_directories(root / "images" / split);
+    fs::create_directories(root / "labels" / split);
+    for (int i = 0; i < n; ++i) {
+      std::vector<uint8_t> px = noisy_pixels(64, 64, 120, 120, 120, 10 + i, split.size(), 30);
+      std::string rows;
+      for (int k = 0; k < 1 + i % 2; ++k) {
+        const int cls = (i + k) % 2;
+        const int w = 12 + static_cast<int>(rng.randint(20)),
+                  h = 12 + static_cast<int>(rng.randint(20));
+        const int x = static_cast<int>(rng.randint(64 - w)),
+                  y = static_cast<int>(rng.randint(64 - h));
+        for (int yy = y; yy < y + h; ++yy)
+          for (int xx = x; xx < x + w; ++xx) {
+            uint8_t* p = &px[(yy * 64 + xx) * 3];
+            p[0] = cls == 0 ? 230 : 20, p[1] = 20, p[2] = cls == 0 ? 20 : 230;
+          }
+        char row[96];
+        std::snprintf(row, sizeof row, "%d %.6f %.6f %.6f %.6f\n", cls, (x + w / 2.0) / 64,
+                      (y + h / 2.0) / 64, w / 64.0, h / 64.0);
+        rows += row;
+      }
+      char name[16];
+      std::snprintf(name, sizeof name, "%03d", i);
+      write_jpeg_file(root / "images" / split / (std::string(name) + ".jpg"), 64, 64, px);
+      write_file(root / "labels" / split / (std::string(name) + ".txt"), rows);
+    }
+  }
+}
+
+}  // namespace
+
+// train (Ultralytics' defaults where not given), eval (the table, its last line, --json,
+// --save-json) and predict (pictures, YOLO rows) of yolov8n on 64-pixel images; bad labels exit 2.
+TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
+  const fs::path dir = make_temp_dir("detect_cli");
+  write_tiny_detect(dir / "data", 8, 4);
+  const std::string yaml = (dir / "data" / "data.yaml").string();
+  RunResult r = run_hpcnet({"train", "--model", "yolov8n", "--data", yaml, "--imgsz", "64",
+                            "--epochs", "2", "--batch-size", "4", "--workers", "0", "--threads",
+                            "2", "--log-every", "1", "--out", (dir / "run").string()},
+                           dir);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("optimizer: 'auto' chose AdamW(lr=0.001667"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mAP50-95 0."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  const std::string w = (dir / "run" / "model.safetensors").string();
+  // The recipe saved is Ultralytics' where not given.
+  const auto start =
+      nlohmann::json::parse(split_lines(read_file(dir / "run" / "metrics.jsonl"))[0]);
+  EXPECT_EQ(start["config"]["optimizer"], "auto");
+  EXPECT_EQ(start["config"]["lr_schedule"], "linear");
+  EXPECT_EQ(start["config"]["ema_tau"], 2000.0);
+  EXPECT_EQ(start["config"]["dataset"], "detect");
+
+  r = run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val", "--save-json",
+                  (dir / "res.json").string()},
+                 dir);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto lines = split_lines(r.out);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back().rfind("val: mAP50-95: 0.", 0), 0u) << lines.back();
+  EXPECT_NE(r.out.find("Instances"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Average Precision  (AP) @[ IoU=0.50:0.95"), std::string::npos) << r.out;
+  const auto res = nlohmann::json::parse(read_file(dir / "res.json"));
+  ASSERT_TRUE(res.is_array());
+  if (!res.empty()) {
+    EXPECT_TRUE(res[0].contains("bbox"));
+    EXPECT_LT(res[0]["image_id"].get<int64_t>(), 4);
+  }
+  r = run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val", "--json"}, dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(split_lines(r.out).back());
+  EXPECT_TRUE(j.contains("map50_95") && j.contains("coco") && j.contains("per_class")) << r.out;
+
+  r = run_hpcnet({"predict", "--weights", w, "--conf", "0.0001", "--save", (dir / "pred").string(),
+                  (dir / "data" / "images" / "val").string()},
+                 dir);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(dir / "pred" / "000_boxes.png"));
+  EXPECT_TRUE(fs::exists(dir / "pred" / "000.txt"));
+  const auto rows = split_lines(read_file(dir / "pred" / "000.txt"));
+  ASSERT_FALSE(rows.empty());  // at conf 0.0001 something is found
+  EXPECT_EQ(std::count(rows[0].begin(), rows[0].end(), ' '), 5) << rows[0];
+
+  // A class past the names: one line naming FILE:LINE, exit 2.
+  write_file(dir / "data" / "labels" / "train" / "001.txt",
+             "0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.1 0.1\n");
+  r = run_hpcnet({"train", "--model", "yolov8n", "--data", yaml, "--imgsz", "64", "--epochs", "1",
+                  "--out", (dir / "run2").string()},
+                 dir);
+  expect_refused(r, "bad class", {"001.txt:2"});
+}
