@@ -39,6 +39,8 @@
 #         --device DEV       training device on both sides (default cuda; cpu for a dry run)
 #         --steps N          stop every training run after N steps (a dry run of the table)
 #         --python PY        the Python with PyTorch (default python3)
+# With a scenes*.tar.gz in .device/data (a folder holding data.yaml, images/, labels/), it also
+# trains yolov8n for 3 epochs at 128 pixels, batch 64, on the GPU and prints its speed and mAP.
 # Logs and a summary (gpu-check.json) go to $OUT when it is set (the device tool's folder),
 # else to /tmp/hpcnet-gpu-check. Exit status: 0 when everything ran and every target was met,
 # 1 when a step failed, 3 when all ran but a target was missed.
@@ -415,6 +417,20 @@ for w in "${workloads[@]}"; do
     run_torch "$w" "$b" "${extra[@]}" || status=1
   fi
 done
+
+# ---- detection: yolov8n on a scenes subset (.device/data/scenes*.tar.gz), when carried ----
+scenes=$(ls .device/data/scenes*.tar.gz 2>/dev/null | head -1 || true)
+if [[ -n $scenes && $gpu == 1 ]] && (( $(left) > 90 )); then
+  rm -rf /tmp/hpcnet-scenes && mkdir -p /tmp/hpcnet-scenes
+  tar -xzf "$scenes" -C /tmp/hpcnet-scenes
+  yaml=$(ls /tmp/hpcnet-scenes/*/data.yaml | head -1)
+  log "hpcnet yolov8n on $device: $yaml"
+  hp timeout "$(limit 20)" "$build/hpcnet" train --device "$device" --model yolov8n --data "$yaml" \
+    --imgsz 128 --epochs 3 --batch-size 64 --workers 8 --seed 0 --no-progress --exist-ok \
+    --out "$runs/yolo" >"$out/hpcnet-yolo.log" 2>&1 || { log "hpcnet yolov8n FAILED"; status=1; }
+  tail -5 "$out/hpcnet-yolo.log"
+  grep '"end"' "$runs/yolo/metrics.jsonl" 2>/dev/null | cut -c1-300
+fi
 
 # ---- the table ----
 echo

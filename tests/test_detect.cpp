@@ -131,6 +131,56 @@ TEST(DetectAugment, RandomAffineMovesBoxesWithThePixels) {
   EXPECT_GT(moved, 6);  // the scale really varies
 }
 
+// Mosaic: four images of one colour each, a box over the whole of each; after Mosaic and an
+// unrandom RandomAffine (the canvas' centre square) every box lies on its own image's colour and
+// inside the output; p = 0 is the image alone; without the dataset it is refused.
+TEST(DetectAugment, MosaicPlacesFourImagesWithTheirBoxes) {
+  const int S = 32;
+  const uint8_t colours[4][3] = {{200, 0, 0}, {0, 200, 0}, {0, 0, 200}, {200, 200, 0}};
+  data::InMemoryDataset ds({"r", "g", "b", "y"}, "four", data::TargetKind::kBoxes);
+  for (int k = 0; k < 4; ++k) {
+    std::vector<uint8_t> px(S * S * 3);
+    for (int i = 0; i < S * S; ++i)
+      for (int c = 0; c < 3; ++c) px[i * 3 + c] = colours[k][c];
+    ds.add_boxes(px.data(), S, S, {{k, 0, 0, S, S}});
+  }
+  data::Compose mo(
+      {data::Mosaic{S, 1.0}, data::RandomAffine{S, 0, 0, 0, 0, 114}, data::ToTensor{}});
+  EXPECT_TRUE(mo.needs_dataset());
+  int boxes_seen = 0;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    std::vector<float> out(3 * S * S);
+    std::vector<data::Box> b;
+    mo.apply(ds, 1, seed, out.data(), &b, nullptr);
+    ASSERT_FALSE(b.empty()) << seed;
+    for (const data::Box& x : b) {
+      EXPECT_GE(x.x1, 0.f);
+      EXPECT_LE(x.x2, static_cast<float>(S));
+      const int cx = static_cast<int>((x.x1 + x.x2) / 2), cy = static_cast<int>((x.y1 + x.y2) / 2);
+      for (int c = 0; c < 3; ++c)
+        EXPECT_NEAR(out[c * S * S + cy * S + cx] * 255, colours[x.cls][c], 1)
+            << seed << " " << x.cls;
+    }
+    boxes_seen += static_cast<int>(b.size());
+  }
+  EXPECT_GT(boxes_seen, 10);  // more than one image per sample on average
+  // p = 0: the sample's own image, as without Mosaic.
+  data::Compose off(
+      {data::Mosaic{S, 0.0}, data::RandomAffine{S, 0, 0, 0, 0, 114}, data::ToTensor{}});
+  std::vector<float> out(3 * S * S);
+  std::vector<data::Box> b;
+  off.apply(ds, 2, 5, out.data(), &b, nullptr);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].cls, 2);
+  EXPECT_NEAR(out[2 * S * S] * 255, 200, 1);
+  data::Example ex = ds.get(0);
+  EXPECT_NE(input_error([&] { mo.apply(ex, 0, out.data()); }), "no exception");
+  EXPECT_NE(input_error([&] {
+              data::Compose({data::Mosaic{S, 1.0}, data::ToTensor{}});
+            }),
+            "no exception");
+}
+
 // RandomHSV with a value gain only: a gray image stays gray and every pixel of one level moves
 // to one level within the gain's range; the transform needs a first transform before it.
 TEST(DetectAugment, RandomHsvValueGainOnGray) {
@@ -319,11 +369,31 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   const fs::path dir = make_temp_dir("detect_cli");
   write_tiny_detect(dir / "data", 8, 4);
   const std::string yaml = (dir / "data" / "data.yaml").string();
-  RunResult r = run_hpcnet({"train", "--model", "yolov8n", "--data", yaml, "--imgsz", "64",
-                            "--epochs", "2", "--batch-size", "4", "--workers", "0", "--threads",
-                            "2", "--log-every", "1", "--out", (dir / "run").string()},
+  RunResult r = run_hpcnet({"train",
+                            "--model",
+                            "yolov8n",
+                            "--data",
+                            yaml,
+                            "--imgsz",
+                            "64",
+                            "--epochs",
+                            "2",
+                            "--batch-size",
+                            "4",
+                            "--workers",
+                            "0",
+                            "--threads",
+                            "2",
+                            "--log-every",
+                            "1",
+                            "--close-mosaic",
+                            "1",
+                            "--out",
+                            (dir / "run").string()},
                            dir);
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  // Mosaic in epoch 1, closed for the last one.
+  EXPECT_NE(r.out.find("epoch 2: Compose(RandomAffine(64"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("optimizer: 'auto' chose AdamW(lr=0.001667"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mAP50-95 0."), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
@@ -335,6 +405,7 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   EXPECT_EQ(start["config"]["lr_schedule"], "linear");
   EXPECT_EQ(start["config"]["ema_tau"], 2000.0);
   EXPECT_EQ(start["config"]["dataset"], "detect");
+  EXPECT_EQ(start["config"]["mosaic"], 1.0);
 
   r = run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val", "--save-json",
                   (dir / "res.json").string()},

@@ -85,6 +85,8 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"hsv_s", &C::hsv_s},
       {"hsv_v", &C::hsv_v},
       {"fliplr", &C::fliplr},
+      {"mosaic", &C::mosaic},
+      {"close_mosaic", &C::close_mosaic},
       {"label_smoothing", &C::label_smoothing},
       {"weight_decay", &C::weight_decay},
       {"nesterov", &C::nesterov},

@@ -427,8 +427,20 @@ struct RandomAffine {
 struct RandomHSV {
   double h = 0.015, s = 0.7, v = 0.4;
 };
+// Ultralytics' Mosaic (4 images), with probability p: the sample's image and three others drawn
+// uniformly from the dataset (Ultralytics draws them from a buffer of its recently loaded
+// images), each resized so its long side is `size` (as RandomAffine), placed as the top-left,
+// top-right, bottom-left and bottom-right quarter around a centre (xc, yc), each uniform in
+// [size / 2, 3 size / 2) (truncated), of a 2 size x 2 size canvas of gray 114; boxes shifted,
+// clipped to the canvas, those of zero area dropped. Must come first, followed by a RandomAffine
+// of the same size, which maps the canvas (or, without mosaic, the image) to size x size. Needs
+// the dataset: the DataLoader calls Compose::apply(dataset, index, ...). No masks.
+struct Mosaic {
+  int64_t size = 640;
+  double p = 1.0;
+};
 using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout,
-                               Resize, Letterbox, RandomScale, RandomAffine, RandomHSV>;
+                               Resize, Letterbox, RandomScale, RandomAffine, RandomHSV, Mosaic>;
 
 // A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
 // draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;
@@ -452,10 +464,19 @@ class Compose {
   // the (H, W) int64 mask of the output (overwrites). The pixels are the same as apply()'s.
   void apply(const Example& ex, uint64_t sample_seed, float* out, std::vector<Box>* boxes_out,
              int64_t* mask_out) const;
+  // Item `index` of `dataset`: as apply(dataset.get(index), ...), and the transforms that read
+  // other items (Mosaic) read them from `dataset`.
+  void apply(const Dataset& dataset, int64_t index, uint64_t sample_seed, float* out,
+             std::vector<Box>* boxes_out, int64_t* mask_out) const;
+  // Whether a transform reads other items of the dataset (Mosaic).
+  bool needs_dataset() const;
   const std::vector<Transform>& transforms() const { return transforms_; }
   std::string str() const;  // "Compose(RandomCrop(32, padding=4), ToTensor(), ...)"
 
  private:
+  // from_mosaic: ex is a Mosaic canvas, which the RandomAffine after it takes as it is.
+  void apply_impl(const Example& ex, uint64_t sample_seed, float* out, std::vector<Box>* boxes_out,
+                  int64_t* mask_out, bool from_mosaic) const;
   std::vector<Transform> transforms_;
   std::array<std::array<float, 256>, 3> lut_{};  // uint8 -> ToTensor (+ Normalize) per channel
 };

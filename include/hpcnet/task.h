@@ -37,6 +37,8 @@ struct TaskOptions {
   double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
   double fliplr = 0.5;
+  double mosaic = 0;         // detect: Mosaic probability (Ultralytics' 1.0)
+  int64_t close_mosaic = 0;  // detect: no mosaic in the last this many epochs (Ultralytics' 10)
 };
 
 // A metric summed over batches. Its whole state is a vector of numbers that add up: the state of
@@ -95,6 +97,12 @@ class Task {
   // Training transforms (augmentation per options()) and evaluation / predict transforms; both
   // bring an image of any size to options().imgsz.
   virtual data::Compose train_transform() const = 0;
+  // The training transforms of epoch `epoch` (0-based) of `epochs`: train_transform(), or for
+  // detect without Mosaic in the last close_mosaic epochs. The loop rebuilds its loader when
+  // they change.
+  virtual data::Compose train_transform(int64_t epoch, int64_t epochs) const {
+    return train_transform();
+  }
   virtual data::Compose eval_transform() const = 0;
   // The scalar loss of a batch (autograd graph attached), outputs = model.forward_all(images).
   virtual Tensor loss(const Outputs& outputs, const data::Batch& batch) const = 0;

@@ -60,6 +60,8 @@ struct TrainConfig {
   // detect augmentation (Ultralytics' hyperparameters)
   double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4, fliplr = 0.5;
+  double mosaic = 0.0;        // detect: Mosaic probability (Ultralytics' 1.0)
+  int64_t close_mosaic = 0;   // detect: no mosaic in the last N epochs (Ultralytics' 10)
   double label_smoothing = 0.0;          // cross-entropy label smoothing
   double weight_decay = 0.0;
   bool nesterov = false;

@@ -136,10 +136,14 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
                        std::to_string(first.height) + "x" + std::to_string(first.width) +
                        "; resize the images to one size, add a RandomCrop, or use batch_size 1");
     }
-    transform_.apply(
-        ex, mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(idx)),
-        images + i * sample, kind == TargetKind::kBoxes ? &out.boxes[static_cast<size_t>(i)] : nullptr,
-        masks ? masks + i * shape[1] * shape[2] : nullptr);
+    const uint64_t seed =
+        mix_seed(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(idx));
+    std::vector<Box>* bx = kind == TargetKind::kBoxes ? &out.boxes[static_cast<size_t>(i)] : nullptr;
+    int64_t* mk = masks ? masks + i * shape[1] * shape[2] : nullptr;
+    if (transform_.needs_dataset())
+      transform_.apply(*dataset_, idx, seed, images + i * sample, bx, mk);
+    else
+      transform_.apply(ex, seed, images + i * sample, bx, mk);
     labels[i] = ex.label;
     out.sizes[static_cast<size_t>(i)] = {ex.height, ex.width};
   }

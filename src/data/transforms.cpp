@@ -345,8 +345,21 @@ Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(tran
               HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
               HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
             },
+            [&](const Mosaic& m) {
+              HPCNET_REQUIRE(is_first, "transforms: Mosaic must come first");
+              HPCNET_REQUIRE(m.size > 0 && m.p >= 0 && m.p <= 1,
+                             "transforms: Mosaic needs size > 0 and p in [0, 1]");
+              const auto* next = transforms_.size() > 1
+                                     ? std::get_if<RandomAffine>(&transforms_[1])
+                                     : nullptr;
+              HPCNET_REQUIRE(next && next->size == m.size,
+                             "transforms: Mosaic must be followed by a RandomAffine of its size");
+            },
             [&](const RandomAffine& r) {
-              HPCNET_REQUIRE(is_first, "transforms: RandomAffine must come first");
+              const bool after_mosaic = &t == &transforms_[1] &&
+                                        std::holds_alternative<Mosaic>(transforms_.front());
+              HPCNET_REQUIRE(is_first || after_mosaic,
+                             "transforms: RandomAffine must come first (or after Mosaic)");
               HPCNET_REQUIRE(r.size > 0 && r.scale >= 0 && r.scale < 1 && r.translate >= 0 &&
                                  r.translate <= 0.5 && r.degrees >= 0 && r.shear >= 0 &&
                                  r.shear < 90,
@@ -442,11 +455,82 @@ std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) cons
   return {3, height, width};
 }
 
-void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
+bool Compose::needs_dataset() const {
+  return !transforms_.empty() && std::holds_alternative<Mosaic>(transforms_.front());
+}
+
+void Compose::apply(const Example& ex, uint64_t sample_seed, float* out,
                     std::vector<Box>* boxes_out, int64_t* mask_out) const {
+  HPCNET_REQUIRE(!needs_dataset(), "transforms: Mosaic needs the dataset (apply(dataset, ...))");
+  apply_impl(ex, sample_seed, out, boxes_out, mask_out, false);
+}
+
+void Compose::apply(const Dataset& ds, int64_t index, uint64_t sample_seed, float* out,
+                    std::vector<Box>* boxes_out, int64_t* mask_out) const {
+  const Example first = ds.get(index);
+  const auto* mosaic = transforms_.empty() ? nullptr : std::get_if<Mosaic>(&transforms_.front());
+  if (!mosaic) return apply_impl(first, sample_seed, out, boxes_out, mask_out, false);
+  Rng rng(sample_seed, 3);  // its own stream: the later transforms' draws are unchanged
+  if (rng.uniform() >= mosaic->p) return apply_impl(first, sample_seed, out, boxes_out, mask_out, false);
+  HPCNET_REQUIRE(!first.mask, "transforms: Mosaic takes no masks");
+  const int64_t s = mosaic->size, S = 2 * s;
+  thread_local Resampled canvas, piece;
+  canvas.pixels.assign(static_cast<size_t>(S * S * 3), 114);
+  canvas.boxes.clear();
+  // yc first, then xc, each int(uniform(s / 2, 3 s / 2)).
+  const int64_t yc = static_cast<int64_t>(s / 2.0 + s * rng.uniform());
+  const int64_t xc = static_cast<int64_t>(s / 2.0 + s * rng.uniform());
+  for (int k = 0; k < 4; ++k) {
+    const int64_t idx = k == 0 ? index
+                               : static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ds.size())));
+    Example e = k == 0 ? first : ds.get(idx);
+    const int64_t m = std::max(e.height, e.width);
+    if (m != s) {  // long side to s, as RandomAffine's load
+      const double r = static_cast<double>(s) / static_cast<double>(m);
+      const int64_t h = std::min<int64_t>(static_cast<int64_t>(std::ceil(e.height * r)), s);
+      const int64_t w = std::min<int64_t>(static_cast<int64_t>(std::ceil(e.width * r)), s);
+      e = resample(e, h, w, h, w, 0, 0, 0, piece);
+    }
+    const int64_t h = e.height, w = e.width;
+    int64_t x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b;  // canvas and piece windows
+    if (k == 0) {
+      x1a = std::max<int64_t>(xc - w, 0), y1a = std::max<int64_t>(yc - h, 0), x2a = xc, y2a = yc;
+      x1b = w - (x2a - x1a), y1b = h - (y2a - y1a), x2b = w, y2b = h;
+    } else if (k == 1) {
+      x1a = xc, y1a = std::max<int64_t>(yc - h, 0), x2a = std::min(xc + w, S), y2a = yc;
+      x1b = 0, y1b = h - (y2a - y1a), x2b = std::min(w, x2a - x1a), y2b = h;
+    } else if (k == 2) {
+      x1a = std::max<int64_t>(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(S, yc + h);
+      x1b = w - (x2a - x1a), y1b = 0, x2b = w, y2b = std::min(y2a - y1a, h);
+    } else {
+      x1a = xc, y1a = yc, x2a = std::min(xc + w, S), y2a = std::min(S, yc + h);
+      x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
+    }
+    for (int64_t y = 0; y < y2a - y1a; ++y)
+      std::copy(e.pixels + ((y1b + y) * w + x1b) * 3, e.pixels + ((y1b + y) * w + x2b) * 3,
+                canvas.pixels.data() + ((y1a + y) * S + x1a) * 3);
+    const float padw = static_cast<float>(x1a - x1b), padh = static_cast<float>(y1a - y1b);
+    const float lim = static_cast<float>(S);
+    for (int64_t j = 0; j < e.num_boxes; ++j) {
+      const Box& b = e.boxes[j];
+      Box o{b.cls, std::clamp(b.x1 + padw, 0.f, lim), std::clamp(b.y1 + padh, 0.f, lim),
+            std::clamp(b.x2 + padw, 0.f, lim), std::clamp(b.y2 + padh, 0.f, lim)};
+      if ((o.x2 - o.x1) * (o.y2 - o.y1) > 0) canvas.boxes.push_back(o);
+    }
+  }
+  Example c{canvas.pixels.data(), S, S, first.label};
+  c.boxes = canvas.boxes.data();
+  c.num_boxes = static_cast<int64_t>(canvas.boxes.size());
+  apply_impl(c, sample_seed, out, boxes_out, mask_out, true);
+}
+
+void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
+                         std::vector<Box>* boxes_out, int64_t* mask_out, bool from_mosaic) const {
   Example ex = ex_in;
   if (!transforms_.empty()) {
     thread_local Resampled buf;
+    const Transform& head =
+        std::holds_alternative<Mosaic>(transforms_.front()) ? transforms_[1] : transforms_.front();
     if (const auto* r = std::get_if<Resize>(&transforms_.front())) {
       if (r->height != ex.height || r->width != ex.width)
         ex = resample(ex_in, r->height, r->width, r->height, r->width, 0, 0, 0, buf);
@@ -461,11 +545,12 @@ void Compose::apply(const Example& ex_in, uint64_t sample_seed, float* out,
       const int64_t side = std::max<int64_t>(1, std::llround(static_cast<double>(rs->size) * f));
       if (side != ex.height || side != ex.width)
         ex = resample(ex_in, side, side, side, side, 0, 0, 0, buf);
-    } else if (const auto* ra = std::get_if<RandomAffine>(&transforms_.front())) {
-      // Ultralytics' load_image (long side to size, the other rounded up), then the warp.
+    } else if (const auto* ra = std::get_if<RandomAffine>(&head)) {
+      // Ultralytics' load_image (long side to size, the other rounded up), then the warp; a
+      // Mosaic canvas (2 size) is warped as it is.
       Example src = ex_in;
       const int64_t m = std::max(ex_in.height, ex_in.width);
-      if (m != ra->size) {
+      if (m != ra->size && !from_mosaic) {
         const double r = static_cast<double>(ra->size) / static_cast<double>(m);
         const int64_t h = std::min<int64_t>(
             static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.height) * r)), ra->size);
@@ -619,6 +704,11 @@ std::string Compose::str() const {
             },
             [&](const Letterbox& l) {
               s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) + ")";
+            },
+            [&](const Mosaic& m) {
+              char b[64];
+              std::snprintf(b, sizeof b, "Mosaic(%lld, p=%g)", static_cast<long long>(m.size), m.p);
+              s += b;
             },
             [&](const RandomAffine& r) {
               char b[128];

@@ -443,7 +443,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   lo.seed = cfg.seed;
   lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
   lo.world_size = world;
-  data::DataLoader loader(d.train, task->train_transform(), lo);
+  std::string loader_tf = task->train_transform(st.epochs_done, cfg.epochs).str();
+  auto loader_ptr = std::make_unique<data::DataLoader>(
+      d.train, task->train_transform(st.epochs_done, cfg.epochs), lo);
   std::unique_ptr<data::DataLoader> val_loader;
   if (d.val) {
     data::DataLoaderOptions vo;
@@ -537,6 +539,15 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     auto t_epoch = clock::now();
     // A run resumed inside an epoch starts at the batch after its checkpoint's.
     const int64_t first = epoch == resume_epoch ? resume_step : 0;
+    {  // detect's close_mosaic: the epoch's transforms, when they changed
+      data::Compose tf = task->train_transform(epoch, cfg.epochs);
+      if (tf.str() != loader_tf) {
+        loader_tf = tf.str();
+        loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(tf), lo);
+        if (!cfg.quiet) out << "epoch " << epoch + 1 << ": " << loader_tf << std::endl;
+      }
+    }
+    data::DataLoader& loader = *loader_ptr;
     loader.begin_epoch(epoch, first);
     ProgressBar bar(show_bar,
                     "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),

@@ -219,6 +219,16 @@ const std::vector<RecipeField> kFields = {
      [](const C& c) {
        return need(c.fliplr >= 0 && c.fliplr <= 1, "--fliplr", "must be in [0, 1]", c.fliplr);
      }},
+    {"mosaic", &C::mosaic,
+     "detect, with --augment: probability of a 4-image mosaic (Ultralytics' Mosaic)", kRecipe, 0,
+     [](const C& c) {
+       return need(c.mosaic >= 0 && c.mosaic <= 1, "--mosaic", "must be in [0, 1]", c.mosaic);
+     }},
+    {"close_mosaic", &C::close_mosaic,
+     "detect: no mosaic in the last N epochs (0 = mosaic to the end)", kRecipe, 0,
+     [](const C& c) {
+       return need(c.close_mosaic >= 0, "--close-mosaic", "must be >= 0", c.close_mosaic);
+     }},
     {"cutout", &C::cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)",
      kRecipe, 0,
      [](const C& c) {
@@ -396,6 +406,8 @@ task::TaskOptions task_options(const TrainConfig& c) {
   o.hsv_s = c.hsv_s;
   o.hsv_v = c.hsv_v;
   o.fliplr = c.fliplr;
+  o.mosaic = c.mosaic;
+  o.close_mosaic = c.close_mosaic;
   return o;
 }
 
@@ -423,6 +435,8 @@ void apply_task_defaults(TrainConfig& c) {
   set("ema_tau", &C::ema_tau, 2000.0);
   set("clip_grad_norm", &C::clip_grad_norm, 10.0);
   set("augment", &C::augment, true);
+  set("mosaic", &C::mosaic, 1.0);
+  set("close_mosaic", &C::close_mosaic, int64_t{10});
   set("log_every", &C::log_every, int64_t{50});
 }
 

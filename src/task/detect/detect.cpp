@@ -214,13 +214,18 @@ class DetectTask : public Task {
   std::string name() const override { return "detect"; }
   data::TargetKind target_kind() const override { return data::TargetKind::kBoxes; }
 
-  // Ultralytics' v8_transforms without mosaic (see options().mosaic): LetterBox, RandomPerspective
-  // (translate, scale), RandomHSV, RandomFlip; pixels / 255 (no normalisation).
-  data::Compose train_transform() const override {
+  // Ultralytics' v8_transforms: Mosaic, RandomPerspective (RandomAffine), RandomHSV, RandomFlip;
+  // pixels / 255 (no normalisation).
+  data::Compose train_transform() const override { return train_transform(0, 0); }
+  // With mosaic (p > 0) until the last close_mosaic epochs (Ultralytics 8.4.190: from epoch
+  // epochs - close_mosaic on, so close_mosaic >= epochs means never).
+  data::Compose train_transform(int64_t epoch, int64_t epochs) const override {
     const TaskOptions& o = options();
     if (!o.augment) return eval_transform();
-    std::vector<data::Transform> t{
-        data::RandomAffine{o.imgsz, o.degrees, o.translate, o.scale, o.shear, 114}};
+    const bool closed = o.close_mosaic > 0 && epoch >= epochs - o.close_mosaic;
+    std::vector<data::Transform> t;
+    if (o.mosaic > 0 && !closed) t.push_back(data::Mosaic{o.imgsz, o.mosaic});
+    t.push_back(data::RandomAffine{o.imgsz, o.degrees, o.translate, o.scale, o.shear, 114});
     if (o.hsv_h > 0 || o.hsv_s > 0 || o.hsv_v > 0)
       t.push_back(data::RandomHSV{o.hsv_h, o.hsv_s, o.hsv_v});
     if (o.fliplr > 0) t.push_back(data::RandomHorizontalFlip{o.fliplr});
