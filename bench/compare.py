@@ -109,6 +109,20 @@ def run_measured(cmd, env, timeout, stdout_path, stderr_path):
     return rc, wall, ru.ru_maxrss
 
 
+def read_jsonl(path):
+    """The JSON objects of a file's lines that start with '{' (others skipped)."""
+    out = []
+    with open(path, "r", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    return out
+
+
 def tail(path, n=15):
     try:
         with open(path, "r", errors="replace") as f:

@@ -51,17 +51,7 @@ def _load_compare():
 compare = _load_compare()
 
 
-def jsonl(path):
-    out = []
-    with open(path, errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    return out
+jsonl = compare.read_jsonl
 
 
 def run_hpcnet(a, work):
