@@ -443,9 +443,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   lo.seed = cfg.seed;
   lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
   lo.world_size = world;
-  std::string loader_tf = task->train_transform(st.epochs_done, cfg.epochs).str();
-  auto loader_ptr = std::make_unique<data::DataLoader>(
-      d.train, task->train_transform(st.epochs_done, cfg.epochs), lo);
+  data::Compose first_tf = task->train_transform(st.epochs_done, cfg.epochs);
+  std::string loader_tf = first_tf.str();
+  auto loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(first_tf), lo);
   std::unique_ptr<data::DataLoader> val_loader;
   if (d.val) {
     data::DataLoaderOptions vo;
@@ -541,8 +541,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     const int64_t first = epoch == resume_epoch ? resume_step : 0;
     {  // detect's close_mosaic: the epoch's transforms, when they changed
       data::Compose tf = task->train_transform(epoch, cfg.epochs);
-      if (tf.str() != loader_tf) {
-        loader_tf = tf.str();
+      std::string text = tf.str();
+      if (text != loader_tf) {
+        loader_tf = std::move(text);
         loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(tf), lo);
         if (!cfg.quiet) out << "epoch " << epoch + 1 << ": " << loader_tf << std::endl;
       }

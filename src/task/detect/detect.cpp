@@ -297,7 +297,6 @@ class DetectTask : public Task {
   // letterboxed input's when 0).
   std::vector<detect::Detection> detections(const Outputs& outputs, int64_t i,
                                             const PredictOptions& po) const {
-    const Tensor logits = outputs.at(1);
     const int64_t A = outputs.at(0).size(2);
     const int64_t side = options().imgsz;
     HPCNET_CHECK(A == detect::make_anchors(side, side).size(),
