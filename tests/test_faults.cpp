@@ -391,6 +391,11 @@ TEST_F(Faults, KilledAroundTheModelFileResumesAndFinishesOnlyThen) {
     EXPECT_EQ(read_file(cut / "model.safetensors") == read_file(straight() / "model.safetensors"),
               c.model_final);
     const ino_t before = inode(cut / "model.safetensors");
+    // A second name keeps the old inode allocated, so that a file written later cannot reuse
+    // its number (resuming after epoch 1's model file writes it twice; the file system may hand
+    // the freed number to the second write).
+    const fs::path held = dir_ / ("held" + std::to_string(i));
+    fs::create_hard_link(cut / "model.safetensors", held);
     const bool finished = c.ckpt_steps == 30;
     r = run({"train", "--resume", cut.string(), "--workers", "0"});
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -398,6 +403,7 @@ TEST_F(Faults, KilledAroundTheModelFileResumesAndFinishesOnlyThen) {
     EXPECT_EQ(r.out.find("resuming") == std::string::npos, finished) << r.out;
     // The model file was written again (a new file renamed over it), unless nothing was left.
     EXPECT_EQ(inode(cut / "model.safetensors") == before, finished);
+    fs::remove(held);
     EXPECT_TRUE(has_end_event(cut));
     EXPECT_EQ(temp_files(cut), std::vector<std::string>{});
     EXPECT_TRUE(read_file(cut / "model.safetensors") ==
