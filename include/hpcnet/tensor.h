@@ -205,6 +205,7 @@ struct AllocatorStats {
   uint64_t cache_hits = 0;
   uint64_t bytes_cached = 0;   // held in free lists
   uint64_t bytes_in_use = 0;
+  uint64_t peak_bytes_in_use = 0;  // the most bytes_in_use has been
 };
 AllocatorStats cpu_allocator_stats();
 void cpu_allocator_release_cached();  // returns all cached blocks to the system

@@ -267,6 +267,9 @@ struct BenchResult {
   double gflops = 0;                    // achieved over the whole step
   double peak_gflops = 0;               // this machine's FP32 peak (estimate, see peak_fp32_gflops)
   uint64_t system_allocs_per_step = 0;  // CPU allocator misses in steady state
+  double allocator_peak_mb = 0;         // the most bytes the CPU allocator had handed out
+  double allocator_held_mb = 0;         // handed out + cached for reuse, at the end
+  double peak_rss_mb = 0;               // the process's peak resident set (getrusage)
   std::vector<std::pair<std::string, std::array<double, 3>>>
       kernels;  // name: ms/step, calls/step, GFLOP/s
 };

@@ -371,7 +371,10 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
                         {"mflop_per_step", r.flops_per_step / 1e6},
                         {"gflops", r.gflops},
                         {"peak_gflops", r.peak_gflops},
-                        {"system_allocs_per_step", r.system_allocs_per_step}};
+                        {"system_allocs_per_step", r.system_allocs_per_step},
+                        {"allocator_peak_mb", r.allocator_peak_mb},
+                        {"allocator_held_mb", r.allocator_held_mb},
+                        {"peak_rss_mb", r.peak_rss_mb}};
     for (auto& [name, v] : r.kernels)
       j["kernels"][name] = {{"ms_per_step", v[0]}, {"calls_per_step", v[1]}, {"gflops", v[2]}};
     std::cout << j.dump() << std::endl;
@@ -386,6 +389,9 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
   std::printf("  peak = %s\n", how.c_str());
   std::printf("  allocator misses per step in steady state: %llu\n",
               static_cast<unsigned long long>(r.system_allocs_per_step));
+  std::printf("  memory: allocator peak in use %.0f MB, held %.0f MB (in use + cached), "
+              "process peak RSS %.0f MB\n",
+              r.allocator_peak_mb, r.allocator_held_mb, r.peak_rss_mb);
   if (!r.kernels.empty()) {
     std::printf("  %-28s %10s %8s %9s %7s\n", "kernel", "ms/step", "calls", "GFLOP/s", "share");
     double total = 0;

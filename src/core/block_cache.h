@@ -36,13 +36,17 @@ struct BlockCache {
     it->second.pop_back();
     stats.cache_hits++;
     stats.bytes_cached -= size;
-    stats.bytes_in_use += size;
+    add_in_use_locked(size);
     return p;
   }
   // Counts a block just allocated from the system.
   void count_system_alloc_locked(size_t size) {
     stats.system_allocs++;
+    add_in_use_locked(size);
+  }
+  void add_in_use_locked(size_t size) {
     stats.bytes_in_use += size;
+    if (stats.bytes_in_use > stats.peak_bytes_in_use) stats.peak_bytes_in_use = stats.bytes_in_use;
   }
   // Keeps a freed block of `size` (rounded) bytes for reuse.
   void give_back(void* p, size_t size) {

@@ -1,4 +1,5 @@
 // `hpcnet bench`: steady-state training steps on synthetic data, timed per step and per kernel.
+#include <sys/resource.h>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -101,6 +102,14 @@ BenchResult run_bench(const BenchConfig& cfg) {
   r.seconds_per_step = secs / cfg.steps;
   r.images_per_sec = cfg.batch_size / r.seconds_per_step;
   r.system_allocs_per_step = (cpu_allocator_stats().system_allocs - allocs0) / cfg.steps;
+  {
+    const AllocatorStats a = cpu_allocator_stats();
+    r.allocator_peak_mb = static_cast<double>(a.peak_bytes_in_use) / (1 << 20);
+    r.allocator_held_mb = static_cast<double>(a.bytes_in_use + a.bytes_cached) / (1 << 20);
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024;  // Linux: KiB
+  }
   if (!cfg.profile) {
     // One profiled step for the flop count.
     profile::reset();

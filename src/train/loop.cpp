@@ -449,7 +449,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   std::unique_ptr<data::DataLoader> val_loader;
   if (d.val) {
     data::DataLoaderOptions vo;
-    vo.batch_size = 500;
+    vo.batch_size = task->val_batch_size(cfg.batch_size);
     vo.num_workers = std::min(cfg.workers, 1);
     std::shared_ptr<const data::Dataset> val = d.val;
     if (world > 1) {  // this rank's slice: positions rank, rank + W, ...

@@ -1,6 +1,8 @@
 // oneDNN engine/stream singletons and error conversion.
 #include "src/ops/cpu/dnnl_util.h"
 
+#include "src/core/allocator.h"
+
 #include <omp.h>
 
 #include <string>
@@ -53,7 +55,10 @@ void DnnlOp::add_staged_arg(int arg, const dnnl::memory::desc& user,
   if (user == inner) return add_arg(arg, user);
   Stage st;
   st.user = dnnl::memory(user, dnnl_engine(), nullptr);
-  st.inner = dnnl::memory(inner, dnnl_engine());  // owned buffer
+  // No buffer of its own: run() takes one from the caching allocator for the call, so that the
+  // many cached primitives share a few buffers instead of each holding activation-sized ones.
+  st.inner = dnnl::memory(inner, dnnl_engine(), nullptr);
+  st.bytes = inner.get_size();
   st.reorder = input ? dnnl::reorder(st.user, st.inner) : dnnl::reorder(st.inner, st.user);
   args.emplace(arg, st.user);
   c_args.push_back({arg, st.inner.get()});
@@ -70,6 +75,19 @@ void run_reorder(const dnnl::primitive& r, const dnnl::memory& from, const dnnl:
 }  // namespace
 
 void DnnlOp::run() {
+  // The staged buffers for this call, back to the cache on every way out.
+  struct Buffers {
+    std::vector<std::pair<void*, size_t>> held;
+    ~Buffers() {
+      for (auto& [p, n] : held) cpu_cached_free(p, n);
+    }
+  } buffers;
+  for (std::vector<Stage>* list : {&stage_in_, &stage_out_})
+    for (Stage& s : *list) {
+      void* p = cpu_cached_alloc(s.bytes);
+      buffers.held.emplace_back(p, s.bytes);
+      s.inner.set_data_handle(p);
+    }
   for (auto& s : stage_in_) run_reorder(s.reorder, s.user, s.inner);
   dnnl_status_t st = dnnl_primitive_execute(prim.get(), dnnl_stream().get(),
                                             static_cast<int>(c_args.size()), c_args.data());

@@ -92,7 +92,7 @@ struct DnnlOp {
     c_args.push_back({arg, it->second.get()});
   }
   // Adds an argument whose tensor has descriptor `user` (plain f32) while the primitive works on
-  // `inner` (a blocked layout and/or bf16): the op keeps a buffer of `inner` and a reorder that
+  // `inner` (a blocked layout and/or bf16): run() takes a buffer of `inner` from the caching allocator and a reorder that
   // converts the tensor into it before run() (input) or out of it after run() (output). The same
   // as add_arg when the two descriptors are equal.
   void add_staged_arg(int arg, const dnnl::memory::desc& user, const dnnl::memory::desc& inner,
@@ -105,6 +105,7 @@ struct DnnlOp {
   struct Stage {
     dnnl::memory user, inner;
     dnnl::primitive reorder;
+    size_t bytes = 0;  // inner's size
   };
   std::vector<Stage> stage_in_, stage_out_;
 };

@@ -235,6 +235,9 @@ class DetectTask : public Task {
   data::Compose eval_transform() const override {
     return data::Compose({data::Letterbox{options().imgsz, 114}, data::ToTensor{}});
   }
+  int64_t val_batch_size(int64_t train_batch_size) const override {
+    return 2 * train_batch_size;
+  }
   // v8DetectionLoss: (box + cls + dfl) x B, the quantity Ultralytics backpropagates.
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
     HPCNET_REQUIRE(outputs.size() >= 2,
