@@ -393,6 +393,40 @@ TEST(CudaParity, BatchNormTrainAndEvalWithResidualAndRelu) {
     }
 }
 
+// SyncBatchNorm (one rank, a rank sum that adds nothing) through autograd: the output, the
+// gradients and the running statistics of CUDA tensors match the CPU's.
+TEST(CudaParity, SyncBatchNormThroughAutograd) {
+  REQUIRE_CUDA();
+  Rng rng(23);
+  for (DType t : kFloatTypes) {
+    const std::string tag = dtype_name(t);
+    Shape s{3, 5, 4, 6};
+    Tensor x = randn(s, rng, t), res = randn(s, rng, t), g = randn(s, rng, t);
+    Tensor w = randn({5}, rng, t), b = randn({5}, rng, t), rm = randn({5}, rng, t);
+    Tensor rv = Tensor::full({5}, 1.5, t);
+    int calls = 0;
+    const F::RankSum sum = [&calls](double*, size_t) { ++calls; };
+    auto run = [&](Device d, Tensor& mean, Tensor& var) {
+      Tensor xd = x.to(d), wd = w.to(d), bd = b.to(d);
+      for (Tensor* p : {&xd, &wd, &bd}) p->set_requires_grad(true);
+      mean = rm.to(d);
+      var = rv.to(d);
+      Tensor y = F::sync_batch_norm_act(xd, wd, bd, mean, var, 0.1, 1e-5, res.to(d), true, sum);
+      F::sum(F::mul(y, g.to(d))).backward();
+      return std::vector<Tensor>{y, xd.grad(), wd.grad(), bd.grad()};
+    };
+    Tensor cm, cv, gm, gv;
+    const std::vector<Tensor> c = run(Device{}, cm, cv);
+    const std::vector<Tensor> gg = run(kGpu, gm, gv);
+    EXPECT_EQ(calls, 6);
+    const char* names[] = {"y", "dx", "dweight", "dbias"};
+    for (size_t i = 0; i < c.size(); ++i)
+      expect_close(gg[i], c[i], tol_for(t), std::string("sync_batch_norm ") + names[i] + " " + tag);
+    expect_close(gm, cm, tol_for(t), "sync running_mean " + tag);
+    expect_close(gv, cv, tol_for(t), "sync running_var " + tag);
+  }
+}
+
 TEST(CudaParity, PoolingShortcutDropoutAndOptimizerExtras) {
   REQUIRE_CUDA();
   Rng rng(22);

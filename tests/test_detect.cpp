@@ -321,52 +321,11 @@ TEST(DetectRecipe, AutoOptimizerAndNominalBatch) {
 
 // ---- the command on a tiny dataset ----------------------------------------------------------
 
-namespace {
-
-// ROOT/data.yaml with images/{train,val}/ (64 x 64 JPEGs: noise with one or two coloured
-// rectangles) and their labels/; class 0 red, class 1 blue.
-void write_tiny_detect(const fs::path& root, int n_train, int n_val) {
-  fs::create_directories(root);
-  write_file(root / "data.yaml",
-             "path: .\ntrain: images/train\nval: images/val\nnames:\n  0: "
-             "red\n  1: blue\n");
-  Rng rng(3, 0);
-  for (auto [split, n] : {std::pair<std::string, int>{"train", n_train}, {"val", n_val}}) {
-    fs::create_directories(root / "images" / split);
-    fs::create_directories(root / "labels" / split);
-    for (int i = 0; i < n; ++i) {
-      std::vector<uint8_t> px = noisy_pixels(64, 64, 120, 120, 120, 10 + i, split.size(), 30);
-      std::string rows;
-      for (int k = 0; k < 1 + i % 2; ++k) {
-        const int cls = (i + k) % 2;
-        const int w = 12 + static_cast<int>(rng.randint(20)),
-                  h = 12 + static_cast<int>(rng.randint(20));
-        const int x = static_cast<int>(rng.randint(64 - w)),
-                  y = static_cast<int>(rng.randint(64 - h));
-        for (int yy = y; yy < y + h; ++yy)
-          for (int xx = x; xx < x + w; ++xx) {
-            uint8_t* p = &px[(yy * 64 + xx) * 3];
-            p[0] = cls == 0 ? 230 : 20, p[1] = 20, p[2] = cls == 0 ? 20 : 230;
-          }
-        char row[96];
-        std::snprintf(row, sizeof row, "%d %.6f %.6f %.6f %.6f\n", cls, (x + w / 2.0) / 64,
-                      (y + h / 2.0) / 64, w / 64.0, h / 64.0);
-        rows += row;
-      }
-      char name[16];
-      std::snprintf(name, sizeof name, "%03d", i);
-      write_jpeg_file(root / "images" / split / (std::string(name) + ".jpg"), 64, 64, px);
-      write_file(root / "labels" / split / (std::string(name) + ".txt"), rows);
-    }
-  }
-}
-
-}  // namespace
-
 // train (Ultralytics' defaults where not given), eval (the table, its last line, --json,
 // --save-json) and predict (pictures, YOLO rows) of yolov8n on 64-pixel images; bad labels exit 2.
 TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
-  const fs::path dir = make_temp_dir("detect_cli");
+  TempDir tmp{"detect_cli"};  // removed at the end
+  const fs::path dir = tmp.path();
   write_tiny_detect(dir / "data", 8, 4);
   const std::string yaml = (dir / "data" / "data.yaml").string();
   RunResult r = run_hpcnet({"train",

@@ -437,6 +437,10 @@ TEST(DetectionData, CocoMissingImageAndBadFields) {
        "bbox[1] \"a\" is not a number"},
       {R"({"image_id": "1", "category_id": 1, "bbox": [0, 0, 1, 1]})",
        "annotations[0].image_id: expected an integer"},
+      {R"({"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "area": -3})",
+       "area -3 is not a number >= 0"},
+      {R"({"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "area": "big"})",
+       "area \"big\" is not a number >= 0"},
   };
   for (const auto& [ann, part] : bad) {
     e = with(ab, ann);
@@ -449,6 +453,14 @@ TEST(DetectionData, CocoMissingImageAndBadFields) {
   EXPECT_NE(e.find("image id 1 appears twice"), std::string::npos) << e;
   write_file(json, "{\"images\": [");
   EXPECT_NE(load_error(json.string()).find("not valid JSON"), std::string::npos);
+  // COCO's "area" rides with the box (the metric's area ranges use it, as pycocotools does);
+  // without it the box has none (-1: its own area is used).
+  with(ab, R"({"image_id": 1, "category_id": 1, "bbox": [0, 0, 4, 4], "area": 7.5},
+              {"image_id": 2, "category_id": 1, "bbox": [0, 0, 4, 4]})");
+  data::DetectionData ar = data::load_detection_dataset(json.string(), "train");
+  ASSERT_EQ(ar.dataset->get(0).num_boxes, 1);
+  EXPECT_EQ(ar.dataset->get(0).boxes[0].area, 7.5f);
+  EXPECT_EQ(ar.dataset->get(1).boxes[0].area, -1.f);
   // Degenerate boxes are skipped and counted, as Ultralytics' COCO converter does.
   with(ab, R"({"image_id": 1, "category_id": 1, "bbox": [3, 3, 0, 2]})");
   data::DetectionData dd = data::load_detection_dataset(json.string(), "train");

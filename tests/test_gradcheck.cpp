@@ -195,6 +195,25 @@ std::map<std::string, std::vector<Case>> all_cases() {
         return std::vector<Tensor>{randn64({2, 3, 2, 3}, r), randn64({2, 3, 2, 3}, r)};
       });
   add(
+      "batch_norm", "sync_batch_norm training, one rank",
+      [](auto& v) {
+        return F::sync_batch_norm_act(v[0], v[1], v[2], Tensor(), Tensor(), 0.1, 1e-5, Tensor(),
+                                      false, F::RankSum{});
+      },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({3, 2, 3, 2}, r, 2.0), randn64({2}, r), randn64({2}, r)};
+      });
+  add(
+      "batch_norm", "sync_batch_norm + residual + relu, an identity rank sum",
+      [](auto& v) {
+        return F::sync_batch_norm_act(v[0], v[1], v[2], Tensor(), Tensor(), 0.1, 1e-5, v[3], true,
+                                      [](double*, size_t) {});
+      },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 2, 3, 3}, r), randn64({2}, r), randn64({2}, r),
+                                   randn64({2, 2, 3, 3}, r)};
+      });
+  add(
       "batch_norm", "batch_norm + residual + relu with affine",
       [](auto& v) {
         return F::batch_norm_act(v[0], v[1], v[2], Tensor(), Tensor(), true, 0.1, 1e-5, v[3], true);

@@ -120,6 +120,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"quiet", &C::quiet},
       {"dist_timeout", &C::dist_timeout},
       {"bucket_kb", &C::bucket_kb},
+      {"sync_bn", &C::sync_bn},
       {"fail_at", &C::fail_at},
   };
   return m;

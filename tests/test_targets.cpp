@@ -339,7 +339,7 @@ TEST(TargetsLetterbox, PixelsBoxesAndMask) {
   const int H = 100, W = 200;
   const Bytes px = tg_noise(H * W * 3, 6);
   const Bytes mask(H * W, 1);
-  const std::vector<Box> boxes = {{1, 50, 25, 150, 75}, {0, 0, 0, 200, 100}};
+  const std::vector<Box> boxes = {{1, 50, 25, 150, 75, 321.5f}, {0, 0, 0, 200, 100}};
   const Example ex = tg_example(px, H, W, &boxes, &mask);
   const Compose lb({Letterbox{64}, ToTensor{}});
   EXPECT_EQ(lb.output_shape(H, W), (std::array<int64_t, 3>{3, 64, 64}));
@@ -361,6 +361,10 @@ TEST(TargetsLetterbox, PixelsBoxesAndMask) {
       ASSERT_EQ(o.m(y, x), y < 16 || y >= 48 ? kIgnoreIndex : 1) << y << "," << x;
   // x * 0.32, y * 0.32 + 16.
   tg_expect_boxes_near(o.boxes, {{1, 16, 24, 48, 40}, {0, 0, 16, 64, 48}}, 1e-4f);
+  // A COCO area stays in the original image's pixels (the metric maps boxes back there).
+  ASSERT_EQ(o.boxes.size(), 2u);
+  EXPECT_EQ(o.boxes[0].area, 321.5f);
+  EXPECT_EQ(o.boxes[1].area, -1.f);
 
   // With Normalize the padding is the normalised 114, as Ultralytics pads before normalising.
   const TgOut n = tg_apply(Compose({Letterbox{64}, ToTensor{}, kTgNorm}), ex, 0);

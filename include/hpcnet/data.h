@@ -39,6 +39,10 @@ inline constexpr int64_t kIgnoreIndex = 255;
 struct Box {
   int64_t cls = 0;
   float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  // A COCO annotation's "area" in the original image's pixels (the metric's small / medium /
+  // large ranges use it, as pycocotools does); < 0: none, the box's own area is used. Resize,
+  // Letterbox, flips and crops keep it (the object's); Mosaic and RandomAffine drop it.
+  float area = -1;
   bool operator==(const Box&) const = default;
 };
 

@@ -4,6 +4,7 @@
 // tensors; no op here modifies its inputs.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "hpcnet/autograd.h"
@@ -65,6 +66,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor batch_norm_act(const Tensor& x, const Tensor& weight, const Tensor& bias,
                       const Tensor& running_mean, const Tensor& running_var, bool training,
                       double momentum, double eps, const Tensor& residual, bool relu);
+// Sums `count` doubles in place over the ranks of a data-parallel job; every rank calls it with
+// the same count in the same order. Empty (or the identity): one process.
+using RankSum = std::function<void(double* data, size_t count)>;
+// torch.nn.SyncBatchNorm in training: batch_norm_act whose batch statistics are those of every
+// rank's batch together (per-channel sums added by `sum`, two reductions: the mean, then the
+// variance about it), running statistics updated from them (unbiased with the global count),
+// and whose backward adds the ranks' sums of g and g (x - mean) before forming dx. dweight and
+// dbias are this rank's own, as torch's: the data-parallel gradient average combines them. CPU
+// tensors (float32 or float64) only.
+Tensor sync_batch_norm_act(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, double momentum,
+                           double eps, const Tensor& residual, bool relu, const RankSum& sum);
 // (N, C, H, W) -> (N, C): adaptive_avg_pool2d(x, 1) flattened.
 Tensor global_avg_pool2d(const Tensor& x);
 // The ResNet option-A shortcut: F.pad(x[:, :, ::stride, ::stride], (0, 0, 0, 0, pad, pad)).

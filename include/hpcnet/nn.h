@@ -141,6 +141,9 @@ class BatchNorm2d : public Module {
   Tensor forward_act(const Tensor& x, const Tensor& residual, bool relu);
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
+  // Set (data-parallel runs with --sync-bn): training uses the statistics of every rank's batch
+  // together, summed by this function (torch.nn.SyncBatchNorm); empty: this rank's batch alone.
+  F::RankSum sync;
 };
 
 // torch.nn.Dropout(p): identity in eval mode.

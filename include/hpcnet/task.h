@@ -112,6 +112,24 @@ class Task {
   // The loss as logged (loss lines, train_loss, val_loss) from loss().item(): the same, or for
   // detect the per-image sum of its three parts (Ultralytics backpropagates them times B).
   virtual double loss_for_log(double loss, const data::Batch& batch) const { return loss; }
+  // A training step's loss on one rank of a data-parallel job of `world` ranks (`sum` adds
+  // doubles over them; world 1 and no sum in one process), whose gradients the loop averages over
+  // the ranks: loss(), or for a loss normalised by a quantity of the whole batch (detect: the
+  // target-score sum) the form that makes N ranks at batch B take one process's steps at batch
+  // N x B. train_loss_for_log is its logged value, whose mean over the ranks is the global
+  // batch's loss_for_log.
+  struct StepRanks {
+    int world = 1;
+    F::RankSum sum;
+  };
+  virtual Tensor train_loss(const Outputs& outputs, const data::Batch& batch,
+                            const StepRanks& ranks) const {
+    return loss(outputs, batch);
+  }
+  virtual double train_loss_for_log(double loss, const data::Batch& batch,
+                                    const StepRanks& ranks) const {
+    return loss_for_log(loss, batch);
+  }
   virtual std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const = 0;
   // The outputs used for evaluation and prediction of images (N, 3, H, W) on the model's device,
   // the model in eval mode: model.forward_all(images), or with flip_tta the task's test-time

@@ -100,6 +100,7 @@ struct TrainConfig {
   // averaged over ranks before each step; rank 0 alone prints and writes the run directory.
   double dist_timeout = 45;  // seconds a rank may wait for its peers in a collective (0 = forever)
   int64_t bucket_kb = 100;   // gradient all-reduce buckets; 0 = one all-reduce after backward
+  bool sync_bn = false;      // BatchNorm statistics over every rank's batch (SyncBatchNorm)
   std::string fail_at;       // testing only: "RANK:STEP[:kill|exit|hang]" (--fail-at-step)
   // The recipe keys the user set (the CLI fills it from its flags and --config). On --resume a
   // given recipe key must equal the checkpoint's, and the run keys (data, epochs, threads) that

@@ -1019,6 +1019,14 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
       c.degenerate++;
       continue;
     }
+    // COCO's "area" (the object's mask area in make_scenes.py and COCO itself), for the metric's
+    // area ranges; absent: the box's.
+    float area = -1;
+    if (auto ar = a.find("area"); ar != a.end()) {
+      if (!ar->is_number() || !std::isfinite(ar->get<double>()) || ar->get<double>() < 0)
+        throw r.error(where, "area " + shown(ar->dump()) + " is not a number >= 0");
+      area = static_cast<float>(ar->get<double>());
+    }
     CocoImage& img = c.images[im->second];
     const double w = static_cast<double>(img.width), h = static_cast<double>(img.height);
     if (v[0] < -kCocoPixelTolerance || v[1] < -kCocoPixelTolerance ||
@@ -1029,7 +1037,7 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
     img.boxes.push_back({cls->second, static_cast<float>(std::clamp(v[0], 0.0, w)),
                          static_cast<float>(std::clamp(v[1], 0.0, h)),
                          static_cast<float>(std::clamp(v[0] + v[2], 0.0, w)),
-                         static_cast<float>(std::clamp(v[1] + v[3], 0.0, h))});
+                         static_cast<float>(std::clamp(v[1] + v[3], 0.0, h)), area});
     c.annotations++;
   }
   std::sort(c.images.begin(), c.images.end(),

@@ -119,7 +119,7 @@ Example resample(const Example& ex, int64_t oh, int64_t ow, int64_t out_h, int64
     for (int64_t k = 0; k < ex.num_boxes; ++k) {
       const Box& b = ex.boxes[k];
       buf.boxes[static_cast<size_t>(k)] = {b.cls, b.x1 * sx + left, b.y1 * sy + top,
-                                           b.x2 * sx + left, b.y2 * sy + top};
+                                           b.x2 * sx + left, b.y2 * sy + top, b.area};
     }
     r.boxes = buf.boxes.data();
     r.num_boxes = ex.num_boxes;
@@ -674,7 +674,8 @@ void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
       const Box& b = ex.boxes[k];
       float xa = ax.map_edge(b.x1), xb = ax.map_edge(b.x2);
       float ya = ay.map_edge(b.y1), yb = ay.map_edge(b.y2);
-      Box o{b.cls, std::min(xa, xb), std::min(ya, yb), std::max(xa, xb), std::max(ya, yb)};
+      Box o{b.cls, std::min(xa, xb), std::min(ya, yb), std::max(xa, xb), std::max(ya, yb),
+            b.area};
       if (o.x2 - o.x1 >= 1.f && o.y2 - o.y1 >= 1.f) boxes_out->push_back(o);
     }
   }

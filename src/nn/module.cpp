@@ -209,6 +209,9 @@ Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, bool re
       num_batches_tracked.copy_(host);
     }
   }
+  if (is_training() && sync)
+    return F::sync_batch_norm_act(x, weight, bias, running_mean, running_var, momentum, eps,
+                                  residual, relu, sync);
   return F::batch_norm_act(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
                            residual, relu);
 }

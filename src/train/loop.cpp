@@ -420,6 +420,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   // Every replica starts from rank 0's state (ranks wait here for the slowest data loading, hence
   // the longer timeout), and gradients are averaged over ranks in buckets during backward.
   std::unique_ptr<dist::GradReducer> reducer;
+  // Sums doubles over the ranks (the loss normaliser of detect, SyncBatchNorm's statistics).
+  const F::RankSum rank_sum = [&pg](double* d, size_t n) { pg.allreduce_sum(d, n); };
+  const task::Task::StepRanks step_ranks{world, world > 1 ? rank_sum : F::RankSum{}};
   if (world > 1) {
     pg.set_timeout(cfg.dist_timeout > 0 ? std::max(cfg.dist_timeout, 600.0) : 0);
     for (auto& [n, t] : model->state_dict()) pg.broadcast(t, 0);
@@ -428,7 +431,13 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       for (auto& [n, t] : ema->state_dict()) pg.broadcast(t, 0);
     pg.set_timeout(cfg.dist_timeout);
     std::vector<Tensor> trained;
-    for (const auto& [n, t] : trainable) trained.push_back(t);
+    // Parameters the model itself keeps fixed (yolov8's DFL projection) have no gradient.
+    for (const auto& [n, t] : trainable)
+      if (t.requires_grad()) trained.push_back(t);
+    // --sync-bn: every BatchNorm normalises with the statistics of all ranks' batches.
+    if (cfg.sync_bn)
+      for (auto& [name, m] : model->named_modules())
+        if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) bn->sync = rank_sum;
     reducer = std::make_unique<dist::GradReducer>(
         pg, trained, dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
   }
@@ -571,9 +580,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         batch.labels = batch.labels.to(device);
         if (batch.masks.defined()) batch.masks = batch.masks.to(device);
       }
-      Tensor loss = task->loss(model->forward_all(batch.images), batch);
+      Tensor loss = task->train_loss(model->forward_all(batch.images), batch, step_ranks);
       // Checked before the step, so the weights are still the last finite ones.
-      const double l = task->loss_for_log(loss.item(), batch);
+      const double l = task->train_loss_for_log(loss.item(), batch, step_ranks);
       HPCNET_CHECK(
           std::isfinite(l),
           "loss became " + std::to_string(l) + " at epoch " + std::to_string(epoch + 1) + " step " +
@@ -649,6 +658,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                                   "model parameters after epoch " + std::to_string(epoch + 1));
     // With an EMA, evaluation and the model files use the averaged weights.
     if (ema) ema->swap(*model);
+    // Without --sync-bn each rank's BatchNorm statistics follow its own batches: every rank
+    // evaluates with rank 0's, the ones saved (DDP broadcasts them at every forward).
+    if (world > 1)
+      for (auto& [n, t] : model->named_buffers()) pg.broadcast(t, 0);
     bool improved = false;
     std::string val_text;
     if (val_loader) {

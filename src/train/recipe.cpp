@@ -344,6 +344,11 @@ const std::vector<RecipeField> kFields = {
        return need(c.bucket_kb >= 0, "--bucket-kb", "must be >= 0 (0 = one all-reduce per step)",
                    c.bucket_kb);
      }},
+    {"sync_bn", &C::sync_bn,
+     "with several ranks: BatchNorm layers normalise with the statistics of every rank's batch "
+     "(torch.nn.SyncBatchNorm, torchvision's --sync-bn), so that N ranks at batch B train as one "
+     "process at batch N x B; without it each rank's own batch",
+     kRecipe},
     {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int]", kSession, kHidden},
 };
 

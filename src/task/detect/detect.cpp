@@ -113,7 +113,9 @@ class DetectMetric : public Metric {
       };
       eval_.add_image(id);
       for (const data::Box& g : b.boxes[static_cast<size_t>(i)])
-        eval_.add_ground_truth({id, g.cls, coco({g.x1, g.y1, g.x2, g.y2}), std::nullopt, false});
+        eval_.add_ground_truth({id, g.cls, coco({g.x1, g.y1, g.x2, g.y2}),
+                                g.area >= 0 ? std::optional<double>(g.area) : std::nullopt,
+                                false});
       for (const detect::Detection& d :
            detect::nms(pred.data<float>() + i * (4 + nc) * A, A, nc, o))
         eval_.add_detection({id, d.cls, coco(d.box), d.score});
@@ -240,16 +242,26 @@ class DetectTask : public Task {
   }
   // v8DetectionLoss: (box + cls + dfl) x B, the quantity Ultralytics backpropagates.
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
-    HPCNET_REQUIRE(outputs.size() >= 2,
-                   "detect: the model must return the Detect head's "
-                   "(boxes, scores) outputs");
-    const int64_t H = batch.images.size(2), W = batch.images.size(3);
-    return detect::v8_detection_loss(outputs[0], outputs[1], H, W, detect::targets_of(batch.boxes))
-        .total;
+    return v8_loss(outputs, batch, {});
   }
   // The logged loss per image: box + cls + dfl (the sum of Ultralytics' three printed losses).
   double loss_for_log(double loss, const data::Batch& batch) const override {
     return batch.size > 0 ? loss / static_cast<double>(batch.size) : loss;
+  }
+  Tensor train_loss(const Outputs& outputs, const data::Batch& batch,
+                    const StepRanks& ranks) const override {
+    detect::LossOptions o;
+    if (ranks.world > 1 && ranks.sum) {
+      o.rank_sum = ranks.sum;
+      o.world = ranks.world;
+    }
+    return v8_loss(outputs, batch, o);
+  }
+  // world^2 B (parts of this rank) / (world B): its mean over the ranks is the global parts' sum.
+  double train_loss_for_log(double loss, const data::Batch& batch,
+                            const StepRanks& ranks) const override {
+    if (ranks.world <= 1 || !ranks.sum) return loss_for_log(loss, batch);
+    return batch.size > 0 ? loss / static_cast<double>(batch.size * ranks.world) : loss;
   }
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
     return std::make_unique<DetectMetric>(classes, options().imgsz);
@@ -314,6 +326,18 @@ class DetectTask : public Task {
     if (po.height > 0 && po.width > 0)
       for (detect::Detection& x : d) x.box = detect::unletterbox(x.box, side, po.height, po.width);
     return d;
+  }
+
+  // v8DetectionLoss's total for loss() and train_loss().
+  static Tensor v8_loss(const Outputs& outputs, const data::Batch& batch,
+                        const detect::LossOptions& o) {
+    HPCNET_REQUIRE(outputs.size() >= 2,
+                   "detect: the model must return the Detect head's "
+                   "(boxes, scores) outputs");
+    const int64_t H = batch.images.size(2), W = batch.images.size(3);
+    return detect::v8_detection_loss(outputs[0], outputs[1], H, W, detect::targets_of(batch.boxes),
+                                     o)
+        .total;
   }
 };
 

@@ -208,6 +208,7 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
   const Assignment& as = res.assignment;
   double score_sum = 0;
   for (float v : as.scores) score_sum += v;
+  if (o.rank_sum) o.rank_sum(&score_sum, 1);  // the global batch's
   const double S = std::max(score_sum, 1.0);  // target_scores.sum().clamp(min=1)
 
   host.reset();
@@ -259,7 +260,10 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
   Tensor dfl = F::mul_scalar(F::dfl_loss(dist, to_dev(tltrb, {M * 4}), to_dev(w4, {M * 4})),
                              o.dfl / S);
   res.items = {box.item(), cls.item(), dfl.item()};
-  res.total = F::mul_scalar(F::add(F::add(box, cls), dfl), static_cast<double>(B));
+  // Times B (Ultralytics); on world ranks times world^2 B: the mean over ranks of
+  // world^2 B (parts of rank r) is world B (parts of the global batch), one process's loss.
+  const double world = o.rank_sum ? static_cast<double>(o.world) : 1.0;
+  res.total = F::mul_scalar(F::add(F::add(box, cls), dfl), static_cast<double>(B) * world * world);
   return res;
 }
 

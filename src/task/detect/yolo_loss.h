@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hpcnet/data.h"
+#include "hpcnet/functional.h"
 #include "hpcnet/tensor.h"
 
 namespace hpcnet::task::detect {
@@ -32,6 +33,11 @@ struct LossOptions {
   double box = 7.5, cls = 0.5, dfl = 1.5;
   int64_t topk = 10;
   double alpha = 0.5, beta = 6.0;
+  // Data-parallel training on `world` ranks (sum adds doubles over them): the target-score sum
+  // that normalises the three parts is the global batch's, and the total is scaled by world^2,
+  // so that the ranks' averaged gradient is one process's at the global batch. Empty: one process.
+  F::RankSum rank_sum;
+  int world = 1;
 };
 
 // One image's objects in input pixels: gt[k] = (x1, y1, x2, y2), label[k] in [0, nc).
