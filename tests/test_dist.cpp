@@ -493,6 +493,8 @@ TEST_F(DistMpiTest, NRanksAtBatchBMatchOneProcessAtBatchNB) {
 // float-order noise into real differences within a few steps (the assigner's top-k picks flip;
 // one process on 1 and 2 threads then differs by 6e-6 after 4 steps). Without --sync-bn the
 // ranks normalise with their own batches and the files differ by far more (0.1 observed).
+// --nbs 8 at a global batch of 4: gradients are summed over 1, 1, 2 and 2 batches (the warm-up's
+// ramp), one accumulation across the epoch boundary; each rank's all-reduce averages the sum.
 TEST_F(DistMpiTest, DetectWithSyncBnOnTwoRanksMatchesOneProcessAtTheGlobalBatch) {
   write_tiny_detect(dir_ / "det", 16, 4);
   auto run = [&](int ranks, const std::string& out, int batch, const std::string& extra) {
@@ -502,7 +504,7 @@ TEST_F(DistMpiTest, DetectWithSyncBnOnTwoRanksMatchesOneProcessAtTheGlobalBatch)
             std::to_string(ranks) + " ";
     cmd += hpcnet_command() + " train --model yolov8n --data " +
            shell_quote((dir_ / "det" / "data.yaml").string()) +
-           " --imgsz 64 --epochs 2 --steps 6 --augment=false --optimizer sgd --lr 0.001"
+           " --imgsz 64 --epochs 2 --steps 6 --augment=false --optimizer sgd --lr 0.001 --nbs 8"
            " --workers 0 --threads 1 --device cpu --no-progress --log-every 2 --batch-size " +
            std::to_string(batch) + " --out " + shell_quote((dir_ / out).string()) + extra;
     return run_shell(cmd);

@@ -27,6 +27,7 @@
 #include "hpcnet/train.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
+#include "src/train/checkpoint.h"
 #include "src/train/progress.h"
 #include "test_util.h"
 
@@ -383,6 +384,82 @@ INSTANTIATE_TEST_SUITE_P(TrainResume, TrainResumeTest,
                                   (std::get<1>(info.param) ? "_augment" : "") + "_threads" +
                                   std::to_string(std::get<2>(info.param));
                          });
+
+// --nbs: batches of 2 with gradients summed over round(4 / 2) = 2 of them before each step take
+// the steps of batches of 4 at twice the rate (the loss is a batch mean, LeNet has no BatchNorm,
+// SGD with momentum and no weight decay: the same update up to rounding); without accumulation
+// the weights differ.
+TEST_F(TrainTest, NominalBatchAccumulatesGradientsLikeOneLargerBatch) {
+  auto c = config("accumulated");
+  c.batch_size = 2;
+  c.nbs = 4;
+  c.lr = 0.01;
+  train::TrainResult res;
+  train(c, &res);
+  EXPECT_EQ(res.steps, 100);  // batches
+  const train::RunFile ck = train::read_run_file((run("accumulated") / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.train->steps, 100);
+  EXPECT_EQ(ck.train->optimizer_steps, 50);
+  EXPECT_EQ(ck.train->last_opt_step, 99);
+  EXPECT_TRUE(ck.grad.empty());  // written at an optimizer step: nothing pending
+
+  auto big = config("large_batch");
+  big.batch_size = 4;
+  big.lr = 0.02;
+  train(big);
+  auto plain = c;
+  plain.out = run("not_accumulated").string();
+  plain.nbs = 0;
+  train(plain);
+  const auto a = load_safetensors((run("accumulated") / "model.safetensors").string()).tensors;
+  const auto b = load_safetensors((run("large_batch") / "model.safetensors").string()).tensors;
+  const auto p = load_safetensors((run("not_accumulated") / "model.safetensors").string()).tensors;
+  double diff = 0, control = 0;
+  for (const auto& [name, t] : a) {
+    const auto x = t.to_vector(), y = b.at(name).to_vector(), z = p.at(name).to_vector();
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(x[i] - y[i])));
+      control = std::max(control, static_cast<double>(std::fabs(z[i] - y[i])));
+    }
+  }
+  EXPECT_LT(diff, 2e-5) << control;
+  EXPECT_GT(control, 100 * diff);
+}
+
+// A checkpoint written between two optimizer steps holds the gradients summed so far; resumed
+// there (and at an epoch end inside an accumulation: 100 batches per epoch, steps every 3), the
+// run ends bit-exactly as one without the interruption.
+TEST_F(TrainTest, ResumeBetweenAccumulatedStepsIsBitExact) {
+  auto c = config("straight");
+  c.batch_size = 2;
+  c.nbs = 6;
+  c.lr = 0.01;
+  c.epochs = 2;
+  train(c);
+  c.out = run("resumed").string();
+  c.save_every = 7;
+  c.max_steps = 7;  // batch 7: steps after batches 3 and 6, batch 7's gradient pending
+  train(c);
+  const train::RunFile ck = train::read_run_file((run("resumed") / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.train->steps, 7);
+  EXPECT_EQ(ck.train->optimizer_steps, 2);
+  EXPECT_EQ(ck.train->last_opt_step, 5);
+  EXPECT_EQ(ck.grad.size(), 10u);  // LeNet's 10 parameters
+  c.max_steps = 93;                // to the end of epoch 1 (batch 100: its step was at 99)
+  c.resume = c.out;
+  train(c);
+  const train::RunFile end1 =
+      train::read_run_file((run("resumed") / "checkpoint.safetensors").string());
+  EXPECT_EQ(end1.train->epochs_done, 1);
+  EXPECT_EQ(end1.train->last_opt_step, 98);
+  EXPECT_FALSE(end1.grad.empty());
+  c.max_steps = 0;
+  train(c);
+  EXPECT_EQ(read_file(run("straight") / "model.safetensors"),
+            read_file(run("resumed") / "model.safetensors"));
+  expect_same_tensors(run("straight") / "checkpoint.safetensors",
+                      run("resumed") / "checkpoint.safetensors");
+}
 
 // A negative control for the test above: dropping the momentum buffers from the checkpoint
 // changes the resumed weights, so the comparison would catch an optimizer state not restored.

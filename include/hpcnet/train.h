@@ -55,7 +55,7 @@ struct TrainConfig {
   double warmup_bias_lr = 0.1;           // linear warm-up: the biases' starting rate
   double warmup_momentum = 0.8;          // linear warm-up: SGD's starting momentum
   bool param_groups = false;             // Ultralytics' groups: no decay on biases and norms
-  int64_t nbs = 0;                       // nominal batch: weight decay x batch x acc / nbs
+  int64_t nbs = 0;                       // nominal batch: accumulate round(nbs / batch) batches
   double ema_tau = 0.0;                  // > 0: EMA decay ramp (Ultralytics' 2000)
   // detect augmentation (Ultralytics' hyperparameters)
   double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;

@@ -63,11 +63,12 @@ std::string num17(double v) {
 
 void write_run_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
                     const nn::NamedTensors* optim, const nn::NamedTensors* ema,
-                    const TrainState* state) {
+                    const TrainState* state, const nn::NamedTensors* grads = nullptr) {
   nn::NamedTensors tensors;
   append_host(tensors, state ? "model." : "", model);
   if (optim) append_host(tensors, "optim.", *optim);
   if (ema) append_host(tensors, "", *ema);
+  if (grads) append_host(tensors, "grad.", *grads);
   if (std::string bad = first_non_finite(tensors); !bad.empty())
     throw std::runtime_error("refusing to write " + path + ": tensor " + bad +
                              "; the training diverged (lower --lr, or --clip-grad-norm), and "
@@ -82,6 +83,8 @@ void write_run_file(const std::string& path, const ModelMeta& meta, const nn::Na
     m["hpcnet.config"] = state->recipe.dump();
     m["hpcnet.rng_state"] = rng.dump();
     m["hpcnet.world_size"] = std::to_string(state->world_size);
+    m["hpcnet.optimizer_steps"] = std::to_string(state->optimizer_steps);
+    m["hpcnet.last_opt_step"] = std::to_string(state->last_opt_step);
     if (state->epoch_step > 0) {
       m["hpcnet.epoch_step"] = std::to_string(state->epoch_step);
       m["hpcnet.loss_sums"] =
@@ -158,8 +161,8 @@ void write_model_file(const std::string& path, const ModelMeta& meta,
 
 void write_checkpoint(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
                       const nn::NamedTensors& optim, const nn::NamedTensors& ema,
-                      const TrainState& state) {
-  write_run_file(path, meta, model, &optim, &ema, &state);
+                      const TrainState& state, const nn::NamedTensors& grads) {
+  write_run_file(path, meta, model, &optim, &ema, &state, &grads);
 }
 
 RunFile read_run_file(const std::string& path) {
@@ -197,6 +200,8 @@ RunFile read_run_file(const std::string& path) {
       r.model.emplace(n.substr(6), t);
     else if (n.rfind("optim.", 0) == 0)
       r.optim.emplace(n.substr(6), t);
+    else if (n.rfind("grad.", 0) == 0)
+      r.grad.emplace(n.substr(5), t);
     else if (n.rfind("ema.", 0) == 0)
       r.ema.emplace(n, t);
   }
@@ -209,6 +214,21 @@ RunFile read_run_file(const std::string& path) {
   }
   HPCNET_REQUIRE(st.epochs_done >= 0 && st.steps >= 0,
                  path + ": corrupt checkpoint: a negative epoch or step count");
+  // Written since gradient accumulation exists; an older checkpoint stepped at every batch.
+  st.optimizer_steps = st.steps;
+  st.last_opt_step = st.steps - 1;
+  if (std::string v = get("hpcnet.optimizer_steps"); !v.empty())
+    st.optimizer_steps = parse_int(v, path, "hpcnet.optimizer_steps");
+  if (std::string v = get("hpcnet.last_opt_step"); !v.empty())
+    st.last_opt_step = parse_int(v, path, "hpcnet.last_opt_step");
+  HPCNET_REQUIRE(st.optimizer_steps >= 0 && st.optimizer_steps <= st.steps &&
+                     st.last_opt_step >= -1 && st.last_opt_step < st.steps,
+                 path + ": corrupt checkpoint: hpcnet.optimizer_steps " +
+                     std::to_string(st.optimizer_steps) + " and hpcnet.last_opt_step " +
+                     std::to_string(st.last_opt_step) + " do not fit hpcnet.steps " +
+                     std::to_string(st.steps));
+  HPCNET_REQUIRE(r.grad.empty() || st.last_opt_step < st.steps - 1,
+                 path + ": corrupt checkpoint: accumulated gradients at an optimizer step");
   {
     const nlohmann::json j = parse_meta_json(get("hpcnet.rng_state"), path, "hpcnet.rng_state", 4);
     try {

@@ -2,7 +2,9 @@
 // checkpoint.safetensors. A model file holds the model's state_dict under PyTorch's names plus
 // metadata (hpcnet.model, .task, .classes, .imgsz, .normalize, .val_split); a checkpoint holds
 // the same metadata, "model."-, "optim."- and "ema."-prefixed tensors and the training state
-// (hpcnet.format = hpcnet-checkpoint-1, .epochs_done, .steps, .config, .rng_state, .world_size).
+// (hpcnet.format = hpcnet-checkpoint-1, .epochs_done, .steps, .config, .rng_state, .world_size,
+// .optimizer_steps, .last_opt_step); written between two optimizer steps of an accumulation
+// (--nbs), also the gradients summed so far ("grad."-prefixed, the parameters' names).
 // Both are written through save_safetensors (temporary file, flush, rename).
 #pragma once
 
@@ -21,7 +23,12 @@ inline constexpr const char* kCheckpointFormat = "hpcnet-checkpoint-1";
 // What a checkpoint holds besides the model: where the run stands.
 struct TrainState {
   int64_t epochs_done = 0;
-  int64_t steps = 0;
+  int64_t steps = 0;  // batches trained (Ultralytics' ni + 1)
+  // Gradient accumulation (--nbs): optimizer steps taken (AdamW's bias correction, the EMA's
+  // update count) and the batch index of the last one (-1: none yet). Without accumulation
+  // optimizer_steps = steps and last_opt_step = steps - 1 (what a checkpoint without them means).
+  int64_t optimizer_steps = 0;
+  int64_t last_opt_step = -1;
   // A checkpoint written inside an epoch (--save-every, SIGINT/SIGTERM): the batches of epoch
   // epochs_done + 1 already trained, and the loss sums of that epoch and of the current log
   // window, so a resume continues the epoch and its loss lines exactly. 0 at an epoch's end.
@@ -39,6 +46,7 @@ struct RunFile {
   ModelMeta meta;
   std::map<std::string, Tensor> model, optim, ema;  // names without their "model."/"optim." prefix
                                                     // (ema keeps its "ema." names)
+  std::map<std::string, Tensor> grad;  // accumulated gradients by parameter name (no "grad.")
   std::optional<TrainState> train;                  // set for checkpoints
 };
 
@@ -62,9 +70,10 @@ void check_resume_folder(const RunFile& checkpoint, const std::string& out_dir);
 // write a tensor holding NaN or Inf: a diverged run never overwrites its last good files.
 // Writes a model file (tensors: the state_dict, moved to the CPU).
 void write_model_file(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model);
-// Writes a checkpoint.
+// Writes a checkpoint; grads: the gradients accumulated since the last optimizer step (empty at a
+// step boundary).
 void write_checkpoint(const std::string& path, const ModelMeta& meta, const nn::NamedTensors& model,
                       const nn::NamedTensors& optim, const nn::NamedTensors& ema,
-                      const TrainState& state);
+                      const TrainState& state, const nn::NamedTensors& grads = {});
 
 }  // namespace hpcnet::train

@@ -195,6 +195,32 @@ void load_initial_weights(const TrainConfig& c, nn::Module& model) {
   }
 }
 
+// A checkpoint written between two optimizer steps of an accumulation: the gradients summed so
+// far become the parameters' gradients again, so the next step sums exactly what it would have.
+void restore_accumulated_grads(const RunFile& ckpt, const nn::NamedTensors& trainable,
+                               const Device& device, const TrainState& st) {
+  const bool pending = st.last_opt_step < st.steps - 1;
+  if (!pending) return;
+  size_t found = 0;
+  for (const auto& [n, t] : trainable) {
+    auto it = ckpt.grad.find(n);
+    if (it == ckpt.grad.end()) continue;
+    HPCNET_REQUIRE(it->second.shape() == t.shape() && it->second.dtype() == t.dtype(),
+                   "corrupt checkpoint: gradient grad." + n + " does not fit its parameter");
+    Tensor param = t;  // a handle on the same parameter
+    param.set_grad(it->second.to(device).clone());
+    ++found;
+  }
+  // A parameter no batch has reached yet has no gradient; one that every batch reaches must be
+  // there (an accumulation with no gradient at all is a checkpoint that lost them).
+  HPCNET_REQUIRE(found > 0 && found == ckpt.grad.size(),
+                 "corrupt checkpoint: it was written after batch " + std::to_string(st.steps) +
+                     " between optimizer steps (last at " + std::to_string(st.last_opt_step + 1) +
+                     ") and holds " + std::to_string(ckpt.grad.size()) +
+                     " accumulated gradients, " + std::to_string(found) +
+                     " of them for this model's trainable parameters");
+}
+
 // --freeze: the parameters under the given name prefixes (a prefix is a whole dotted component:
 // "layer1" freezes layer1.0.conv1.weight, not layer10.*) stop requiring grad. Returns the others:
 // what the optimizer and the gradient all-reduce see. InputError for a prefix that names no
@@ -305,6 +331,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   if (ckpt) {
     st.epochs_done = ckpt->train->epochs_done;
     st.steps = ckpt->train->steps;
+    st.optimizer_steps = ckpt->train->optimizer_steps;
+    st.last_opt_step = ckpt->train->last_opt_step;
     st.epoch_step = ckpt->train->epoch_step;
     st.best = ckpt->train->best;
     if (rank == 0) {  // the loss sums are all ranks' (see write_state): rank 0 carries them
@@ -395,11 +423,12 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   if (ckpt) {
     try {
       model->load_state_dict(ckpt->model);
-      opt.load_state_dict(ckpt->optim, st.steps);
+      opt.load_state_dict(ckpt->optim, st.optimizer_steps);
       if (ema) {
         ema->load_state_dict(ckpt->ema);
-        ema->set_updates(st.steps);  // one EMA update per optimizer step
+        ema->set_updates(st.optimizer_steps);  // one EMA update per optimizer step
       }
+      restore_accumulated_grads(*ckpt, trainable, device, st);
     } catch (const InputError& e) {
       throw InputError(ckpt->path + ": " + e.what());
     }
@@ -506,8 +535,13 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     st.epoch_step = epoch_step;
     st.epoch_loss = sums[0];
     st.running_loss = sums[1];
+    // Between two optimizer steps of an accumulation the gradients summed so far go along.
+    nn::NamedTensors grads;
+    if (st.last_opt_step < st.steps - 1)
+      for (const auto& [n, t] : trainable)
+        if (t.grad().defined()) grads.emplace_back(n, t.grad());
     write_checkpoint(ckpt_path, meta, model->state_dict(), opt.state_dict(),
-                     ema ? ema->state_dict() : nn::NamedTensors{}, st);
+                     ema ? ema->state_dict() : nn::NamedTensors{}, st, grads);
   };
   StopSignals signals;
   int stopped_by = 0;  // SIGINT or SIGTERM, once one has stopped the run
@@ -574,7 +608,6 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     for (int64_t i = first; next_batch(); ++i) {
       if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
       set_rates(st.steps, loader.num_batches());
-      opt.zero_grad();
       if (!device.is_cpu()) {
         batch.images = batch.images.to(device);
         batch.labels = batch.labels.to(device);
@@ -593,9 +626,19 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         reducer->backward(loss);  // gradients averaged over ranks
       else
         loss.backward();
-      if (cfg.clip_grad_norm > 0) optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
-      opt.step();
-      if (ema) ema->update(*model);
+      // Ultralytics' accumulation (--nbs): gradients are summed over batches until those since
+      // the last optimizer step reach `accumulate`; then clip, step, zero and update the EMA.
+      if (st.steps - st.last_opt_step >=
+          schedule.accumulate_at(st.steps, loader.num_batches(), cfg.epochs, cfg.nbs,
+                                 world * cfg.batch_size)) {
+        if (cfg.clip_grad_norm > 0)
+          optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
+        opt.step();
+        opt.zero_grad();
+        if (ema) ema->update(*model);
+        st.last_opt_step = st.steps;
+        ++st.optimizer_steps;
+      }
       running_loss += l;
       epoch_loss += l;
       ++epoch_steps;

@@ -151,8 +151,9 @@ const std::vector<RecipeField> kFields = {
      "(Ultralytics' three parameter groups; the biases warm up from --warmup-bias-lr)",
      kRecipe, 0},
     {"nbs", &C::nbs,
-     "nominal batch size: weight decay x batch x accumulate / nbs, accumulate = round(nbs / "
-     "batch) (Ultralytics' 64; 0 = off). Gradients are not accumulated: each batch is a step",
+     "nominal batch size: gradients are summed over accumulate = max(round(nbs / batch), 1) "
+     "batches (global batch; ramped from 1 during the linear warm-up) before each optimizer "
+     "step, and the weight decay is x batch x accumulate / nbs (Ultralytics' 64; 0 = off)",
      kRecipe, 0, [](const C& c) { return need(c.nbs >= 0, "--nbs", "must be >= 0", c.nbs); }},
     {"beta1", &C::beta1, "adamw: first-moment decay", kRecipe, 0,
      [](const C& c) {
