@@ -9,6 +9,11 @@
 #                                                   1 process at batch 4, 2 ranks x 4, 2 ranks x 2
 #   scripts/mpi-check.sh kill                       kill -9 one of 4 ranks mid-epoch, time the job's
 #                                                   end, then --resume on 2 ranks
+#   scripts/mpi-check.sh faults                     2 ranks, --dist-timeout 10: one rank SIGKILLed,
+#                                                   one SIGSTOPped, rank 0 killed inside a checkpoint
+#                                                   write, a NaN loss on one rank: how long each job
+#                                                   takes to end, the line naming the rank, the
+#                                                   checkpoint left, and a resume from it
 # Environment: HPCNET (binary, default build/hpcnet), DATA (default
 # ../shared/data/cifar10-train-jpg.tar.gz), OUT (scratch folder, default a new temp folder).
 set -euo pipefail
@@ -160,11 +165,74 @@ kill_check() {
   echo "  resumed: $(tail -1 "$out/resumed.txt"); epochs in metrics: $(grep -c '"event":"epoch"' "$run/metrics.jsonl")"
 }
 
+# The training state a checkpoint records (its safetensors header's metadata), or why not.
+ckpt_state() {
+  python3 - "$1" <<'PY'
+import json, struct, sys
+try:
+    with open(sys.argv[1], "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        m = json.loads(f.read(n))["__metadata__"]
+    print(f"epochs_done {m['hpcnet.epochs_done']}, steps {m['hpcnet.steps']}")
+except Exception as e:
+    print(f"unreadable ({e})")
+PY
+}
+
+faults_check() {
+  need
+  # 2 ranks x batch 32 on CIFAR-10, a checkpoint every 50 steps, at most 150 steps.
+  local common=(--data "$data" --epochs 1 --steps 150 --save-every 50 --batch-size 32 --threads 1
+    --workers 0 --no-progress --log-every 50 --dist-timeout 10)
+  # run_case NAME DESCRIPTION MPIRUN-OPTIONS [TRAIN-OPTIONS...]: runs it, prints the summary.
+  run_case() {
+    local name=$1 what=$2
+    local pre
+    read -r -a pre <<<"$3"
+    shift 3
+    local run="$out/fault-$name"
+    rm -rf "$run"
+    local t0 rc=0
+    t0=$(date +%s.%N)
+    "${mpirun[@]}" -np 2 "${pre[@]}" "$hpcnet" train "${common[@]}" --out "$run" "$@" \
+      >"$run.out" 2>"$run.err" &
+    local job=$!
+    if [[ $name == sigstop ]]; then  # SIGSTOP rank 1 once the first checkpoint is written
+      until [[ -f $run/checkpoint.safetensors ]]; do sleep 0.2; done
+      for pid in $(pgrep -P "$job" hpcnet); do
+        if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx OMPI_COMM_WORLD_RANK=1; then
+          t0=$(date +%s.%N)
+          kill -STOP "$pid"
+        fi
+      done
+    fi
+    wait "$job" || rc=$?
+    local secs
+    secs=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
+    echo "$what: mpirun exited $rc after $secs s"
+    grep -m2 -E "rank [0-9]|loss became" "$run.err" | cut -c1-220 | sed 's/^/  stderr: /'
+    echo "  checkpoint left: $(ckpt_state "$run/checkpoint.safetensors");" \
+      "temporary files: $(find "$run" -name '*.tmp.*' | wc -l)"
+    pkill -CONT -f "$run" 2>/dev/null || true
+    rc=0
+    "${mpirun[@]}" -np 2 "$hpcnet" train --resume "$run" --no-progress >"$run.resumed" 2>&1 || rc=$?
+    echo "  --resume on 2 ranks: exit $rc, $(tail -1 "$run.resumed" | cut -c1-100);" \
+      "checkpoint now: $(ckpt_state "$run/checkpoint.safetensors");" \
+      "temporary files: $(find "$run" -name '*.tmp.*' | wc -l)"
+  }
+  run_case sigkill "rank 1 SIGKILLed before step 75" "" --fail-at-step 1:75:kill
+  run_case sigstop "rank 1 SIGSTOPped after the first checkpoint (step 50)" ""
+  run_case ckptkill "rank 0 SIGKILLed 64 KiB into its 2nd checkpoint write (step 100)" \
+    "-x HPCNET_TEST_WRITE_FAULT=kill:65536:checkpoint:2"
+  run_case nan "a NaN loss on rank 1 only at step 75" "" --fail-at-step 1:75:nan
+}
+
 case "${1:-}" in
   throughput) shift; throughput "$@" ;;
   allreduce) allreduce ;;
   accuracy) accuracy ;;
   kill) kill_check ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  faults) faults_check ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac
 echo "(scratch: $out)"

@@ -20,6 +20,7 @@ packages=(
   libplplot-dev plplot-driver-cairo   # hpcnet plot: results.png (PLplot, pngcairo)
   libonnx-dev                         # hpcnet export: ONNX protobuf classes and checker
   clang-14 libclang-rt-14-dev libomp-14-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan, OpenMP
+  ccache                              # compiler cache: rebuilds of unchanged files are hits
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 python3-torch python3-numpy python3-pil)

@@ -577,6 +577,57 @@ TEST_F(DistMpiTest, KillingOneOfFourRanksEndsTheJobNamingIt) {
   EXPECT_FALSE(fs::exists(dir_ / "k" / "checkpoint.safetensors"));
 }
 
+// A non-finite loss on one rank only: every rank stops at that same step (the others would
+// otherwise wait in the gradient all-reduce until the watchdog), all naming that rank; the
+// checkpoint of epoch 1 is the one left, and resuming from it finishes the run.
+TEST_F(DistMpiTest, ANanOnOneRankStopsEveryRankAtThatStepNamingIt) {
+  const fs::path out = dir_ / "nan";
+  // 200 images, 2 ranks x batch 4: 25 steps per epoch; step 30 is epoch 2's 5th.
+  RunResult r = train(2, "--out " + shell_quote(out.string()) +
+                             " --epochs 2 --batch-size 4 --dist-timeout 20 --fail-at-step 1:30:nan");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_LT(r.seconds, 25);  // --dist-timeout + 5 s
+  EXPECT_NE(r.err.find("loss became nan on rank 1 at epoch 2 step 5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("checkpoint.safetensors holds it"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Finished Training"), std::string::npos);
+  auto ck = load_safetensors((out / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "1");
+  for (const auto& e : fs::directory_iterator(out))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  r = train(2, "--resume " + shell_quote(out.string()) + " --epochs 2");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos);
+}
+
+// Rank 0 SIGKILLed inside its checkpoint write (epoch 2's, 4 KiB in: HPCNET_TEST_WRITE_FAULT):
+// the job ends naming rank 0, epoch 1's checkpoint is intact, the dead writer's temporary file is
+// removed by the resume, and the resumed run ends bit-exactly as an uninterrupted one.
+TEST_F(DistMpiTest, RankZeroKilledDuringACheckpointWriteLosesNothing) {
+  const fs::path full = dir_ / "full", cut = dir_ / "cut";
+  RunResult r = train(2, "--out " + shell_quote(full.string()) + " --epochs 3 --batch-size 4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run_shell("mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np 2 -x "
+                "HPCNET_TEST_WRITE_FAULT=kill:4096:checkpoint:2 " +
+                hpcnet_command() + " train --data " + shell_quote((dir_ / "data").string()) +
+                " --workers 0 --threads 1 --device cpu --no-progress --log-every 5 --out " +
+                shell_quote(cut.string()) + " --epochs 3 --batch-size 4 --dist-timeout 20");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_LT(r.seconds, 25);
+  EXPECT_NE(r.err.find("rank 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Finished Training"), std::string::npos);
+  auto ck = load_safetensors((cut / "checkpoint.safetensors").string());
+  EXPECT_EQ(ck.metadata.at("hpcnet.epochs_done"), "1");
+  int temps = 0;
+  for (const auto& e : fs::directory_iterator(cut))
+    temps += e.path().filename().string().find(".tmp.") != std::string::npos;
+  EXPECT_EQ(temps, 1);  // the killed writer's, 4 KiB long
+  r = train(2, "--resume " + shell_quote(cut.string()) + " --epochs 3");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const auto& e : fs::directory_iterator(cut))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_EQ(read_file(full / "model.safetensors"), read_file(cut / "model.safetensors"));
+}
+
 // A rank that hangs (alive, never reaching the next collective) is found by the others'
 // watchdog: past --dist-timeout they ask every rank which collective it waits in, name the one
 // that does not answer, and abort the job.

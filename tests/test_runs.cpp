@@ -231,6 +231,22 @@ TEST_F(RunsTest, NonFiniteWeightsAreNeverWrittenOrUsed) {
   expect_refused(r, "eval with NaN weights", {"conv2.weight"});
 }
 
+// A non-finite loss stops the run at that step with one line naming the step and the last good
+// checkpoint (here epoch 1's, which stays as it was); no file is written after it.
+TEST_F(RunsTest, ANonFiniteLossStopsTheRunNamingTheStepAndTheCheckpoint) {
+  // 60 images at batch 4: 15 steps per epoch; step 18 is epoch 2's 3rd.
+  RunResult r = run(with(rn_args(data(), dir_ / "n", 2), {"--fail-at-step", "0:18:nan"}));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("loss became nan at epoch 2 step 3; nothing after the last checkpoint is "
+                       "saved (" +
+                       (dir_ / "n" / "checkpoint.safetensors").string() + " holds it)"),
+            std::string::npos)
+      << r.err;
+  train::RunFile f = train::read_run_file((dir_ / "n" / "checkpoint.safetensors").string());
+  EXPECT_EQ(f.train->epochs_done, 1);
+  EXPECT_EQ(r.out.find("Finished Training"), std::string::npos);
+}
+
 // --weights starts a fresh run from a file's weights (here with --lr 0, so the run's model is the
 // file's own); a file of another model or shape is refused, listing the tensors; a torch.save
 // file is answered with the command that converts it.

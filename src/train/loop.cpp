@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -85,7 +86,8 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
 
 // --fail-at-step RANK:STEP[:MODE] (testing): rank RANK fails just before its step STEP (counted
 // from 1 in this invocation) by SIGKILL to itself ("kill", as kill -9), exit(1) without leaving
-// MPI ("exit"), or sleeping forever ("hang").
+// MPI ("exit"), sleeping forever ("hang"), a SIGTERM or SIGINT to itself ("term", "int"), or a
+// non-finite loss at that step on that rank alone ("nan").
 struct FailPoint {
   int rank = -1;
   int64_t step = 0;
@@ -96,7 +98,7 @@ FailPoint parse_fail_at(const std::string& text) {
   FailPoint f;
   if (text.empty()) return f;
   const std::string usage =
-      "--fail-at-step " + text + ": expected RANK:STEP[:kill|exit|hang|term|int]";
+      "--fail-at-step " + text + ": expected RANK:STEP[:kill|exit|hang|term|int|nan]";
   size_t a = text.find(':');
   HPCNET_REQUIRE(a != std::string::npos, usage);
   size_t b = text.find(':', a + 1);
@@ -109,7 +111,7 @@ FailPoint parse_fail_at(const std::string& text) {
   if (b != std::string::npos) f.mode = text.substr(b + 1);
   HPCNET_REQUIRE(f.rank >= 0 && f.step >= 1 &&
                      (f.mode == "kill" || f.mode == "exit" || f.mode == "hang" ||
-                      f.mode == "term" || f.mode == "int"),
+                      f.mode == "term" || f.mode == "int" || f.mode == "nan"),
                  usage);
   return f;
 }
@@ -172,6 +174,27 @@ int agreed_stop_signal(dist::ProcessGroup& pg) {
   double v[2] = {mine == SIGINT ? 1.0 : 0.0, mine == SIGTERM ? 1.0 : 0.0};
   pg.allreduce_sum(v, 2);
   return v[1] > 0 ? SIGTERM : (v[0] > 0 ? SIGINT : 0);
+}
+
+// "" when the loss is finite on every rank; otherwise what it became and where: "nan", or with
+// several ranks "nan on rank 1" / "nan on rank 0, inf on rank 3" (the same text on every rank).
+// One all-reduce of one number per step; a second, of one number per rank, only on a failure.
+std::string nonfinite_ranks(dist::ProcessGroup& pg, double loss) {
+  const bool finite = std::isfinite(loss);
+  auto text = [](double v) { return std::isnan(v) ? std::string("nan") : v > 0 ? "inf" : "-inf"; };
+  if (pg.world_size() == 1) return finite ? "" : text(loss);
+  double count = finite ? 0 : 1;
+  pg.allreduce_sum(&count, 1);
+  if (count == 0) return "";
+  // Each rank's slot holds its loss if that is not finite, else 0: the sums are the values.
+  std::vector<double> value(static_cast<size_t>(pg.world_size()), 0.0);
+  value[static_cast<size_t>(pg.rank())] = finite ? 0.0 : loss;
+  pg.allreduce_sum(value.data(), value.size());
+  std::string out;
+  for (size_t r = 0; r < value.size(); ++r)
+    if (!std::isfinite(value[r]))
+      out += (out.empty() ? "" : ", ") + text(value[r]) + " on rank " + std::to_string(r);
+  return out;
 }
 
 std::string fmt_lr(const char* f, double lr) {
@@ -606,7 +629,9 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       return more;
     };
     for (int64_t i = first; next_batch(); ++i) {
-      if (fail_at.rank == rank && res.steps + 1 == fail_at.step) fail_now(fail_at);
+      const bool nan_now = fail_at.rank == rank && res.steps + 1 == fail_at.step &&
+                           fail_at.mode == "nan";  // the loss of this step on this rank only
+      if (fail_at.rank == rank && res.steps + 1 == fail_at.step && !nan_now) fail_now(fail_at);
       set_rates(st.steps, loader.num_batches());
       if (!device.is_cpu()) {
         batch.images = batch.images.to(device);
@@ -615,13 +640,16 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       }
       Tensor loss = task->train_loss(model->forward_all(batch.images), batch, step_ranks);
       // Checked before the step, so the weights are still the last finite ones.
-      const double l = task->train_loss_for_log(loss.item(), batch, step_ranks);
-      HPCNET_CHECK(
-          std::isfinite(l),
-          "loss became " + std::to_string(l) + " at epoch " + std::to_string(epoch + 1) + " step " +
-              std::to_string(i + 1) + "; nothing after the last checkpoint is saved (" +
-              (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
-              "); lower --lr or use --clip-grad-norm");
+      double l = task->train_loss_for_log(loss.item(), batch, step_ranks);
+      if (nan_now) l = std::numeric_limits<double>::quiet_NaN();
+      // Every rank stops at the same step, naming the ranks whose loss was not finite (one rank
+      // alone stopping would leave the others waiting in the gradient all-reduce).
+      const std::string bad = nonfinite_ranks(pg, l);
+      HPCNET_CHECK(bad.empty(),
+                   "loss became " + bad + " at epoch " + std::to_string(epoch + 1) + " step " +
+                       std::to_string(i + 1) + "; nothing after the last checkpoint is saved (" +
+                       (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
+                       "); lower --lr or use --clip-grad-norm");
       if (reducer)
         reducer->backward(loss);  // gradients averaged over ranks
       else

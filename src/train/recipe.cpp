@@ -350,7 +350,7 @@ const std::vector<RecipeField> kFields = {
      "(torch.nn.SyncBatchNorm, torchvision's --sync-bn), so that N ranks at batch B train as one "
      "process at batch N x B; without it each rank's own batch",
      kRecipe},
-    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int]", kSession, kHidden},
+    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int|nan]", kSession, kHidden},
 };
 
 bool given(const C& c, const RecipeField& f) { return !c.given || c.given->count(f.key) > 0; }
