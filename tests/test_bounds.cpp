@@ -412,6 +412,8 @@ TEST(BoundsFile, PredictRefusesHostileImagesAtOnce) {
     for (const std::string& p : c.parts) EXPECT_NE(r.err.find(p), std::string::npos) << r.err;
     EXPECT_LT(r.seconds, 20.0) << what;
     if (mb >= 0) EXPECT_LT(mb, base_mb + 200) << what << ": peak RSS (MB)";
+    std::printf("[ measured ] %s: exit %d in %.2f s, peak RSS %.0f MB (a good image: %.0f MB)\n",
+                what.c_str(), r.rc, r.seconds, mb, base_mb);
   }
   double mb = 0;
   RunResult r = run_measured(

@@ -247,6 +247,49 @@ TEST(DetectRecipe, ParameterGroupsDecayOnlyWeights) {
   }
 }
 
+// Inference folds each Conv's BatchNorm into its convolution (Ultralytics' fuse()): with running
+// statistics and affine parameters far from their initial values, the eval outputs without a graph
+// (folded) equal those with one (conv, then BatchNorm) within 1e-5 of the largest; in training
+// mode or with a graph nothing is folded.
+TEST(DetectModel, InferenceFoldsBatchNormIntoTheConvolutions) {
+  manual_seed(5);
+  auto model = nn::make_model("yolov8n", nn::ModelOptions{3});
+  Rng rng(11);
+  for (auto& [n, t] : model->named_buffers()) {
+    if (t.dtype() != DType::kFloat32) continue;
+    const bool var = n.find("running_var") != std::string::npos;
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      p[i] = var ? static_cast<float>(0.2 + 2 * rng.uniform()) : static_cast<float>(0.3 * rng.normal());
+  }
+  for (auto& [n, t] : model->named_parameters())
+    if (n.find(".bn.") != std::string::npos) {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i)
+        p[i] += static_cast<float>(0.2 * rng.normal());
+    }
+  Tensor x = Tensor::empty({2, 3, 64, 64});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(rng.uniform());
+  model->eval();
+  const nn::Outputs plain = model->forward_all(x);  // a graph is recorded: not folded
+  nn::Outputs folded;
+  {
+    NoGradGuard ng;
+    folded = model->forward_all(x);
+  }
+  ASSERT_EQ(plain.size(), folded.size());
+  for (size_t k = 0; k < plain.size(); ++k) {
+    const auto a = plain[k].to_vector(), b = folded[k].to_vector();
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
+    }
+    EXPECT_LT(diff, 1e-5 * scale) << "output " << k << " (largest " << scale << ")";
+    EXPECT_GT(diff, 0.0) << "output " << k << ": the folded path did not run";
+  }
+}
+
 // The linear schedule and its warm-up against the formulas of Ultralytics 8.4's trainer.
 TEST(DetectRecipe, LinearScheduleAndWarmup) {
   optim::LrSchedule s;

@@ -1,6 +1,8 @@
 // Kernel micro-benchmarks (Google Benchmark) of CPU ops through the public API (hpcnet::F): conv2d
 // 3x3 forward at ResNet-20's stage shapes, linear, batch_norm (training) and relu. Forward only,
-// no autograd tape (inputs do not require grad). Target hpcnet_micro_bench; see bench/README.md.
+// no autograd tape (inputs do not require grad). Also yolov8n's inference forward (eval mode, no
+// graph) with its BatchNorms folded into the convolutions and without, in one run.
+// Target hpcnet_micro_bench; see bench/README.md.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -8,9 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "hpcnet/autograd.h"
 #include "hpcnet/functional.h"
+#include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
 #include "hpcnet/tensor.h"
+#include "src/nn/models/models.h"
 
 namespace {
 
@@ -61,6 +66,19 @@ void relu_forward(benchmark::State& state, int64_t n, int64_t c, int64_t hw) {
   state.SetBytesProcessed(state.iterations() * 2 * x.nbytes());
 }
 
+// yolov8n (10 classes) on N images of S x S in eval mode without a graph, as eval and predict
+// run it; fold: its BatchNorms folded into the convolutions (the default) or not.
+void yolov8n_inference(benchmark::State& state, int64_t n, int64_t s, bool fold) {
+  hpcnet::nn::set_inference_fusion(fold);
+  auto model = hpcnet::nn::make_model("yolov8n", hpcnet::nn::ModelOptions{10});
+  model->eval();
+  const Tensor x = randn({n, 3, s, s}, 1);
+  hpcnet::NoGradGuard no_grad;
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward_all(x));
+  state.SetItemsProcessed(state.iterations() * n);  // images/s
+  hpcnet::nn::set_inference_fusion(true);
+}
+
 // The kernels run on OpenMP threads: iterations and rates by wall time, not the main thread's CPU
 // time.
 void wall_clock(benchmark::internal::Benchmark* b) {
@@ -83,6 +101,11 @@ void register_all() {
       ->Apply(wall_clock);
   benchmark::RegisterBenchmark("relu_forward/N32_C16_32x32", relu_forward, 32, 16, 32)
       ->Apply(wall_clock);
+  for (bool fold : {false, true})
+    benchmark::RegisterBenchmark(
+        fold ? "yolov8n_inference/N32_128x128/folded" : "yolov8n_inference/N32_128x128/unfolded",
+        yolov8n_inference, 32, 128, fold)
+        ->Apply(wall_clock);
 }
 
 }  // namespace

@@ -176,15 +176,22 @@ class DeepLabV3 : public Module {
 // ---- YOLOv8 (src/nn/models/yolo.cpp), under Ultralytics' names ----
 
 // Ultralytics' Conv: conv (k x k, stride s, padding k / 2, no bias), bn (eps 1e-3, momentum
-// 0.03), SiLU unless act is false.
+// 0.03), SiLU unless act is false. In eval mode without a graph on the CPU the BatchNorm is
+// folded into the convolution's weights and a bias (Ultralytics' fuse()), recomputed at each
+// call (a few microseconds per layer), so changed weights never leave a stale copy.
 class YoloConv : public Module {
  public:
   YoloConv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, bool act = true);
   Tensor forward(const Tensor& x) override;
+  // The folded (weight, bias) of conv and bn (float32, CPU).
+  std::pair<Tensor, Tensor> folded_weights() const;
   std::shared_ptr<Conv2d> conv;
   std::shared_ptr<BatchNorm2d> bn;
   bool act;
 };
+// Whether YoloConv folds in inference (default on; HPCNET_FUSE=0 starts it off): for benchmarks
+// and tests.
+void set_inference_fusion(bool on);
 
 // Bottleneck(c, c, shortcut, k=(3, 3), e=1.0): cv2(cv1(x)), plus x with the shortcut.
 class YoloBottleneck : public Module {

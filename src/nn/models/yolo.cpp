@@ -5,17 +5,34 @@
 // upsample and concat; the legacy (v8) Detect head with reg_max 16 at strides 8, 16, 32.
 // forward_all returns the head's raw outputs {boxes (B, 64, A), scores (B, nc, A)} (A anchors of
 // the three levels, row-major per level, stride 8 first), as Ultralytics' training dict.
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
+#include "hpcnet/autograd.h"
 #include "src/nn/models/models.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet::nn {
 namespace {
+
+// HPCNET_FUSE=0 turns the inference folding off (to measure it, or to rule it out).
+std::atomic<bool>& fuse_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("HPCNET_FUSE");
+    return !(e && std::string(e) == "0");
+  }()};
+  return on;
+}
+bool fuse_enabled() { return fuse_flag().load(std::memory_order_relaxed); }
 
 // Ultralytics' make_divisible(x, 8): the next multiple of 8 at or above x.
 int64_t make_divisible(double x) { return static_cast<int64_t>(std::ceil(x / 8.0)) * 8; }
 
 }  // namespace
+
+void set_inference_fusion(bool on) { fuse_flag().store(on); }
 
 YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act) : act(act) {
   conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, k / 2, false));
@@ -23,8 +40,35 @@ YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act) : act
 }
 
 Tensor YoloConv::forward(const Tensor& x) {
+  // Inference (eval mode, no graph, CPU, not tracing for export): Ultralytics' fuse(), BatchNorm
+  // folded into the convolution, one pass over the output fewer.
+  if (!is_training() && !grad_mode_enabled() && fuse_enabled() && conv->weight.device().is_cpu() &&
+      conv->weight.dtype() == DType::kFloat32 && trace::g_recorder == nullptr) {
+    const auto [w, b] = folded_weights();
+    Tensor y = F::conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
+    return act ? F::silu(y) : y;
+  }
   Tensor y = bn->forward(conv->forward(x));
   return act ? F::silu(y) : y;
+}
+
+std::pair<Tensor, Tensor> YoloConv::folded_weights() const {
+  // w' = w g / sqrt(v + eps) per output channel, b' = beta - m g / sqrt(v + eps), in double.
+  const Tensor w = conv->weight.contiguous();
+  const int64_t k = w.size(0), per = w.numel() / k;
+  Tensor fw = Tensor::empty(w.shape()), fb = Tensor::empty({k});
+  const float *src = w.data<float>(), *g = bn->weight.contiguous().data<float>(),
+              *beta = bn->bias.contiguous().data<float>(),
+              *mean = bn->running_mean.contiguous().data<float>(),
+              *var = bn->running_var.contiguous().data<float>();
+  float *dst = fw.data<float>(), *bias = fb.data<float>();
+  for (int64_t o = 0; o < k; ++o) {
+    const double scale = g[o] / std::sqrt(static_cast<double>(var[o]) + bn->eps);
+    for (int64_t i = 0; i < per; ++i)
+      dst[o * per + i] = static_cast<float>(src[o * per + i] * scale);
+    bias[o] = static_cast<float>(beta[o] - mean[o] * scale);
+  }
+  return {fw, fb};
 }
 
 YoloBottleneck::YoloBottleneck(int64_t c, bool shortcut) : add(shortcut) {
