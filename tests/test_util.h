@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/test_paths.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
