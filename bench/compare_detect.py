@@ -29,7 +29,6 @@ what counts.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -40,15 +39,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def _load_compare():
-    spec = importlib.util.spec_from_file_location("hpcnet_bench_compare",
-                                                  os.path.join(HERE, "compare.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-compare = _load_compare()
+# bench/compare.py (beside this file): its process measurement, interpreter discovery and machine
+# description are reused here, not copied.
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
 
 
 jsonl = compare.read_jsonl

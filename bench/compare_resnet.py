@@ -36,7 +36,6 @@ Absolute times on a shared machine are noisy; the ratios from one run are what c
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import shutil
@@ -52,17 +51,10 @@ EPOCH_IMAGES = 50000  # CIFAR-10 training set
 MODELS = ["resnet20", "resnet32", "resnet56", "resnet18"]  # known to both tools
 
 
-def _load_compare():
-    """bench/compare.py as a module: its process measurement, interpreter discovery and
-    machine description are reused here, not copied."""
-    spec = importlib.util.spec_from_file_location("hpcnet_bench_compare",
-                                                  os.path.join(HERE, "compare.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-compare = _load_compare()
+# bench/compare.py (beside this file): its process measurement, interpreter discovery and machine
+# description are reused here, not copied.
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
 log, loadavg, med, fmt, tail = compare.log, compare.loadavg, compare.med, compare.fmt, compare.tail
 cpu_flags = compare.cpu_flags
 

@@ -111,17 +111,12 @@ RECIPE_EPOCHS = 3
 DEFAULT_STEPS = 30
 
 
-def _load_compare():
-    """bench/compare.py as a module: process measurement and machine description, reused."""
-    spec = importlib.util.spec_from_file_location("hpcnet_bench_compare",
-                                                  os.path.join(HERE, "compare.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-compare = _load_compare()
+# bench/compare.py (beside this file): its process measurement, interpreter discovery and machine
+# description are reused here, not copied.
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
 log, loadavg, med, fmt, tail = compare.log, compare.loadavg, compare.med, compare.fmt, compare.tail
+read_jsonl = compare.read_jsonl
 cpu_flags = compare.cpu_flags
 
 
@@ -134,16 +129,6 @@ def run_env(args, threads):
     if args.omp_wait_policy:
         env["OMP_WAIT_POLICY"] = args.omp_wait_policy
     return env
-
-
-def read_jsonl(path):
-    recs = []
-    with open(path, "r", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                recs.append(json.loads(line))
-    return recs
 
 
 def measure(args, cmd, threads, workdir, tag):
