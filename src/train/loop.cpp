@@ -645,11 +645,11 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       // Every rank stops at the same step, naming the ranks whose loss was not finite (one rank
       // alone stopping would leave the others waiting in the gradient all-reduce).
       const std::string bad = nonfinite_ranks(pg, l);
-      HPCNET_CHECK(bad.empty(),
-                   "loss became " + bad + " at epoch " + std::to_string(epoch + 1) + " step " +
-                       std::to_string(i + 1) + "; nothing after the last checkpoint is saved (" +
-                       (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
-                       "); lower --lr or use --clip-grad-norm");
+      if (!bad.empty())  // a failure of the run (exit 1), not of hpcnet: no check location
+        throw Error("loss became " + bad + " at epoch " + std::to_string(epoch + 1) + " step " +
+                    std::to_string(i + 1) + "; nothing after the last checkpoint is saved (" +
+                    (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
+                    "); lower --lr or use --clip-grad-norm");
       if (reducer)
         reducer->backward(loss);  // gradients averaged over ranks
       else
