@@ -316,33 +316,38 @@ TEST(DetectRecipe, LinearScheduleAndWarmup) {
   EXPECT_NEAR(s.momentum_at(400, nb, E, 0.937), 0.937, 1e-15);
 }
 
-// Gradient accumulation (--nbs) as Ultralytics' trainer: accumulate ramps from 1 to nbs / batch
-// over the warm-up (np.interp, rounded half to even), keeps its last value after it, and is
-// max(round(nbs / batch), 1) without a warm-up.
+// Gradient accumulation (--nbs) as Ultralytics 8.4.190's trainer: acc0 = max(round(nbs / batch), 1)
+// capped at the run's batch count; over the warm-up accumulate ramps from 1 to acc0 (np.interp,
+// rounded half to even), acc0 from its last step on and without a warm-up.
 TEST(DetectRecipe, AccumulateAsUltralytics) {
   optim::LrSchedule s;
   s.kind = "linear";
   s.warmup_epochs = 3;
   const int64_t nb = 125, E = 10;  // nw = 375
-  auto interp = [](int64_t ni, double r) {  // what np.interp(ni, [0, 375], [1, r]).round() gives
-    return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint((r - 1) / 375 * ni + 1)));
+  auto interp = [](int64_t ni, int64_t acc0) {  // np.interp(ni, [0, 375], [1, acc0]).round()
+    return std::max<int64_t>(
+        1, static_cast<int64_t>(std::nearbyint(static_cast<double>(acc0 - 1) / 375 * ni + 1)));
   };
   EXPECT_EQ(s.accumulate_at(0, nb, E, 64, 16), 1);
   EXPECT_EQ(s.accumulate_at(62, nb, E, 64, 16), 1);   // 1.496
   EXPECT_EQ(s.accumulate_at(63, nb, E, 64, 16), 2);   // 1.504
   EXPECT_EQ(s.accumulate_at(188, nb, E, 64, 16), 3);  // 2.504
-  EXPECT_EQ(s.accumulate_at(374, nb, E, 64, 16), 4);  // 3.992, kept after the warm-up
+  EXPECT_EQ(s.accumulate_at(374, nb, E, 64, 16), 4);  // 3.992
+  EXPECT_EQ(s.accumulate_at(375, nb, E, 64, 16), 4);  // ni == nw: acc0
   EXPECT_EQ(s.accumulate_at(5000, nb, E, 64, 16), 4);
-  for (int64_t ni : {0, 1, 50, 100, 187, 250, 374, 375, 1000})
-    EXPECT_EQ(s.accumulate_at(ni, nb, E, 64, 24), interp(std::min<int64_t>(ni, 374), 64.0 / 24))
-        << ni;
+  // batch 24: acc0 = round(2.67) = 3, the ramp's end (not 64 / 24).
+  for (int64_t ni : {0, 1, 50, 93, 94, 100, 187, 250, 281, 282, 374})
+    EXPECT_EQ(s.accumulate_at(ni, nb, E, 64, 24), interp(ni, 3)) << ni;
+  EXPECT_EQ(s.accumulate_at(94, nb, E, 64, 24), 2);  // 1.501
+  EXPECT_EQ(s.accumulate_at(1000, nb, E, 64, 24), 3);
   EXPECT_EQ(s.accumulate_at(1000, nb, E, 64, 64), 1);
   EXPECT_EQ(s.accumulate_at(1000, nb, E, 64, 128), 1);  // round(0.5) = 0 -> 1
   EXPECT_EQ(s.accumulate_at(1000, nb, E, 0, 16), 1);    // nbs 0: off
-  // No warm-up (a 1-epoch run, or another schedule): round(nbs / batch), half to even.
+  // No warm-up (a 1-epoch run, or another schedule): acc0, rounded half to even.
   EXPECT_EQ(s.accumulate_at(0, nb, 1, 64, 16), 4);
   EXPECT_EQ(s.accumulate_at(0, nb, 1, 5, 2), 2);  // round(2.5) = 2, as Python's
   EXPECT_EQ(s.accumulate_at(0, nb, 1, 7, 2), 4);  // round(3.5) = 4
+  EXPECT_EQ(s.accumulate_at(0, 2, 1, 64, 4), 2);  // capped at the run's 2 batches
   s.kind = "cosine";
   EXPECT_EQ(s.accumulate_at(0, nb, E, 64, 24), 3);
 }

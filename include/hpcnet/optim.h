@@ -197,11 +197,11 @@ struct LrSchedule {
   double group_lr_at(int64_t step, int64_t steps_per_epoch, int64_t epochs, bool bias_group) const;
   double momentum_at(int64_t step, int64_t steps_per_epoch, int64_t epochs, double momentum) const;
   int64_t linear_warmup_steps(int64_t steps_per_epoch, int64_t epochs) const;
-  // Ultralytics' gradient accumulation: the optimizer steps once the batches since its last step
-  // reach accumulate = max(round(nbs / batch), 1) (batch: the global batch; nbs 0: always 1).
-  // During the linear warm-up (step ni < nw) accumulate = max(1, round(interp(ni, [0, nw], [1,
-  // nbs / batch]))) (round half to even, as NumPy's), and after it keeps the warm-up's last
-  // value, as Ultralytics' trainer does.
+  // Ultralytics' (8.4.190) gradient accumulation: the optimizer steps once the batches since its
+  // last step reach accumulate. acc0 = min(max(round(nbs / batch), 1), steps_per_epoch x epochs)
+  // (batch: the global batch; nbs 0: always 1); during the linear warm-up (step ni <= nw)
+  // accumulate = max(1, round(interp(ni, [0, nw], [1, acc0]))) (round half to even, as NumPy's),
+  // acc0 from nw on and without a warm-up.
   int64_t accumulate_at(int64_t step, int64_t steps_per_epoch, int64_t epochs, int64_t nbs,
                         int64_t batch) const;
 };

@@ -72,14 +72,18 @@ int64_t LrSchedule::accumulate_at(int64_t step, int64_t steps_per_epoch, int64_t
                                   int64_t nbs, int64_t batch) const {
   if (nbs <= 0) return 1;
   HPCNET_REQUIRE(batch > 0, "accumulate_at: batch must be > 0");
-  const double ratio = static_cast<double>(nbs) / static_cast<double>(batch);
+  // The nominal accumulate, at most the run's batch count (std::nearbyint rounds half to even in
+  // the default rounding mode, as Python's round() and np.round).
+  const int64_t acc0 = std::min<int64_t>(
+      std::max<int64_t>(static_cast<int64_t>(
+                            std::nearbyint(static_cast<double>(nbs) / static_cast<double>(batch))),
+                        1),
+      std::max<int64_t>(steps_per_epoch, 1) * std::max<int64_t>(epochs, 1));
   const int64_t nw = kind == "linear" ? linear_warmup_steps(steps_per_epoch, epochs) : 0;
-  // std::nearbyint rounds half to even in the default rounding mode, as np.round and round().
-  if (nw == 0) return std::max<int64_t>(static_cast<int64_t>(std::nearbyint(ratio)), 1);
-  const int64_t ni = std::min(step, nw - 1);
-  // np.interp's arithmetic: slope (fp1 - fp0) / (xp1 - xp0), then slope x (x - xp0) + fp0.
-  const double slope = (ratio - 1.0) / static_cast<double>(nw);
-  const double a = slope * static_cast<double>(ni) + 1.0;
+  if (nw == 0 || step >= nw) return acc0;
+  // np.interp(ni, [0, nw], [1, acc0]): slope (fp1 - fp0) / (xp1 - xp0), then slope x + fp0.
+  const double slope = static_cast<double>(acc0 - 1) / static_cast<double>(nw);
+  const double a = slope * static_cast<double>(step) + 1.0;
   return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(a)));
 }
 
