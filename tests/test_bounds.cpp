@@ -406,7 +406,8 @@ TEST(BoundsFile, PredictRefusesHostileImagesAtOnce) {
     args.insert(args.end(), c.args.begin(), c.args.end());
     double mb = 0;
     const RunResult r = run_measured(args, tmp.path(), &mb);
-    const std::string what = "predict " + c.args.back();
+    std::string what = "predict";
+    for (const std::string& a : c.args) what += " " + a;
     EXPECT_EQ(r.rc, 2) << what << ": " << r.err;
     EXPECT_EQ(r.err_lines().size(), 1u) << what << ": " << r.err;
     for (const std::string& p : c.parts) EXPECT_NE(r.err.find(p), std::string::npos) << r.err;
