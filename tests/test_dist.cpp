@@ -597,6 +597,19 @@ TEST_F(DistMpiTest, ANanOnOneRankStopsEveryRankAtThatStepNamingIt) {
   r = train(2, "--resume " + shell_quote(out.string()) + " --epochs 2");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos);
+  // --nan-policy skip: rank 1's loss is NaN for the last 6 steps (45-50); both ranks drop those
+  // batches together (the replicas stay identical: the end-of-epoch fingerprint check passes)
+  // and the run finishes.
+  const fs::path skip = dir_ / "nan_skip";
+  r = train(2, "--out " + shell_quote(skip.string()) +
+                   " --epochs 2 --batch-size 4 --dist-timeout 20 --fail-at-step 1:45:nan"
+                   " --nan-policy skip");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("loss became nan on rank 1 at epoch 2 step 25: batch skipped "
+                       "(--nan-policy skip; 6 so far)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos);
 }
 
 // Rank 0 SIGKILLed inside its checkpoint write (epoch 2's, 4 KiB in: HPCNET_TEST_WRITE_FAULT):

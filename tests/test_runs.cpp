@@ -247,6 +247,46 @@ TEST_F(RunsTest, ANonFiniteLossStopsTheRunNamingTheStepAndTheCheckpoint) {
   EXPECT_EQ(r.out.find("Finished Training"), std::string::npos);
 }
 
+// --nan-policy skip: a batch whose loss is not finite is dropped on every rank (no gradient, no
+// step), said on stderr and in metrics.jsonl; 10 such batches in a row are tolerated, the 11th
+// stops the run as --nan-policy stop does. (--fail-at-step R:S:nan: the loss is NaN from step S
+// on, 60 images at batch 4: 15 steps per epoch.)
+TEST_F(RunsTest, NanPolicySkipDropsTheBatchAndFinishes) {
+  // NaN from step 21 (epoch 2 step 6) on: steps 21-30 are skipped, and the run (30 steps)
+  // finishes with the weights of step 20, finite.
+  RunResult r = run(with(rn_args(data(), dir_ / "s", 2),
+                         {"--fail-at-step", "0:21:nan", "--nan-policy", "skip"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("loss became nan at epoch 2 step 6: batch skipped (--nan-policy skip; 1 so "
+                       "far)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("at epoch 2 step 15: batch skipped (--nan-policy skip; 10 so far)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos);
+  int skipped = 0;
+  for (const std::string& l : split_lines(read_file(dir_ / "s" / "metrics.jsonl"))) {
+    const auto j = nlohmann::json::parse(l);
+    if (j.at("event") != "skipped") continue;
+    EXPECT_EQ(j.at("step"), 6 + skipped);
+    EXPECT_EQ(j.at("loss"), "nan");
+    ++skipped;
+  }
+  EXPECT_EQ(skipped, 10);
+  EXPECT_NO_THROW(train::read_run_file((dir_ / "s" / "model.safetensors").string()));
+  // From step 20 on: the 11th non-finite batch in a row (step 30) stops the run.
+  r = run(with(rn_args(data(), dir_ / "s11", 2),
+               {"--fail-at-step", "0:20:nan", "--nan-policy", "skip"}));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("loss became nan at epoch 2 step 15 (and in the 10 batches before it, "
+                       "skipped); nothing after the last checkpoint is saved"),
+            std::string::npos)
+      << r.err;
+  r = run(with(rn_args(data(), dir_ / "bad", 1), {"--nan-policy", "sometimes"}));
+  expect_refused(r, "--nan-policy sometimes", {"--nan-policy", "stop or skip"});
+}
+
 // --weights starts a fresh run from a file's weights (here with --lr 0, so the run's model is the
 // file's own); a file of another model or shape is refused, listing the tensors; a torch.save
 // file is answered with the command that converts it.

@@ -101,7 +101,11 @@ struct TrainConfig {
   double dist_timeout = 45;  // seconds a rank may wait for its peers in a collective (0 = forever)
   int64_t bucket_kb = 100;   // gradient all-reduce buckets; 0 = one all-reduce after backward
   bool sync_bn = false;      // BatchNorm statistics over every rank's batch (SyncBatchNorm)
-  std::string fail_at;       // testing only: "RANK:STEP[:kill|exit|hang]" (--fail-at-step)
+  // A non-finite loss (on any rank): "stop" ends the run naming the step and the last checkpoint;
+  // "skip" drops that batch on every rank (no gradient, no step), counts it, and stops as "stop"
+  // does after 10 skipped in a row (the weights themselves are then likely broken).
+  std::string nan_policy = "stop";
+  std::string fail_at;       // testing only: "RANK:STEP[:kill|exit|hang|term|int|nan]"
   // The recipe keys the user set (the CLI fills it from its flags and --config). On --resume a
   // given recipe key must equal the checkpoint's, and the run keys (data, epochs, threads) that
   // were not given come from the checkpoint. nullopt: every field was set deliberately.
@@ -174,6 +178,7 @@ optim::LrSchedule make_schedule(const TrainConfig& c);
 struct TrainResult {
   double train_seconds = 0;  // wall time of the training steps (data loading overlapped)
   int64_t steps = 0;         // steps run in this invocation
+  int64_t skipped_steps = 0; // --nan-policy skip: batches dropped for a non-finite loss
   int64_t images = 0;
   double last_report_loss = 0;
   double val_accuracy = -1;  // the task's validation metric (classify: accuracy, percent), when a

@@ -87,7 +87,7 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
 // --fail-at-step RANK:STEP[:MODE] (testing): rank RANK fails just before its step STEP (counted
 // from 1 in this invocation) by SIGKILL to itself ("kill", as kill -9), exit(1) without leaving
 // MPI ("exit"), sleeping forever ("hang"), a SIGTERM or SIGINT to itself ("term", "int"), or a
-// non-finite loss at that step on that rank alone ("nan").
+// non-finite loss on that rank alone from that step on ("nan").
 struct FailPoint {
   int rank = -1;
   int64_t step = 0;
@@ -601,6 +601,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   using clock = std::chrono::steady_clock;
   auto t_start = clock::now();
   bool stop = false, partial = false;
+  int64_t skipped_in_a_row = 0;  // --nan-policy skip
   for (int64_t epoch = st.epochs_done; epoch < cfg.epochs && !stop; ++epoch) {
     auto t_epoch = clock::now();
     // A run resumed inside an epoch starts at the batch after its checkpoint's.
@@ -629,9 +630,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       return more;
     };
     for (int64_t i = first; next_batch(); ++i) {
-      const bool nan_now = fail_at.rank == rank && res.steps + 1 == fail_at.step &&
-                           fail_at.mode == "nan";  // the loss of this step on this rank only
-      if (fail_at.rank == rank && res.steps + 1 == fail_at.step && !nan_now) fail_now(fail_at);
+      const bool nan_now = fail_at.rank == rank && res.steps + 1 >= fail_at.step &&
+                           fail_at.mode == "nan";  // this rank's loss, from that step on
+      if (fail_at.rank == rank && res.steps + 1 == fail_at.step && fail_at.mode != "nan")
+        fail_now(fail_at);
       set_rates(st.steps, loader.num_batches());
       if (!device.is_cpu()) {
         batch.images = batch.images.to(device);
@@ -645,20 +647,44 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       // Every rank stops at the same step, naming the ranks whose loss was not finite (one rank
       // alone stopping would leave the others waiting in the gradient all-reduce).
       const std::string bad = nonfinite_ranks(pg, l);
-      if (!bad.empty())  // a failure of the run (exit 1), not of hpcnet: no check location
-        throw Error("loss became " + bad + " at epoch " + std::to_string(epoch + 1) + " step " +
-                    std::to_string(i + 1) + "; nothing after the last checkpoint is saved (" +
+      const std::string where = "at epoch " + std::to_string(epoch + 1) + " step " +
+                                std::to_string(i + 1);
+      if (!bad.empty() && cfg.nan_policy == "skip" && skipped_in_a_row < 10) {
+        // Dropped on every rank alike (they all saw the same verdict): no gradient, no step.
+        ++skipped_in_a_row;
+        ++res.skipped_steps;
+        if (lead) {
+          bar.clear();
+          std::fprintf(stderr, "hpcnet: loss became %s %s: batch skipped (--nan-policy skip; %lld "
+                       "so far)\n", bad.c_str(), where.c_str(),
+                       static_cast<long long>(res.skipped_steps));
+        }
+        metrics.write({{"event", "skipped"}, {"epoch", epoch + 1}, {"step", i + 1},
+                       {"loss", bad}, {"skipped_steps", res.skipped_steps}},
+                      st.steps);
+      } else if (!bad.empty()) {  // a failure of the run (exit 1), not of hpcnet
+        throw Error("loss became " + bad + " " + where +
+                    (skipped_in_a_row ? " (and in the " + std::to_string(skipped_in_a_row) +
+                                            " batches before it, skipped)"
+                                      : std::string()) +
+                    "; nothing after the last checkpoint is saved (" +
                     (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
                     "); lower --lr or use --clip-grad-norm");
-      if (reducer)
+      } else {
+        skipped_in_a_row = 0;
+      }
+      const bool skipped = !bad.empty();  // --nan-policy skip dropped this batch
+      if (skipped)
+        ;
+      else if (reducer)
         reducer->backward(loss);  // gradients averaged over ranks
       else
         loss.backward();
       // Ultralytics' accumulation (--nbs): gradients are summed over batches until those since
       // the last optimizer step reach `accumulate`; then clip, step, zero and update the EMA.
-      if (st.steps - st.last_opt_step >=
-          schedule.accumulate_at(st.steps, loader.num_batches(), cfg.epochs, cfg.nbs,
-                                 world * cfg.batch_size)) {
+      if (!skipped && st.steps - st.last_opt_step >=
+                          schedule.accumulate_at(st.steps, loader.num_batches(), cfg.epochs,
+                                                 cfg.nbs, world * cfg.batch_size)) {
         if (cfg.clip_grad_norm > 0)
           optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
         opt.step();
@@ -667,8 +693,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         st.last_opt_step = st.steps;
         ++st.optimizer_steps;
       }
-      running_loss += l;
-      epoch_loss += l;
+      if (!skipped) {  // a skipped batch adds nothing to the loss sums
+        running_loss += l;
+        epoch_loss += l;
+      }
       ++epoch_steps;
       ++st.steps;
       ++res.steps;

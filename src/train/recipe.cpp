@@ -329,6 +329,14 @@ const std::vector<RecipeField> kFields = {
      "train into a run directory that is not empty, replacing its run (without it, a non-empty "
      "--out needs --resume)",
      kSession},
+    {"nan_policy", &C::nan_policy,
+     "a non-finite loss on any rank: stop (the run ends, naming the step and the last "
+     "checkpoint) or skip (that batch is dropped on every rank and counted; 10 in a row stop)",
+     kSession, 0,
+     [](const C& c) {
+       return need(c.nan_policy == "stop" || c.nan_policy == "skip", "--nan-policy",
+                   "must be stop or skip", c.nan_policy);
+     }},
     {"dist_timeout", &C::dist_timeout,
      "with several ranks (mpirun/srun): seconds a rank may wait for the others in a collective "
      "before the job is aborted, naming the missing ranks (0 = forever)",
