@@ -210,17 +210,21 @@ TEST(CudaParity, Conv2d) {
   struct Case {
     Shape x, w;
     ops::Conv2dParams p;
-    bool bias, relu;
+    bool bias;
+    ops::Act act;
   };
+  using A = ops::Act;
   std::vector<Case> cases = {
-      {{4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}, true, true},  // LeNet conv1 (fused)
-      {{4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}, true, false},
-      {{2, 5, 9, 9}, {7, 5, 3, 3}, {2, 2, 1, 1}, false, false},
-      {{3, 4, 8, 8}, {8, 4, 3, 3}, {1, 1, 1, 1}, true, true},
-      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, true},
-      {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, false},
-      {{2, 8, 13, 12}, {16, 8, 3, 3}, {1, 1, 2, 2, 2, 2}, false, true},  // dilated (DeepLab)
-      {{1, 4, 17, 17}, {8, 4, 3, 3}, {2, 2, 3, 3, 3, 3}, true, false},   // dilated, strided
+      {{4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}, true, A::kRelu},  // LeNet conv1 (fused)
+      {{4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}, true, A::kNone},
+      {{2, 5, 9, 9}, {7, 5, 3, 3}, {2, 2, 1, 1}, false, A::kNone},
+      {{3, 4, 8, 8}, {8, 4, 3, 3}, {1, 1, 1, 1}, true, A::kRelu},
+      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, A::kRelu},
+      {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, A::kNone},
+      {{2, 8, 13, 12}, {16, 8, 3, 3}, {1, 1, 2, 2, 2, 2}, false, A::kRelu},  // dilated (DeepLab)
+      {{1, 4, 17, 17}, {8, 4, 3, 3}, {2, 2, 3, 3, 3, 3}, true, A::kNone},   // dilated, strided
+      {{2, 16, 9, 9}, {32, 16, 3, 3}, {2, 2, 1, 1}, true, A::kSilu},       // YOLO's folded Conv
+      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, A::kSilu},
   };
   Rng rng(11);
   for (DType t : kFloatTypes)
@@ -232,15 +236,15 @@ TEST(CudaParity, Conv2d) {
                   ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w, c.p.dil_w)};
       Tensor dy = randn(ys, rng, t);
       std::string tag = std::string("conv2d ") + dtype_name(t) + " " + shape_str(c.x) + " " +
-                        shape_str(c.w) + (c.relu ? " relu" : "");
+                        shape_str(c.w) + " act " + std::to_string(static_cast<int>(c.act));
       Tensor y = nan_cpu(ys, t), dx = nan_cpu(c.x, t), dw = nan_cpu(c.w, t);
       Tensor db = c.bias ? nan_cpu({c.w[0]}, t) : Tensor();
-      ops::conv2d_forward(x, w, b, y, c.p, c.relu);
+      ops::conv2d_forward(x, w, b, y, c.p, c.act);
       ops::conv2d_backward_data(dy, w, dx, c.p);
       ops::conv2d_backward_weights(x, dy, dw, db, c.p);
       Tensor gy = nan_gpu(ys, t), gdx = nan_gpu(c.x, t), gdw = nan_gpu(c.w, t);
       Tensor gdb = c.bias ? nan_gpu({c.w[0]}, t) : Tensor();
-      ops::conv2d_forward(gpu(x), gpu(w), gpu(b), gy, c.p, c.relu);
+      ops::conv2d_forward(gpu(x), gpu(w), gpu(b), gy, c.p, c.act);
       ops::conv2d_backward_data(gpu(dy), gpu(w), gdx, c.p);
       ops::conv2d_backward_weights(gpu(x), gpu(dy), gdw, gdb, c.p);
       expect_close(gy, y, tol_for(t), tag + " y");

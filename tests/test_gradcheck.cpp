@@ -98,6 +98,13 @@ std::map<std::string, std::vector<Case>> all_cases() {
                                    randn64({2}, r)};
       });
   add(
+      "conv2d", "conv2d_silu (under autograd: conv2d then silu)",
+      [](auto& v) { return F::conv2d_silu(v[0], v[1], v[2], 2, 1); },
+      [](Rng& r) {
+        return std::vector<Tensor>{randn64({2, 3, 7, 7}, r), randn64({4, 3, 3, 3}, r),
+                                   randn64({4}, r)};
+      });
+  add(
       "max_pool2d", "max_pool2d 2x2", [](auto& v) { return F::max_pool2d(v[0], 2, 2); },
       [](Rng& r) {
         return std::vector<Tensor>{randn64({2, 3, 6, 6}, r)};

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "hpcnet/autograd.h"
+#include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
 #include "src/ops/cpu/conv2d_direct.h"
 #include "src/ops/ops.h"
@@ -32,8 +34,10 @@ void expect_close(const Tensor& f32, const Tensor& f64, const std::string& what)
 struct ConvCase {
   Shape x, w;
   ops::Conv2dParams p;
-  bool bias, relu;
+  bool bias;
+  ops::Act act;  // fused into the forward
 };
+using A = ops::Act;
 
 }  // namespace
 
@@ -46,14 +50,18 @@ class OpsCpuConv : public ::testing::TestWithParam<cpu::ConvAlgo> {
 
 TEST_P(OpsCpuConv, Float32MatchesFloat64Reference) {
   std::vector<ConvCase> cases = {
-      {{4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}, true, true},
-      {{4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}, true, false},
-      {{2, 5, 9, 9}, {7, 5, 3, 3}, {2, 2, 1, 1}, false, false},
-      {{3, 4, 8, 8}, {8, 4, 3, 3}, {1, 1, 1, 1}, true, true},
-      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, true},
-      {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, false},
-      {{1, 16, 20, 33}, {12, 16, 5, 5}, {1, 1, 2, 2}, true, false},
-      {{2, 4, 8, 8}, {32, 4, 3, 3}, {1, 1, 1, 1}, true, true},  // channel-vectorised kernels
+      {{4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}, true, A::kRelu},
+      {{4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}, true, A::kNone},
+      {{2, 5, 9, 9}, {7, 5, 3, 3}, {2, 2, 1, 1}, false, A::kNone},
+      {{3, 4, 8, 8}, {8, 4, 3, 3}, {1, 1, 1, 1}, true, A::kRelu},
+      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, A::kRelu},
+      {{2, 3, 11, 6}, {17, 3, 7, 7}, {1, 1, 3, 3}, true, A::kNone},
+      {{1, 16, 20, 33}, {12, 16, 5, 5}, {1, 1, 2, 2}, true, A::kNone},
+      {{2, 4, 8, 8}, {32, 4, 3, 3}, {1, 1, 1, 1}, true, A::kRelu},  // channel-vectorised kernels
+      // SiLU: oneDNN's swish post-op, and after the direct kernels
+      {{2, 16, 9, 9}, {32, 16, 3, 3}, {2, 2, 1, 1}, true, A::kSilu},
+      {{2, 5, 7, 9}, {9, 5, 1, 1}, {1, 1, 0, 0}, false, A::kSilu},
+      {{2, 4, 8, 8}, {32, 4, 3, 3}, {1, 1, 1, 1}, true, A::kSilu},
   };
   Rng rng(1);
   for (auto& c : cases) {
@@ -68,7 +76,7 @@ TEST_P(OpsCpuConv, Float32MatchesFloat64Reference) {
       dx = nan_like(c.x, t);
       dw = nan_like(c.w, t);
       db = c.bias ? nan_like({c.w[0]}, t) : Tensor();
-      ops::conv2d_forward(xt, wt, bt, y, c.p, c.relu);
+      ops::conv2d_forward(xt, wt, bt, y, c.p, c.act);
       ops::conv2d_backward_data(dyt, wt, dx, c.p);
       ops::conv2d_backward_weights(xt, dyt, dw, db, c.p);
     };
@@ -89,6 +97,47 @@ INSTANTIATE_TEST_SUITE_P(Algos, OpsCpuConv,
                            return info.param == cpu::ConvAlgo::kOneDnn ? std::string("OneDnn")
                                                                        : std::string("Direct");
                          });
+
+// F::conv2d_silu: one fused kernel without autograd (blocked oneDNN output, plain oneDNN output,
+// direct kernels), the same numbers as silu(conv2d) to float32 rounding; with a gradient needed
+// it is the two ops, and its gradients are theirs.
+TEST(OpsCpu, ConvSiluFusedEqualsSiluOfConv) {
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+  };
+  const std::vector<Case> cases = {{{2, 16, 10, 10}, {32, 16, 3, 3}, 2, 1},  // blocked output
+                                   {{2, 8, 9, 9}, {12, 8, 1, 1}, 1, 0},      // plain output
+                                   {{2, 3, 12, 12}, {8, 3, 3, 3}, 1, 1}};    // direct kernels
+  Rng rng(5);
+  for (const auto& c : cases) {
+    const std::string tag = shape_str(c.x) + " * " + shape_str(c.w);
+    Tensor x = randn(c.x, rng).to(DType::kFloat32), w = randn(c.w, rng).to(DType::kFloat32);
+    Tensor b = randn({c.w[0]}, rng).to(DType::kFloat32);
+    Tensor fused, want;
+    {
+      NoGradGuard ng;
+      fused = F::conv2d_silu(x, w, b, c.stride, c.pad).contiguous();
+      want = F::silu(F::conv2d(x, w, b, c.stride, c.pad)).contiguous();
+    }
+    ASSERT_EQ(fused.shape(), want.shape()) << tag;
+    auto f = fused.to_vector_f64(), g = want.to_vector_f64();
+    for (size_t i = 0; i < f.size(); ++i)
+      ASSERT_NEAR(f[i], g[i], 1e-5 * (1 + std::abs(g[i]))) << tag << " element " << i;
+    // Under autograd: silu's node on top, and the input gradient of silu(conv2d).
+    Tensor xg = x.detach();
+    xg.set_requires_grad(true);
+    Tensor y = F::conv2d_silu(xg, w, b, c.stride, c.pad);
+    ASSERT_NE(y.grad_fn(), nullptr) << tag;
+    EXPECT_STREQ(y.grad_fn()->name(), "SiluBackward") << tag;
+    F::sum(y).backward();
+    Tensor xr = x.detach();
+    xr.set_requires_grad(true);
+    F::sum(F::silu(F::conv2d(xr, w, b, c.stride, c.pad))).backward();
+    auto ga = xg.grad().to_vector_f64(), gb = xr.grad().to_vector_f64();
+    for (size_t i = 0; i < ga.size(); ++i) ASSERT_EQ(ga[i], gb[i]) << tag << " dx " << i;
+  }
+}
 
 TEST(OpsCpu, DirectConvAppliesToLenetShapes) {
   EXPECT_TRUE(cpu::conv2d_direct_applies({4, 3, 32, 32}, {6, 3, 5, 5}, {1, 1, 0, 0}));

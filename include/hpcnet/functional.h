@@ -20,6 +20,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
 // conv2d followed by relu in one kernel (oneDNN post-op); same result as relu(conv2d(...)).
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1,
                    int64_t padding = 0, int64_t dilation = 1);
+// silu(conv2d(...)) (YOLO's Conv after its BatchNorm is folded, at inference): one kernel (oneDNN
+// swish post-op) when no gradient is needed; under autograd the two ops it stands for.
+Tensor conv2d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1,
+                   int64_t padding = 0, int64_t dilation = 1);
 // torch.nn.functional.conv_transpose2d(x, weight, bias, stride, padding, output_padding,
 // dilation=dilation): x (N, C, H, W), weight (C, K, R, S) (torch's layout: input channels
 // first), bias (K,) or undefined -> (N, K, OH, OW), OH = (H - 1) stride - 2 padding +

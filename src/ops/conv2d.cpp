@@ -37,7 +37,7 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                    const Conv2dParams& p, bool relu) {
+                    const Conv2dParams& p, Act act) {
   check_conv("conv2d", x, w, b);
   detail::check_shape(
       "conv2d", y,
@@ -45,7 +45,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
        conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dil_w)},
       "output");
   if (y.numel() == 0) return;  // a batch of 0: nothing to compute (cuDNN rejects empty shapes)
-  HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, relu);
+  HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, act);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
@@ -117,7 +117,7 @@ struct Conv2dNode : Node {
 };
 
 Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
-                   int64_t padding, int64_t dilation, bool relu) {
+                   int64_t padding, int64_t dilation, ops::Act act) {
   HPCNET_CHECK(x_in.defined() && w_in.defined(), std::string("conv2d: the ") +
                                                      (x_in.defined() ? "weight" : "input") +
                                                      " is an undefined tensor");
@@ -152,8 +152,10 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   // bfloat16 convolutions read a bfloat16 copy of x, made once and kept for the weight gradient.
   const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
   Tensor xk = bf16 ? cpu::to_bf16(x) : x;
-  ops::conv2d_forward(xk, w, b, y, p, relu);
+  ops::conv2d_forward(xk, w, b, y, p, act);
+  const bool relu = act == ops::Act::kRelu;
   if (any_requires_grad({&x_in, &w_in, &b_in})) {
+    HPCNET_CHECK(act != ops::Act::kSilu, "conv2d_silu: no backward (F::conv2d_silu unfuses)");
     auto node = std::make_shared<Conv2dNode>();
     node->x = xk;
     node->bf16 = bf16;
@@ -182,7 +184,7 @@ struct ConvTranspose2dNode : Node {
     Tensor dx, dw, db;
     if (edges[0].active()) {
       dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-      ops::conv2d_forward(dy, w, Tensor(), dx, p, false);
+      ops::conv2d_forward(dy, w, Tensor(), dx, p);
     }
     if (edges[1].active()) {
       dw = Tensor::empty(w.shape(), w.dtype(), w.device());
@@ -261,12 +263,21 @@ Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor&
 
 Tensor F::conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
                  int64_t dilation) {
-  return conv2d_impl(x, w, b, stride, padding, dilation, false);
+  return conv2d_impl(x, w, b, stride, padding, dilation, ops::Act::kNone);
 }
 
 Tensor F::conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
                       int64_t padding, int64_t dilation) {
-  return conv2d_impl(x, w, b, stride, padding, dilation, true);
+  return conv2d_impl(x, w, b, stride, padding, dilation, ops::Act::kRelu);
+}
+
+Tensor F::conv2d_silu(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                      int64_t padding, int64_t dilation) {
+  // The backward of SiLU needs its input, which the fused kernel never writes: under autograd
+  // (and when tracing for export, which maps conv2d and silu one by one) it runs unfused.
+  if (any_requires_grad({&x, &w, &b}) || trace::g_recorder != nullptr)
+    return F::silu(conv2d_impl(x, w, b, stride, padding, dilation, ops::Act::kNone));
+  return conv2d_impl(x, w, b, stride, padding, dilation, ops::Act::kSilu);
 }
 
 }  // namespace hpcnet

@@ -17,6 +17,9 @@ struct Conv2dParams {
   int64_t pad_h = 0, pad_w = 0;
   int64_t dil_h = 1, dil_w = 1;  // dilation (torch's convention: 1 = none)
 };
+// The activation a convolution's forward kernel applies to its output (oneDNN post-op, cuDNN's
+// fused activation, or a pass over the output where neither applies).
+enum class Act : int { kNone = 0, kRelu = 1, kSilu = 2 };
 // Output spatial size of a convolution or pooling window (dilation d spreads the k taps over
 // d (k - 1) + 1 pixels, as torch.nn.Conv2d).
 inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil = 1) {

@@ -41,12 +41,13 @@ YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act) : act
 
 Tensor YoloConv::forward(const Tensor& x) {
   // Inference (eval mode, no graph, CPU, not tracing for export): Ultralytics' fuse(), BatchNorm
-  // folded into the convolution, one pass over the output fewer.
+  // folded into the convolution and SiLU fused after it, two passes over the output fewer.
   if (!is_training() && !grad_mode_enabled() && fuse_enabled() && conv->weight.device().is_cpu() &&
       conv->weight.dtype() == DType::kFloat32 && trace::g_recorder == nullptr) {
+    // SiLU runs as the convolution's post-op (HPCNET_FUSE=0 turns both off).
     const auto [w, b] = folded_weights();
-    Tensor y = F::conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
-    return act ? F::silu(y) : y;
+    return act ? F::conv2d_silu(x, w, b, conv->stride, conv->padding, conv->dilation)
+               : F::conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
   }
   Tensor y = bn->forward(conv->forward(x));
   return act ? F::silu(y) : y;

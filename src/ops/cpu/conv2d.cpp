@@ -1,7 +1,8 @@
-// CPU 2-D convolution: float32 through oneDNN (forward with fused bias and optional ReLU, backward
-// data, backward weights with bias), float64 through reference loops. Tensors are plain NCHW /
-// OIHW; oneDNN primitives are cached per shape.
+// CPU 2-D convolution: float32 through oneDNN (forward with fused bias and optional ReLU or SiLU,
+// backward data, backward weights with bias), float64 through reference loops. Tensors are plain
+// NCHW / OIHW; oneDNN primitives are cached per shape.
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -30,10 +31,10 @@ double conv_macs(const ConvShape& s) {
 }
 
 // `variant`: bf16 + 2 * operand_bits(first tensor) + 8 * operand_bits(second tensor).
-DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, bool relu,
+DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, Act act,
                  int variant) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
-                  p.dil_h, p.dil_w, bias, relu, variant);
+                  p.dil_h, p.dil_w, bias, static_cast<int>(act), variant);
 }
 
 // Descriptors of a convolution: the tensors' own (plain NCHW / OIHW f32) and the ones the
@@ -72,7 +73,8 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
 }
 
 // The forward primitive descriptor (also the hint for the backward ones).
-dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias, bool relu) {
+dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias,
+                                                       Act act = Act::kNone) {
   using namespace dnnl;
   auto d = bias ? convolution_forward::desc(prop_kind::forward_training,
                                             algorithm::convolution_direct, m.x_any, m.w_any, m.b,
@@ -81,9 +83,11 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
                                             algorithm::convolution_direct, m.x_any, m.w_any,
                                             m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
   primitive_attr attr;
-  if (relu) {
+  if (act != Act::kNone) {
+    // eltwise_swish(alpha) is x sigmoid(alpha x): SiLU at alpha 1.
     post_ops po;
-    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+    if (act == Act::kRelu) po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+    if (act == Act::kSilu) po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
     attr.set_post_ops(po);
   }
   return convolution_forward::primitive_desc(d, attr, dnnl_engine());
@@ -141,7 +145,7 @@ bool use_direct(const Shape& x, const Shape& w, const Conv2dParams& p) {
 // ---- float64 reference loops ----
 
 void conv_fwd_ref(const ConvShape& s, const Conv2dParams& p, const double* x, const double* w,
-                  const double* b, double* y, bool relu) {
+                  const double* b, double* y, Act act) {
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t k = 0; k < s.k; ++k)
       for (int64_t oh = 0; oh < s.p; ++oh)
@@ -158,7 +162,8 @@ void conv_fwd_ref(const ConvShape& s, const Conv2dParams& p, const double* x, co
                        w[((k * s.c + c) * s.r + r) * s.s + t];
               }
             }
-          if (relu && acc < 0) acc = 0;
+          if (act == Act::kRelu && acc < 0) acc = 0;
+          if (act == Act::kSilu) acc = acc / (1.0 + std::exp(-acc));
           y[((n * s.k + k) * s.p + oh) * s.q + ow] = acc;
         }
 }
@@ -218,21 +223,25 @@ bool conv2d_wants_blocked(const Tensor& x, const Shape& w, const Conv2dParams& p
 }
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                    const Conv2dParams& p, bool relu) {
+                    const Conv2dParams& p, Act act) {
   ConvShape s = conv_shape(x, w.shape(), y.shape());
   bool has_b = b.defined();
   if (x.dtype() == DType::kFloat64) {
     conv_fwd_ref(s, p, x.data<double>(), w.data<double>(), has_b ? b.data<double>() : nullptr,
-                 y.data<double>(), relu);
+                 y.data<double>(), act);
     return;
   }
   const int lx = operand_bits(x), ly = operand_bits(y);
-  if (!lx && !ly && use_direct(x.shape(), w.shape(), p))
-    return conv2d_direct_forward(x, w, b, y, p, relu);
+  if (!lx && !ly && use_direct(x.shape(), w.shape(), p)) {
+    // The direct kernels fuse ReLU only; SiLU is a pass over their output.
+    conv2d_direct_forward(x, w, b, y, p, act == Act::kRelu);
+    if (act == Act::kSilu) silu_forward(y, y);
+    return;
+  }
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, relu, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
+  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, act, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
     ConvMds m = conv_mds(s, p, bf16);
-    auto pd = conv_fwd_pd(m, has_b, relu);
+    auto pd = conv_fwd_pd(m, has_b, act);
     op.prim = dnnl::convolution_forward(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
@@ -262,12 +271,12 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   if (!lx && !ly && use_direct(dx.shape(), w.shape(), p))
     return conv2d_direct_backward_data(dy, w, dx, p);
   const bool bf16 = conv_bf16(s.c, p) || dy.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, false, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
+  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, Act::kNone, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
                                       m.y_any_in, m.strides, m.dilates, m.pad_l, m.pad_r);
-    convolution_backward_data::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, false, false));
+    convolution_backward_data::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, false));
     op.prim = convolution_backward_data(pd);
     op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
@@ -304,7 +313,7 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   if (!lx && !ly && use_direct(x.shape(), dw.shape(), p))
     return conv2d_direct_backward_weights(x, dy, dw, db, p);
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, false, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
+  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, Act::kNone, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
@@ -313,7 +322,7 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
                    : convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
                                                         m.w_any_out, m.y_any_in, m.strides,
                                                         m.dilates, m.pad_l, m.pad_r);
-    convolution_backward_weights::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, has_b, false));
+    convolution_backward_weights::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, has_b));
     op.prim = convolution_backward_weights(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);

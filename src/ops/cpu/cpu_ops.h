@@ -6,6 +6,7 @@
 #include "src/ops/ops.h"
 
 namespace hpcnet::cpu {
+using ops::Act;
 using ops::Conv2dParams;
 using ops::Pool2dParams;
 using ops::SgdParams;

@@ -186,7 +186,9 @@ bool empty_conv(const ConvShape& s) {
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                    const Conv2dParams& p, bool relu) {
+                    const Conv2dParams& p, Act act) {
+  // cuDNN's fused entry point has ReLU but no SiLU: SiLU is a pass over the output.
+  const bool relu = act == Act::kRelu;
   dispatch_float(x.dtype(), "conv2d", [](auto) {});
   prepare(x);
   int dev = x.device().index;
@@ -196,6 +198,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     if (s.n && s.k && s.p && s.q) {  // C == 0: y = bias (relu'd)
       y.fill_(0.0);
       if (has_b) add_bias_act(y, b, s.n, s.k, s.p * s.q, relu);
+      if (act == Act::kSilu) silu_forward(y, y);
     }
     return;
   }
@@ -214,7 +217,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
         y.raw_data());
     if (st == CUDNN_STATUS_SUCCESS) {
       plan.fused_proven = true;
-      return;
+      return;  // (fused only with ReLU or no activation: make_plan)
     }
     // A refusal on the first call (NOT_SUPPORTED, or BAD_PARAM for an algorithm the fused
     // entry point lacks) means this cuDNN cannot fuse this shape: unfused from now on. A failure
@@ -229,6 +232,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     add_bias_act(y, b, s.n, s.k, s.p * s.q, relu);
   else if (relu)
     relu_forward(y, y);
+  if (act == Act::kSilu) silu_forward(y, y);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {

@@ -8,6 +8,7 @@
 #include "src/ops/ops.h"
 
 namespace hpcnet::cuda {
+using ops::Act;
 using ops::Conv2dParams;
 using ops::Pool2dParams;
 using ops::SgdParams;
