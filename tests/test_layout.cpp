@@ -186,3 +186,44 @@ TEST(Layout, ChainedResidualBlocksMatchFloat64) {
   auto f32 = run(DType::kFloat32), f64 = run(DType::kFloat64);
   expect_close_to_scale(f32, f64, 2e-5, 0, [](size_t i) { return "output " + std::to_string(i); });
 }
+
+// cat along the channels of blocked tensors and narrow of whole 16-channel blocks keep the blocked
+// layout (C2f's chunk and concatenation without a reorder); the values and the gradients are
+// those of the row-major ops, exactly (both are copies). A piece that is not whole blocks, or a
+// row-major input among blocked ones, goes row-major as before.
+TEST(Layout, CatAndNarrowOfWholeBlocksStayBlocked) {
+  Tensor a = randn({2, 32, 3, 5}, 21), b = randn({2, 16, 3, 5}, 22), c = randn({2, 48, 3, 5}, 23);
+  Tensor up = randn({2, 96, 3, 5}, 24);  // the gradient given to cat's output
+  auto run = [&](bool blocked, std::vector<Tensor>& grads) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : {a, b, c}) {
+      Tensor l = blocked ? t.to_layout(Layout::kBlocked16) : t.clone();
+      l.set_requires_grad(true);
+      leaves.push_back(l);
+    }
+    // y = cat(a, narrow(c, 16, 32), b, narrow(c, 0, 16)): channels 32 + 32 + 16 + 16 = 96
+    Tensor y = F::cat({leaves[0], F::narrow(leaves[2], 1, 16, 32), leaves[1],
+                       F::narrow(leaves[2], 1, 0, 16)},
+                      1);
+    y.backward(blocked ? up.to_layout(Layout::kBlocked16) : up);  // a blocked gradient into cat
+    for (auto& l : leaves) grads.push_back(l.grad());
+    return y;
+  };
+  std::vector<Tensor> gb, gp;
+  Tensor yb = run(true, gb), yp = run(false, gp);
+  EXPECT_EQ(yb.layout(), Layout::kBlocked16);
+  EXPECT_EQ(yp.layout(), Layout::kStrided);
+  EXPECT_EQ(yb.to_vector(), yp.to_vector());
+  for (size_t i = 0; i < gb.size(); ++i) {
+    EXPECT_EQ(gb[i].to_vector(), gp[i].to_vector()) << "gradient " << i;
+    EXPECT_EQ(gb[i].layout(), Layout::kBlocked16) << "gradient " << i;
+  }
+  // Not whole blocks, or mixed layouts: row-major, the same values.
+  Tensor cb = c.to_layout(Layout::kBlocked16);
+  Tensor part = F::narrow(cb, 1, 8, 16);
+  EXPECT_EQ(part.layout(), Layout::kStrided);
+  EXPECT_EQ(part.to_vector(), F::narrow(c, 1, 8, 16).to_vector());
+  Tensor mixed = F::cat({cb, b}, 1);
+  EXPECT_EQ(mixed.layout(), Layout::kStrided);
+  EXPECT_EQ(mixed.to_vector(), F::cat({c, b}, 1).to_vector());
+}

@@ -2,6 +2,12 @@
 // backward beside it: each input's gradient is its slice of the output gradient along dim. And
 // narrow (torch.narrow, the pieces of split/chunk), its transpose: the forward is one slice of
 // cat's backward, the backward a cat of the gradient between zeros, on every backend.
+// Along the channels of oneDNN's blocked nChw16c layout (CPU convolution outputs), an image's
+// C_i channels are C_i / 16 blocks of H * W * 16 values, contiguous: the same runs of C_i * H * W
+// values per image as in NCHW. So cat of blocked tensors along dim 1 and narrow of a blocked
+// tensor at multiples of 16 run the row-major kernels on the blocked bytes and stay blocked: no
+// reorder to NCHW and back around YOLO's C2f, SPPF and head concatenations.
+#include <cstring>
 #include <string>
 
 #include "hpcnet/functional.h"
@@ -50,14 +56,24 @@ Shape cat_shape(const std::vector<Tensor>& xs, int64_t dim) {
   return out;
 }
 
+// Whether cat(xs, dim) keeps the blocked layout: channels of blocked tensors only.
+bool cat_keeps_blocked(const std::vector<Tensor>& xs, int64_t dim) {
+  if (dim != 1 || xs.empty()) return false;
+  for (const Tensor& x : xs)
+    if (!x.defined() || x.layout() != Layout::kBlocked16) return false;
+  return true;
+}
+
 }  // namespace
 
 void cat_forward(const std::vector<Tensor>& xs, Tensor& y, int64_t dim) {
   HPCNET_CHECK(!xs.empty() && dim >= 0 && dim < y.dim(), "cat: need inputs and 0 <= dim < rank");
   detail::check_shape("cat", y, cat_shape(xs, dim), "output");
   detail::check_dtype("cat", y, xs[0].dtype(), "output");
-  for (const Tensor& x : xs) detail::check_same_device("cat", y.device(), {&x});
-  detail::check_same_device("cat", y.device(), {&y});
+  // Row-major throughout, or (CPU) blocked throughout along the channels.
+  for (const Tensor& x : xs) detail::check_same_device_dense("cat", y.device(), {&y, &x});
+  HPCNET_CHECK(y.layout() == Layout::kStrided || dim == 1,
+               "cat: blocked tensors are concatenated along dim 1 only");
   HPCNET_DISPATCH(y.device(), cat_forward, xs, y, dim);
 }
 
@@ -73,11 +89,13 @@ void cat_backward(const Tensor& dy, const std::vector<int64_t>& sizes, std::vect
     want[dim] = sizes[i];
     detail::check_shape("cat_backward", dxs[i], want, "gradient");
     detail::check_dtype("cat_backward", dxs[i], dy.dtype(), "gradient");
-    detail::check_same_device("cat_backward", dy.device(), {&dxs[i]});
+    detail::check_same_device_dense("cat_backward", dy.device(), {&dy, &dxs[i]});
   }
   HPCNET_CHECK(total == dy.size(dim),
                "cat_backward: the sizes along dim do not add up to dy's " + shape_str(dy.shape()));
-  detail::check_same_device("cat_backward", dy.device(), {&dy});
+  detail::check_same_device_dense("cat_backward", dy.device(), {&dy});
+  HPCNET_CHECK(dy.layout() == Layout::kStrided || dim == 1,
+               "cat_backward: blocked tensors are split along dim 1 only");
   HPCNET_DISPATCH(dy.device(), cat_backward, dy, sizes, dxs, dim);
 }
 
@@ -90,12 +108,16 @@ struct CatNode : Node {
   int64_t dim = 0;
   const char* name() const override { return "CatBackward"; }
   std::vector<Tensor> backward(const Tensor& g_in) override {
-    Tensor g = g_in.contiguous();
+    // A blocked gradient splits into blocked pieces when every piece is whole 16-channel blocks.
+    bool blocked = g_in.layout() == Layout::kBlocked16 && dim == 1;
+    for (const Shape& s : shapes) blocked = blocked && s[1] % 16 == 0;
+    Tensor g = blocked ? g_in : g_in.contiguous();
+    const Layout layout = blocked ? Layout::kBlocked16 : Layout::kStrided;
     std::vector<int64_t> sizes(shapes.size());
     std::vector<Tensor> dxs(shapes.size());  // undefined where the input needs no gradient
     for (size_t i = 0; i < shapes.size(); ++i) {
       sizes[i] = shapes[i][dim];
-      if (edges[i].active()) dxs[i] = Tensor::empty(shapes[i], g.dtype(), g.device());
+      if (edges[i].active()) dxs[i] = Tensor::empty_layout(shapes[i], g.dtype(), g.device(), layout);
     }
     ops::cat_backward(g, sizes, dxs, dim);
     return dxs;
@@ -109,10 +131,13 @@ Tensor F::cat(const std::vector<Tensor>& xs_in, int64_t dim_in) {
   HPCNET_REQUIRE(xs_in[0].defined(), "cat: tensor 0 is undefined");
   const int64_t dim = ops::wrap_dim(dim_in, xs_in[0].dim());
   const Shape out_shape = ops::cat_shape(xs_in, dim);
+  // Blocked inputs stay blocked when all are (see the top); otherwise all become row-major.
+  const bool blocked = ops::cat_keeps_blocked(xs_in, dim);
   std::vector<Tensor> xs;
   xs.reserve(xs_in.size());
-  for (const Tensor& x : xs_in) xs.push_back(x.contiguous());  // blocked inputs become row-major
-  Tensor y = Tensor::empty(out_shape, xs[0].dtype(), xs[0].device());
+  for (const Tensor& x : xs_in) xs.push_back(blocked ? x : x.contiguous());
+  Tensor y = Tensor::empty_layout(out_shape, xs[0].dtype(), xs[0].device(),
+                                  blocked ? Layout::kBlocked16 : Layout::kStrided);
   ops::cat_forward(xs, y, dim);
   bool needs_grad = false;
   for (const Tensor& x : xs_in) needs_grad = needs_grad || any_requires_grad({&x});
@@ -144,14 +169,23 @@ struct NarrowNode : Node {
   int64_t dim = 0, start = 0;
   const char* name() const override { return "NarrowBackward"; }
   std::vector<Tensor> backward(const Tensor& g_in) override {
-    Tensor g = g_in.contiguous();
+    // A blocked gradient (its slice starts at a multiple of 16: NarrowNode is blocked only then)
+    // goes back blocked; zeros are the same bytes in either layout.
+    const bool blocked = g_in.layout() == Layout::kBlocked16 && dim == 1 && start % 16 == 0 &&
+                         in_shape[1] % 16 == 0;
+    Tensor g = blocked ? g_in : g_in.contiguous();
     Shape before = in_shape, after = in_shape;
     before[dim] = start;
     after[dim] = in_shape[dim] - start - g.size(dim);
-    Tensor dx = Tensor::empty(in_shape, g.dtype(), g.device());
-    ops::cat_forward({Tensor::zeros(before, g.dtype(), g.device()), g,
-                      Tensor::zeros(after, g.dtype(), g.device())},
-                     dx, dim);
+    const Layout layout = blocked ? Layout::kBlocked16 : Layout::kStrided;
+    auto zeros = [&](const Shape& s) {  // the bytes of zeros are zeros in either layout
+      if (!blocked) return Tensor::zeros(s, g.dtype(), g.device());
+      Tensor z = Tensor::empty_layout(s, g.dtype(), g.device(), layout);  // (CPU)
+      if (z.numel() > 0) std::memset(z.raw_data(), 0, z.nbytes());
+      return z;
+    };
+    Tensor dx = Tensor::empty_layout(in_shape, g.dtype(), g.device(), layout);
+    ops::cat_forward({zeros(before), g, zeros(after)}, dx, dim);
     return {dx};
   }
 };
@@ -171,10 +205,14 @@ Tensor F::narrow(const Tensor& x_in, int64_t dim_in, int64_t start, int64_t leng
                      std::to_string(length) + " do not fit in dim " + std::to_string(dim) +
                      " of input " + shape_str(x_in.shape()) + " (need 0 <= start, 0 <= length, " +
                      "start + length <= " + std::to_string(size) + ")");
-  Tensor x = x_in.contiguous();
+  // Whole 16-channel blocks of a blocked tensor stay blocked (see the top).
+  const bool blocked = x_in.layout() == Layout::kBlocked16 && dim == 1 && start % 16 == 0 &&
+                       length % 16 == 0 && length > 0;
+  Tensor x = blocked ? x_in : x_in.contiguous();
   Shape out_shape = x.shape();
   out_shape[dim] = length;
-  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor y = Tensor::empty_layout(out_shape, x.dtype(), x.device(),
+                                  blocked ? Layout::kBlocked16 : Layout::kStrided);
   std::vector<Tensor> pieces = {Tensor(), y, Tensor()};
   ops::cat_backward(x, {start, length, size - start - length}, pieces, dim);
   if (any_requires_grad({&x_in})) {
