@@ -227,3 +227,27 @@ TEST(Layout, CatAndNarrowOfWholeBlocksStayBlocked) {
   EXPECT_EQ(mixed.layout(), Layout::kStrided);
   EXPECT_EQ(mixed.to_vector(), F::cat({c, b}, 1).to_vector());
 }
+
+// Nearest upsampling keeps a blocked input blocked (YOLO's head and the U-Net decoder feed it
+// into a concatenation): values and gradients equal the row-major op's.
+TEST(Layout, NearestUpsamplingOfABlockedTensorStaysBlocked) {
+  for (int64_t scale : {1, 2, 3}) {
+    Tensor x = randn({2, 32, 3, 4}, 31 + scale);
+    Tensor up = randn({2, 32, 3 * scale, 4 * scale}, 41 + scale);
+    auto run = [&](bool blocked, Tensor& grad) {
+      Tensor l = blocked ? x.to_layout(Layout::kBlocked16) : x.clone();
+      l.set_requires_grad(true);
+      Tensor y = F::upsample_nearest2d(l, scale);
+      y.backward(blocked ? up.to_layout(Layout::kBlocked16) : up);
+      grad = l.grad();
+      return y;
+    };
+    Tensor gb, gp;
+    Tensor yb = run(true, gb), yp = run(false, gp);
+    const std::string tag = "scale " + std::to_string(scale);
+    EXPECT_EQ(yb.layout(), Layout::kBlocked16) << tag;
+    EXPECT_EQ(gb.layout(), Layout::kBlocked16) << tag;
+    EXPECT_EQ(yb.to_vector(), yp.to_vector()) << tag;
+    expect_close(gb, gp, 1e-6, tag + " gradient");  // sums of scale^2 values, in another order
+  }
+}

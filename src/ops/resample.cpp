@@ -45,7 +45,7 @@ void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t scale) {
   detail::check_shape("upsample_nearest2d", y,
                       {x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, "output");
   detail::check_dtype("upsample_nearest2d", y, x.dtype(), "output");
-  detail::check_same_device("upsample_nearest2d", x.device(), {&x, &y});
+  detail::check_same_device_dense("upsample_nearest2d", x.device(), {&x, &y});  // (CPU) blocked too
   HPCNET_DISPATCH(x.device(), upsample_nearest2d_forward, x, y, scale);
 }
 void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
@@ -54,7 +54,7 @@ void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
   detail::check_shape("upsample_nearest2d_backward", dy,
                       {dx.size(0), dx.size(1), dx.size(2) * scale, dx.size(3) * scale}, "dy");
   detail::check_dtype("upsample_nearest2d_backward", dy, dx.dtype(), "dy");
-  detail::check_same_device("upsample_nearest2d_backward", dy.device(), {&dy, &dx});
+  detail::check_same_device_dense("upsample_nearest2d_backward", dy.device(), {&dy, &dx});
   HPCNET_DISPATCH(dy.device(), upsample_nearest2d_backward, dy, dx, scale);
 }
 
@@ -116,8 +116,11 @@ struct UpsampleNearest2dNode : Node {
   int64_t scale = 1;
   const char* name() const override { return "UpsampleNearest2dBackward"; }
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor dx = Tensor::empty(x_shape, g.dtype(), g.device());
-    ops::upsample_nearest2d_backward(g.contiguous(), dx, scale);
+    // A blocked gradient (the forward kept x's blocked layout) gives a blocked dx.
+    const bool blocked = g.layout() == Layout::kBlocked16;
+    Tensor dx = Tensor::empty_layout(x_shape, g.dtype(), g.device(),
+                                     blocked ? Layout::kBlocked16 : Layout::kStrided);
+    ops::upsample_nearest2d_backward(blocked ? g : g.contiguous(), dx, scale);
     return {dx};
   }
 };
@@ -211,9 +214,13 @@ Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
   HPCNET_REQUIRE(x_in.dtype() == DType::kFloat32 || x_in.dtype() == DType::kFloat64,
                  std::string("upsample_nearest2d: input must be float32 or float64, got ") +
                      dtype_name(x_in.dtype()));
-  Tensor x = x_in.contiguous();  // blocked activations become row-major
-  Tensor y = Tensor::empty({x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, x.dtype(),
-                           x.device());
+  // Blocked activations stay blocked (the concatenation after it in YOLO's head and the U-Net
+  // decoder then stays blocked too); strided views become row-major.
+  const bool blocked = x_in.layout() == Layout::kBlocked16;
+  Tensor x = blocked ? x_in : x_in.contiguous();
+  Tensor y = Tensor::empty_layout({x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale},
+                                  x.dtype(), x.device(),
+                                  blocked ? Layout::kBlocked16 : Layout::kStrided);
   ops::upsample_nearest2d_forward(x, y, scale);
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<UpsampleNearest2dNode>();

@@ -1,7 +1,7 @@
 // CPU kernels for the small data-movement ops of the ResNets and the U-Net: global average
 // pooling, the option-A shortcut (subsample and zero-pad channels), dropout's mask-and-scale and
-// nearest upsampling by an integer factor. Contiguous NCHW; plain loops that vectorise, OpenMP
-// over (n, c) planes when the tensor is large.
+// nearest upsampling by an integer factor (also on blocked nChw16c tensors). Contiguous NCHW;
+// plain loops that vectorise, OpenMP over (n, c) planes when the tensor is large.
 #include <cstring>
 
 #include "src/ops/cpu/cpu_ops.h"
@@ -110,21 +110,29 @@ void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
 }
 
 // Each output row i of a plane is input row i / s with every element repeated s times: built once
-// per input row, then copied to the s - 1 rows below it.
+// per input row, then copied to the s - 1 rows below it. A blocked (nChw16c) tensor is planes of
+// (n, 16-channel block) whose elements are 16 channels: the same loops over 16-value elements.
 void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t s) {
   dispatch_float(x.dtype(), "upsample_nearest2d", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), ws = w * s;
+    const int64_t v = x.layout() == Layout::kBlocked16 ? 16 : 1;  // values per element
+    const int64_t planes = x.size(0) * x.size(1) / v, h = x.size(2), w = x.size(3), ws = w * s;
     const T* px = x.data<T>();
     T* py = y.data<T>();
 #pragma omp parallel for schedule(static) if (y.numel() > kParallelMin)
     for (int64_t pl = 0; pl < planes; ++pl)
       for (int64_t i = 0; i < h; ++i) {
-        const T* src = px + (pl * h + i) * w;
-        T* dst = py + (pl * h + i) * s * ws;
-        for (int64_t j = 0; j < w; ++j)
-          for (int64_t b = 0; b < s; ++b) dst[j * s + b] = src[j];
-        for (int64_t a = 1; a < s; ++a) std::memcpy(dst + a * ws, dst, sizeof(T) * ws);
+        const T* src = px + (pl * h + i) * w * v;
+        T* dst = py + (pl * h + i) * s * ws * v;
+        if (v == 1) {
+          for (int64_t j = 0; j < w; ++j)
+            for (int64_t b = 0; b < s; ++b) dst[j * s + b] = src[j];
+        } else {
+          for (int64_t j = 0; j < w; ++j)
+            for (int64_t b = 0; b < s; ++b)
+              std::memcpy(dst + (j * s + b) * v, src + j * v, sizeof(T) * v);
+        }
+        for (int64_t a = 1; a < s; ++a) std::memcpy(dst + a * ws * v, dst, sizeof(T) * ws * v);
       }
   });
 }
@@ -132,10 +140,28 @@ void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t s) {
 void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t s) {
   dispatch_float(dy.dtype(), "upsample_nearest2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t planes = dx.size(0) * dx.size(1), h = dx.size(2), w = dx.size(3);
+    const int64_t h = dx.size(2), w = dx.size(3);
     const int64_t out_plane = h * s * w * s;
     const T* pdy = dy.data<T>();
     T* pdx = dx.data<T>();
+    if (dx.layout() == Layout::kBlocked16) {
+      constexpr int64_t v = 16;
+      const int64_t planes = dx.size(0) * dx.size(1) / v, ws = w * s;
+#pragma omp parallel for schedule(static) if (dy.numel() > kParallelMin)
+      for (int64_t pl = 0; pl < planes; ++pl)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < w; ++j) {
+            T acc[v] = {};
+            const T* p = pdy + (pl * out_plane + i * s * ws + j * s) * v;
+            for (int64_t a = 0; a < s; ++a)
+              for (int64_t b = 0; b < s; ++b)
+#pragma omp simd
+                for (int64_t t = 0; t < v; ++t) acc[t] += p[(a * ws + b) * v + t];
+            std::memcpy(pdx + ((pl * h + i) * w + j) * v, acc, sizeof(acc));
+          }
+      return;
+    }
+    const int64_t planes = dx.size(0) * dx.size(1);
 #pragma omp parallel for schedule(static) if (dy.numel() > kParallelMin)
     for (int64_t pl = 0; pl < planes; ++pl)
       for (int64_t i = 0; i < h; ++i)
