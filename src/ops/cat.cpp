@@ -117,7 +117,8 @@ struct CatNode : Node {
     std::vector<Tensor> dxs(shapes.size());  // undefined where the input needs no gradient
     for (size_t i = 0; i < shapes.size(); ++i) {
       sizes[i] = shapes[i][dim];
-      if (edges[i].active()) dxs[i] = Tensor::empty_layout(shapes[i], g.dtype(), g.device(), layout);
+      if (edges[i].active())
+        dxs[i] = Tensor::empty_layout(shapes[i], g.dtype(), g.device(), layout);
     }
     ops::cat_backward(g, sizes, dxs, dim);
     return dxs;

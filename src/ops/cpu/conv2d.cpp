@@ -271,7 +271,8 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   if (!lx && !ly && use_direct(dx.shape(), w.shape(), p))
     return conv2d_direct_backward_data(dy, w, dx, p);
   const bool bf16 = conv_bf16(s.c, p) || dy.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(1, s, p, false, Act::kNone, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
+  const DnnlKey key = conv_key(1, s, p, false, Act::kNone, bf16 + 2 * lx + 8 * ly);
+  DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
@@ -313,7 +314,8 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   if (!lx && !ly && use_direct(x.shape(), dw.shape(), p))
     return conv2d_direct_backward_weights(x, dy, dw, db, p);
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(2, s, p, has_b, Act::kNone, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
+  const DnnlKey key = conv_key(2, s, p, has_b, Act::kNone, bf16 + 2 * lx + 8 * ly);
+  DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
     auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
