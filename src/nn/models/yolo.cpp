@@ -91,9 +91,13 @@ C2f::C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut) : c(c2 / 2) {
 }
 
 Tensor C2f::forward(const Tensor& x) {
-  Tensor y = cv1->forward(x);  // (B, 2c, H, W), chunked in two as torch's chunk(2, 1)
-  std::vector<Tensor> ys = {F::narrow(y, 1, 0, c), F::narrow(y, 1, c, c)};
-  for (auto& b : m) ys.push_back(b->forward(ys.back()));
+  // Ultralytics chunks cv1's output (B, 2c, H, W) in two and concatenates both halves with the
+  // bottlenecks' outputs. The two halves side by side are that output itself, so it goes into
+  // the concatenation whole; only the second half, the first bottleneck's input, is sliced out.
+  Tensor y = cv1->forward(x);
+  std::vector<Tensor> ys = {y};
+  Tensor h = F::narrow(y, 1, c, c);
+  for (auto& b : m) ys.push_back(h = b->forward(h));
   return cv2->forward(F::cat(ys, 1));
 }
 
