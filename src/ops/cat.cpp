@@ -64,6 +64,12 @@ bool cat_keeps_blocked(const std::vector<Tensor>& xs, int64_t dim) {
   return true;
 }
 
+// Whether a piece of `length` channels starting at channel `start` of a blocked tensor of
+// `channels` channels is whole 16-channel blocks (and so stays blocked), along dim 1 only.
+bool whole_blocks(int64_t dim, int64_t start, int64_t length, int64_t channels) {
+  return dim == 1 && start % 16 == 0 && length % 16 == 0 && channels % 16 == 0 && length > 0;
+}
+
 }  // namespace
 
 void cat_forward(const std::vector<Tensor>& xs, Tensor& y, int64_t dim) {
@@ -109,8 +115,12 @@ struct CatNode : Node {
   const char* name() const override { return "CatBackward"; }
   std::vector<Tensor> backward(const Tensor& g_in) override {
     // A blocked gradient splits into blocked pieces when every piece is whole 16-channel blocks.
-    bool blocked = g_in.layout() == Layout::kBlocked16 && dim == 1;
-    for (const Shape& s : shapes) blocked = blocked && s[1] % 16 == 0;
+    bool blocked = g_in.layout() == Layout::kBlocked16;
+    int64_t start = 0;
+    for (const Shape& s : shapes) {
+      blocked = blocked && ops::whole_blocks(dim, start, s[1], g_in.size(1));
+      start += dim == 1 ? s[1] : 0;
+    }
     Tensor g = blocked ? g_in : g_in.contiguous();
     const Layout layout = blocked ? Layout::kBlocked16 : Layout::kStrided;
     std::vector<int64_t> sizes(shapes.size());
@@ -172,8 +182,8 @@ struct NarrowNode : Node {
   std::vector<Tensor> backward(const Tensor& g_in) override {
     // A blocked gradient (its slice starts at a multiple of 16: NarrowNode is blocked only then)
     // goes back blocked; zeros are the same bytes in either layout.
-    const bool blocked = g_in.layout() == Layout::kBlocked16 && dim == 1 && start % 16 == 0 &&
-                         in_shape[1] % 16 == 0;
+    const bool blocked = g_in.layout() == Layout::kBlocked16 &&
+                         ops::whole_blocks(dim, start, g_in.size(1), in_shape[1]);
     Tensor g = blocked ? g_in : g_in.contiguous();
     Shape before = in_shape, after = in_shape;
     before[dim] = start;
@@ -207,8 +217,8 @@ Tensor F::narrow(const Tensor& x_in, int64_t dim_in, int64_t start, int64_t leng
                      " of input " + shape_str(x_in.shape()) + " (need 0 <= start, 0 <= length, " +
                      "start + length <= " + std::to_string(size) + ")");
   // Whole 16-channel blocks of a blocked tensor stay blocked (see the top).
-  const bool blocked = x_in.layout() == Layout::kBlocked16 && dim == 1 && start % 16 == 0 &&
-                       length % 16 == 0 && length > 0;
+  const bool blocked = x_in.layout() == Layout::kBlocked16 &&
+                       ops::whole_blocks(dim, start, length, x_in.size(1));
   Tensor x = blocked ? x_in : x_in.contiguous();
   Shape out_shape = x.shape();
   out_shape[dim] = length;

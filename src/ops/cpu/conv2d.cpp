@@ -11,6 +11,7 @@
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/dnnl_util.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
 namespace {
@@ -163,7 +164,7 @@ void conv_fwd_ref(const ConvShape& s, const Conv2dParams& p, const double* x, co
               }
             }
           if (act == Act::kRelu && acc < 0) acc = 0;
-          if (act == Act::kSilu) acc = acc / (1.0 + std::exp(-acc));
+          if (act == Act::kSilu) acc = math::silu(acc);
           y[((n * s.k + k) * s.p + oh) * s.q + ow] = acc;
         }
 }
