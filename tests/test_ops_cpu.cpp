@@ -264,3 +264,68 @@ TEST(OpsCpu, AnIntegerTensorIsAnErrorNamingTheOpAndTheBackend) {
   EXPECT_EQ(g.data<float>()[1], 2.f);
   EXPECT_EQ(g.data<float>()[2], 0.f);
 }
+
+// --conv-algorithm: Winograd (where oneDNN has it: 3x3, stride 1, undilated, float32, AVX-512)
+// and auto against the float64 loops, forward and both backward passes; shapes Winograd does
+// not cover (stride 2, 1x1, dilated, a SiLU post-op) fall back to direct instead of failing. On
+// an AVX-512 CPU the Winograd results must differ from direct's, which shows the setting reached
+// oneDNN. Winograd's error scales with the output's largest values, not each element's (the
+// transforms mix a tile's values), so the tolerance here is 1e-5 of the largest |f64| of each
+// output (measured: about 2e-6 of it; direct's: 3e-7).
+void expect_close_to_scale(const Tensor& f32, const Tensor& f64, const std::string& what) {
+  auto a = f32.to_vector_f64(), b = f64.to_vector_f64();
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double scale = 0;
+  for (double v : b) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], 1e-5 * scale) << what << " element " << i;
+}
+
+TEST(OpsCpuConvAlgorithm, WinogradAndAutoMatchFloat64AndFallBackWhereTheyDoNotApply) {
+  struct Reset {
+    ~Reset() { ops::set_conv_algorithm(ops::ConvAlgorithm::kAuto); }
+  } reset;
+  ops::Conv2dParams dilated{1, 1, 2, 2};
+  dilated.dil_h = dilated.dil_w = 2;
+  std::vector<ConvCase> cases = {
+      {{16, 64, 12, 12}, {64, 64, 3, 3}, {1, 1, 1, 1}, true, A::kRelu},
+      {{16, 32, 10, 10}, {48, 32, 3, 3}, {1, 1, 1, 1}, false, A::kNone},
+      {{16, 32, 10, 10}, {32, 32, 3, 3}, {1, 1, 1, 1}, true, A::kSilu},
+      {{4, 16, 9, 9}, {32, 16, 3, 3}, {2, 2, 1, 1}, true, A::kNone},
+      {{4, 32, 7, 7}, {16, 32, 1, 1}, {1, 1, 0, 0}, false, A::kNone},
+      {{4, 16, 9, 9}, {16, 16, 3, 3}, dilated, false, A::kNone},
+  };
+  Rng rng(2);
+  for (auto& c : cases) {
+    Tensor x = randn(c.x, rng), w = randn(c.w, rng), b = c.bias ? randn({c.w[0]}, rng) : Tensor();
+    Shape ys = {c.x[0], c.w[0], ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h, c.p.dil_h),
+                ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w, c.p.dil_w)};
+    Tensor dy = randn(ys, rng);
+    auto run = [&](DType t) {
+      Tensor xt = x.to(t), wt = w.to(t), bt = c.bias ? b.to(t) : Tensor(), dyt = dy.to(t);
+      std::vector<Tensor> out = {nan_like(ys, t), nan_like(c.x, t), nan_like(c.w, t),
+                                 c.bias ? nan_like({c.w[0]}, t) : Tensor()};
+      ops::conv2d_forward(xt, wt, bt, out[0], c.p, c.act);
+      ops::conv2d_backward_data(dyt, wt, out[1], c.p);
+      ops::conv2d_backward_weights(xt, dyt, out[2], out[3], c.p);
+      return out;
+    };
+    const auto ref = run(DType::kFloat64);
+    std::vector<Tensor> direct;
+    for (auto a : {ops::ConvAlgorithm::kDirect, ops::ConvAlgorithm::kWinograd,
+                   ops::ConvAlgorithm::kAuto}) {
+      ops::set_conv_algorithm(a);
+      const auto got = run(DType::kFloat32);
+      const std::string tag = "algorithm " + std::to_string(static_cast<int>(a)) + " conv " +
+                              shape_str(c.x) + " " + shape_str(c.w);
+      const char* names[] = {" y", " dx", " dw", " db"};
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i].defined()) expect_close_to_scale(got[i], ref[i], tag + names[i]);
+      if (a == ops::ConvAlgorithm::kDirect) direct = got;
+      if (a == ops::ConvAlgorithm::kWinograd && &c == &cases[0] && ops::cpu_supports_bf16()) {
+        EXPECT_NE(got[0].to_vector_f64(), direct[0].to_vector_f64()) << tag << ": not Winograd";
+        EXPECT_NE(got[2].to_vector_f64(), direct[2].to_vector_f64()) << tag << ": not Winograd";
+      }
+    }
+  }
+}

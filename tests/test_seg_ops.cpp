@@ -316,9 +316,32 @@ TEST(CrossEntropy2d, KernelsOverwriteAndIgnoreTheThreadCount) {
     EXPECT_TRUE(same_bytes(one[i], two[i])) << "output " << i;
     for (double v : one[i].to_vector_f64()) ASSERT_FALSE(std::isnan(v)) << "output " << i;
   }
-  // float32 against the float64 kernels on the same inputs.
-  Tensor x64 = x.to(DType::kFloat64);
-  EXPECT_NEAR(one[0].item(), F::cross_entropy2d(x64, tgt, wt.to(DType::kFloat64)).item(), 1e-5);
+  // float32 (plane-wise, vectorised exp) against the float64 kernels on the same inputs: the
+  // loss, each probability and each gradient; then on logits 40x larger, where most
+  // exponentials underflow and the largest dominate.
+  for (double scale : {1.0, 40.0}) {
+    Tensor xs = F::mul_scalar(x, scale);
+    Tensor x64 = xs.to(DType::kFloat64), wt64 = wt.to(DType::kFloat64);
+    Tensor loss = Tensor::full({}, NAN), prob = Tensor::full(x.shape(), NAN);
+    Tensor tw = Tensor::full({}, NAN, DType::kFloat64), d = Tensor::full(x.shape(), NAN);
+    ops::cross_entropy2d_forward(xs, tgt, wt, 255, loss, prob, tw);
+    ops::cross_entropy2d_backward(Tensor::full({}, 1.0), prob, tgt, wt, tw, 255, d);
+    Tensor loss64 = Tensor::full({}, NAN, DType::kFloat64);
+    Tensor prob64 = Tensor::full(x.shape(), NAN, DType::kFloat64);
+    Tensor tw64 = Tensor::full({}, NAN, DType::kFloat64);
+    Tensor d64 = Tensor::full(x.shape(), NAN, DType::kFloat64);
+    ops::cross_entropy2d_forward(x64, tgt, wt64, 255, loss64, prob64, tw64);
+    ops::cross_entropy2d_backward(Tensor::full({}, 1.0, DType::kFloat64), prob64, tgt, wt64, tw64,
+                                  255, d64);
+    EXPECT_NEAR(loss.item(), loss64.item(), 1e-5 * std::max(1.0, loss64.item())) << scale;
+    EXPECT_EQ(tw.item(), tw64.item());
+    auto p32 = prob.to_vector_f64(), p64 = prob64.to_vector_f64();
+    auto g32 = d.to_vector_f64(), g64 = d64.to_vector_f64();
+    for (size_t i = 0; i < p32.size(); ++i) {
+      ASSERT_NEAR(p32[i], p64[i], 1e-6) << "scale " << scale << " prob " << i;
+      ASSERT_NEAR(g32[i], g64[i], 1e-9) << "scale " << scale << " grad " << i;
+    }
+  }
 }
 
 TEST(CrossEntropy2d, BlockedLogitsGiveTheRowMajorResult) {

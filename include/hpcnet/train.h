@@ -90,6 +90,8 @@ struct TrainConfig {
   // fp32, or bf16: convolutions compute in bfloat16 (inputs and weights rounded, float32
   // accumulation and outputs; master weights, optimizer state and other ops stay float32).
   std::string precision = "fp32";
+  // auto, direct or winograd: the algorithm of float32 CPU convolutions (ops::ConvAlgorithm).
+  std::string conv_algorithm = "auto";
   int64_t max_steps = 0;  // stop after this many steps in total (0 = no limit)
   int64_t save_every = 0;  // > 0: also write the checkpoint every this many steps
   bool exist_ok = false;   // train into a non-empty --out without --resume (replaces its run)
@@ -246,6 +248,8 @@ LoadedModel load_model(const std::string& path, const std::string& model_name = 
 
 // Applies --precision ("fp32" or "bf16") to the kernels; InputError for other values.
 void apply_precision(const std::string& precision);
+// Applies --conv-algorithm ("auto", "direct" or "winograd"); InputError for other values.
+void apply_conv_algorithm(const std::string& algorithm);
 
 // Resolves --device: "cpu", "cuda", "auto". Returns the device to use or throws InputError.
 Device resolve_device(const std::string& name);
@@ -264,6 +268,7 @@ struct BenchConfig {
   int64_t warmup = 50;
   int threads = 0;
   std::string precision = "fp32";  // fp32 | bf16 (see TrainConfig::precision)
+  std::string conv_algorithm = "auto";  // see TrainConfig::conv_algorithm
   bool profile = true;             // per-kernel table (adds a clock read around each kernel)
 };
 struct BenchResult {

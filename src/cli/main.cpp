@@ -380,9 +380,9 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("%s, batch %lld, %d threads, %s, %lld steps\n", c.model.c_str(),
+  std::printf("%s, batch %lld, %d threads, %s, conv algorithm %s, %lld steps\n", c.model.c_str(),
               static_cast<long long>(c.batch_size), ops::get_num_threads(), c.precision.c_str(),
-              static_cast<long long>(c.steps));
+              c.conv_algorithm.c_str(), static_cast<long long>(c.steps));
   std::printf("  %.3f ms/step, %.0f images/s, %.2f MFLOP/step, %.1f GFLOP/s of %.0f peak (%.1f%%)\n",
               1000 * r.seconds_per_step, r.images_per_sec, r.flops_per_step / 1e6, r.gflops,
               r.peak_gflops, 100 * r.gflops / r.peak_gflops);
@@ -488,6 +488,9 @@ int main(int argc, char** argv) {
   b->add_option("--warmup", bc.warmup, "untimed steps first")->capture_default_str();
   b->add_option("--threads", bc.threads, "CPU threads (0 = all cores)")->capture_default_str();
   b->add_option("--precision", bc.precision, "fp32 or bf16 (bfloat16 convolutions)")->capture_default_str();
+  b->add_option("--conv-algorithm", bc.conv_algorithm,
+                "float32 CPU convolutions: auto, direct or winograd")
+      ->capture_default_str();
   b->add_flag("--no-profile", bnoprof, "time whole steps only (no per-kernel clock reads)");
   b->add_flag("--json", bjson, "print one JSON object");
 

@@ -85,4 +85,10 @@ bool cpu_supports_bf16() {
 }
 Precision conv_precision() { return g_conv_precision.load(); }
 
+namespace {
+std::atomic<ConvAlgorithm> g_conv_algorithm{ConvAlgorithm::kAuto};
+}
+void set_conv_algorithm(ConvAlgorithm a) { g_conv_algorithm.store(a); }
+ConvAlgorithm conv_algorithm() { return g_conv_algorithm.load(); }
+
 }  // namespace hpcnet::ops

@@ -64,6 +64,16 @@ Precision conv_precision();
 // the bf16 arithmetic there) or better. Without it (an AVX2-only CPU) kBFloat16 is refused.
 bool cpu_supports_bf16();
 
+// The algorithm of float32 convolutions on the CPU (oneDNN's convolution_direct, _winograd and
+// _auto). kWinograd: F(4x4, 3x3) Winograd (about 2x fewer multiplications; errors about 5x
+// direct's, 2e-6 of the output's scale, far below bfloat16's) for every convolution oneDNN has it
+// for (3x3, stride 1, undilated, float32), direct for the rest. kAuto: oneDNN's choice per shape
+// (Winograd for those with a batch of 16 or more and enough channels). kDirect: always direct, as
+// PyTorch's CPU convolutions. bfloat16 convolutions are direct whatever the setting.
+enum class ConvAlgorithm { kAuto, kDirect, kWinograd };
+void set_conv_algorithm(ConvAlgorithm a);
+ConvAlgorithm conv_algorithm();
+
 // Threads for CPU kernels (oneDNN and ours); 0 = all cores.
 void set_num_threads(int n);
 int get_num_threads();

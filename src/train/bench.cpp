@@ -39,6 +39,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
                  "bench: --batch-size and --steps must be positive");
   ops::set_num_threads(cfg.threads);
   apply_precision(cfg.precision);
+  apply_conv_algorithm(cfg.conv_algorithm);
   const nn::ModelInfo& info = nn::model_info(cfg.model);
   const int64_t imgsz = cfg.imgsz > 0 ? cfg.imgsz : info.imgsz;
   HPCNET_REQUIRE(!info.fixed_size || imgsz == info.imgsz,

@@ -15,6 +15,14 @@ void apply_precision(const std::string& precision) {
                                               : ops::Precision::kFloat32);
 }
 
+void apply_conv_algorithm(const std::string& algorithm) {
+  HPCNET_REQUIRE(algorithm == "auto" || algorithm == "direct" || algorithm == "winograd",
+                 "--conv-algorithm must be auto, direct or winograd (got '" + algorithm + "')");
+  ops::set_conv_algorithm(algorithm == "direct"     ? ops::ConvAlgorithm::kDirect
+                          : algorithm == "winograd" ? ops::ConvAlgorithm::kWinograd
+                                                    : ops::ConvAlgorithm::kAuto);
+}
+
 Device resolve_device(const std::string& name) {
   if (name == "cpu") return cpu_device();
   const bool want_cuda = name == "cuda" || name.rfind("cuda:", 0) == 0;

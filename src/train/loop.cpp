@@ -395,6 +395,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                  "with --device " +
                      cfg.device);
   apply_precision(cfg.precision);
+  apply_conv_algorithm(cfg.conv_algorithm);
   // --optimizer auto (Ultralytics): AdamW at a rate fitted to the class count for short runs.
   const ResolvedOptimizer ro = resolve_optimizer(cfg, d.train->size(), d.classes.size(), world);
   if (lead && cfg.optimizer == "auto" && !cfg.quiet)

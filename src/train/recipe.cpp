@@ -284,6 +284,15 @@ const std::vector<RecipeField> kFields = {
        return need(c.precision == "fp32" || c.precision == "bf16", "--precision",
                    "must be fp32 or bf16", c.precision);
      }},
+    {"conv_algorithm", &C::conv_algorithm,
+     "float32 CPU convolutions: auto (oneDNN picks Winograd or direct per shape), direct (as "
+     "PyTorch), or winograd (F(4x4,3x3) for every 3x3 stride-1 convolution)",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.conv_algorithm == "auto" || c.conv_algorithm == "direct" ||
+                       c.conv_algorithm == "winograd",
+                   "--conv-algorithm", "must be auto, direct or winograd", c.conv_algorithm);
+     }},
     {"workers", &C::workers, "data-loading threads (0 = in the training thread)", kLog, 0,
      [](const C& c) {
        return need(c.workers >= 0 && c.workers <= 64, "--workers", "must be in [0, 64]", c.workers);

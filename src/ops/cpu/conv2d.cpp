@@ -31,7 +31,13 @@ double conv_macs(const ConvShape& s) {
   return static_cast<double>(s.n) * s.k * s.p * s.q * s.c * s.r * s.s;
 }
 
-// `variant`: bf16 + 2 * operand_bits(first tensor) + 8 * operand_bits(second tensor).
+// The `variant` of a convolution's key: bf16, the two operands' layout and dtype bits, and the
+// --conv-algorithm setting (a change of setting builds new primitives).
+int conv_variant(bool bf16, int first_bits, int second_bits) {
+  return bf16 + 2 * first_bits + 8 * second_bits + 32 * static_cast<int>(ops::conv_algorithm());
+}
+
+// `variant`: conv_variant's.
 DnnlKey conv_key(int kind, const ConvShape& s, const Conv2dParams& p, bool bias, Act act,
                  int variant) {
   return make_key(kind, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
@@ -73,16 +79,47 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
   return m;
 }
 
-// The forward primitive descriptor (also the hint for the backward ones).
+// The oneDNN algorithm --conv-algorithm asks for on this convolution (see ops::ConvAlgorithm):
+// bfloat16 ones and those outside Winograd's 3x3, stride 1, undilated shapes are direct.
+dnnl::algorithm requested_algorithm(const ConvShape& s, const Conv2dParams& p, bool bf16) {
+  using dnnl::algorithm;
+  const bool wino_shape = s.r == 3 && s.s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+                          p.dil_h == 1 && p.dil_w == 1;
+  if (bf16 || !wino_shape) return algorithm::convolution_direct;
+  switch (ops::conv_algorithm()) {
+    case ops::ConvAlgorithm::kWinograd:
+      return algorithm::convolution_winograd;
+    case ops::ConvAlgorithm::kAuto:
+      return algorithm::convolution_auto;
+    default:
+      return algorithm::convolution_direct;
+  }
+}
+
+// Whether oneDNN implements a primitive descriptor with Winograd (its name says so).
+template <class Pd>
+bool is_winograd(const Pd& pd) {
+  return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+}
+
+// Builds a primitive descriptor with `make(algorithm)`; where oneDNN has no implementation of a
+// non-direct algorithm for the shape or post-ops, the direct one.
+template <class Make>
+auto with_fallback(dnnl::algorithm alg, Make&& make) {
+  if (alg != dnnl::algorithm::convolution_direct) {
+    try {
+      return make(alg);
+    } catch (const dnnl::error&) {
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct);
+}
+
+// The forward primitive descriptor (also the hint for the backward ones, which take the
+// algorithm it ended up with).
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias,
-                                                       Act act = Act::kNone) {
+                                                       dnnl::algorithm alg, Act act = Act::kNone) {
   using namespace dnnl;
-  auto d = bias ? convolution_forward::desc(prop_kind::forward_training,
-                                            algorithm::convolution_direct, m.x_any, m.w_any, m.b,
-                                            m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
-                : convolution_forward::desc(prop_kind::forward_training,
-                                            algorithm::convolution_direct, m.x_any, m.w_any,
-                                            m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
   primitive_attr attr;
   if (act != Act::kNone) {
     // eltwise_swish(alpha) is x sigmoid(alpha x): SiLU at alpha 1.
@@ -91,7 +128,20 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
     if (act == Act::kSilu) po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
     attr.set_post_ops(po);
   }
-  return convolution_forward::primitive_desc(d, attr, dnnl_engine());
+  return with_fallback(alg, [&](algorithm a) {
+    auto d = bias ? convolution_forward::desc(prop_kind::forward_training, a, m.x_any, m.w_any,
+                                              m.b, m.y_any, m.strides, m.dilates, m.pad_l,
+                                              m.pad_r)
+                  : convolution_forward::desc(prop_kind::forward_training, a, m.x_any, m.w_any,
+                                              m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r);
+    return convolution_forward::primitive_desc(d, attr, dnnl_engine());
+  });
+}
+
+// The algorithm the backward passes of a convolution use: the one its forward got.
+dnnl::algorithm backward_algorithm(const dnnl::convolution_forward::primitive_desc& fwd) {
+  return is_winograd(fwd) ? dnnl::algorithm::convolution_winograd
+                          : dnnl::algorithm::convolution_direct;
 }
 
 // Whether this convolution computes in bfloat16. With --precision bf16, convolutions whose input
@@ -240,9 +290,9 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     return;
   }
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, act, bf16 + 2 * lx + 8 * ly), [&](DnnlOp& op) {
+  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, act, conv_variant(bf16, lx, ly)), [&](DnnlOp& op) {
     ConvMds m = conv_mds(s, p, bf16);
-    auto pd = conv_fwd_pd(m, has_b, act);
+    auto pd = conv_fwd_pd(m, has_b, requested_algorithm(s, p, bf16), act);
     op.prim = dnnl::convolution_forward(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
@@ -272,13 +322,16 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   if (!lx && !ly && use_direct(dx.shape(), w.shape(), p))
     return conv2d_direct_backward_data(dy, w, dx, p);
   const bool bf16 = conv_bf16(s.c, p) || dy.dtype() == DType::kBFloat16;
-  const DnnlKey key = conv_key(1, s, p, false, Act::kNone, bf16 + 2 * lx + 8 * ly);
+  const DnnlKey key = conv_key(1, s, p, false, Act::kNone, conv_variant(bf16, lx, ly));
   DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
-    convolution_backward_data::desc d(algorithm::convolution_direct, m.x_any_out, m.w_any,
-                                      m.y_any_in, m.strides, m.dilates, m.pad_l, m.pad_r);
-    convolution_backward_data::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, false));
+    const auto hint = conv_fwd_pd(m, false, requested_algorithm(s, p, bf16));
+    auto pd = with_fallback(backward_algorithm(hint), [&](algorithm a) {
+      convolution_backward_data::desc d(a, m.x_any_out, m.w_any, m.y_any_in, m.strides, m.dilates,
+                                        m.pad_l, m.pad_r);
+      return convolution_backward_data::primitive_desc(d, dnnl_engine(), hint);
+    });
     op.prim = convolution_backward_data(pd);
     op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
@@ -315,17 +368,19 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   if (!lx && !ly && use_direct(x.shape(), dw.shape(), p))
     return conv2d_direct_backward_weights(x, dy, dw, db, p);
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  const DnnlKey key = conv_key(2, s, p, has_b, Act::kNone, bf16 + 2 * lx + 8 * ly);
+  const DnnlKey key = conv_key(2, s, p, has_b, Act::kNone, conv_variant(bf16, lx, ly));
   DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
-    auto d = has_b ? convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
-                                                        m.w_any_out, m.b, m.y_any_in, m.strides,
-                                                        m.dilates, m.pad_l, m.pad_r)
-                   : convolution_backward_weights::desc(algorithm::convolution_direct, m.x_any,
-                                                        m.w_any_out, m.y_any_in, m.strides,
-                                                        m.dilates, m.pad_l, m.pad_r);
-    convolution_backward_weights::primitive_desc pd(d, dnnl_engine(), conv_fwd_pd(m, has_b));
+    const auto hint = conv_fwd_pd(m, has_b, requested_algorithm(s, p, bf16));
+    auto pd = with_fallback(backward_algorithm(hint), [&](algorithm a) {
+      auto d = has_b ? convolution_backward_weights::desc(a, m.x_any, m.w_any_out, m.b,
+                                                          m.y_any_in, m.strides, m.dilates,
+                                                          m.pad_l, m.pad_r)
+                     : convolution_backward_weights::desc(a, m.x_any, m.w_any_out, m.y_any_in,
+                                                          m.strides, m.dilates, m.pad_l, m.pad_r);
+      return convolution_backward_weights::primitive_desc(d, dnnl_engine(), hint);
+    });
     op.prim = convolution_backward_weights(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_DIFF_DST, user_md(dy), pd.diff_dst_desc(), true);

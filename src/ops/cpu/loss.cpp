@@ -4,6 +4,9 @@
 // exponentiating; sums accumulate in double. The row and pixel arithmetic is
 // src/ops/elementwise_math.h's, which the CUDA kernels run too. cross_entropy2d sums its loss
 // over fixed chunks of pixels, then the chunks in order: the same result for any thread count.
+// Its float32 forward runs plane-wise instead (a class's pixels are contiguous), with the
+// vectorised exp of vec_math.h: about 10x faster than a libm exp per logit; float64 keeps the
+// pixel-wise arithmetic the CUDA kernel shares.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/cpu/vec_math.h"
 #include "src/ops/elementwise_math.h"
 
 namespace hpcnet::cpu {
@@ -39,6 +43,47 @@ void check_pixel_labels(const Tensor& target, int64_t c, int64_t ignore_index,
                      ", w=" + std::to_string(k % w) + ") is out of range [0, " + std::to_string(c) +
                      ") and is not ignore_index " + std::to_string(ignore_index));
   }
+}
+
+// cross_entropy2d's float32 forward over pixels [p0, p0 + len) of image b's planes (len <=
+// kPlaneChunk): the probabilities into prob, and the (weighted loss, weight) sums of the counted
+// pixels into part[0], part[1]. Per pixel: m = max_j x_j, s = sum_j e^(x_j - m), prob_j =
+// e^(x_j - m) / s, loss = log s + m - x_t; each pass runs along the pixels, so it vectorises.
+constexpr int64_t kPlaneChunk = 512;
+void softmax_nll_planes_f32(const float* x, float* prob, const int64_t* tg, const float* pw,
+                            int64_t c, int64_t hw, int64_t ignore_index, int64_t len,
+                            double* part) {
+  alignas(64) float mx[kPlaneChunk], inv[kPlaneChunk];
+  for (int64_t p = 0; p < len; ++p) mx[p] = x[p];
+  for (int64_t j = 1; j < c; ++j) {
+    const float* xj = x + j * hw;
+    for (int64_t p = 0; p < len; ++p) mx[p] = std::max(mx[p], xj[p]);
+  }
+  for (int64_t p = 0; p < len; ++p) inv[p] = 0.0f;
+  for (int64_t j = 0; j < c; ++j) {
+    const float* xj = x + j * hw;
+    float* pj = prob + j * hw;
+    for (int64_t p = 0; p < len; ++p) {
+      const float e = exp_vec(xj[p] - mx[p]);
+      pj[p] = e;
+      inv[p] += e;
+    }
+  }
+  double acc = 0, wsum = 0;
+  for (int64_t p = 0; p < len; ++p) {
+    const int64_t t = tg[p];
+    if (t == ignore_index) continue;
+    const double wt = pw ? static_cast<double>(pw[t]) : 1.0;
+    acc += wt * (static_cast<double>(std::log(inv[p])) + mx[p] - x[t * hw + p]);
+    wsum += wt;
+  }
+  for (int64_t p = 0; p < len; ++p) inv[p] = 1.0f / inv[p];
+  for (int64_t j = 0; j < c; ++j) {
+    float* pj = prob + j * hw;
+    for (int64_t p = 0; p < len; ++p) pj[p] *= inv[p];
+  }
+  part[0] = acc;
+  part[1] = wsum;
 }
 
 }  // namespace
@@ -132,6 +177,25 @@ void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const T
   const int64_t pixels = n * hw;
   check_pixel_labels(target, c, ignore_index);
   const int64_t* tg = target.data<int64_t>();
+  if (logits.dtype() == DType::kFloat32) {
+    const float* x = logits.data<float>();
+    float* pr = prob.data<float>();
+    const float* pw = weight.defined() ? weight.data<float>() : nullptr;
+    const int64_t per = (hw + kPlaneChunk - 1) / kPlaneChunk, tasks = n * per;
+    std::vector<double> part(2 * tasks);  // (loss, weight) per chunk
+#pragma omp parallel for schedule(static) if (pixels * c > kParallelMin)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t b = task / per, p0 = task % per * kPlaneChunk;
+      const int64_t off = b * c * hw + p0;
+      softmax_nll_planes_f32(x + off, pr + off, tg + b * hw + p0, pw, c, hw, ignore_index,
+                             std::min(kPlaneChunk, hw - p0), &part[2 * task]);
+    }
+    double acc = 0, wsum = 0;
+    for (int64_t k = 0; k < tasks; ++k) acc += part[2 * k], wsum += part[2 * k + 1];
+    loss.data<float>()[0] = static_cast<float>(acc / wsum);  // 0 / 0 = NaN when no pixel counts
+    total_weight.data<double>()[0] = wsum;
+    return;
+  }
   dispatch_float(logits.dtype(), "cross_entropy2d", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();

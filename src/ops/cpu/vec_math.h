@@ -1,0 +1,37 @@
+// Float32 math for CPU loops that must vectorise: no library calls inside, so GCC turns the loops
+// around these into AVX2/AVX-512 code (libm's expf and logf are calls it cannot vectorise). The
+// float64 paths of the ops keep libm's (the finite-difference checks run in float64).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace hpcnet::cpu {
+
+// e^x in float32 without a library call, so the loops around it vectorise (libm's expf does not):
+// x = n ln2 + r (n = round(x log2 e), r in [-ln2/2, ln2/2], ln2 split in two for exactness), e^r by
+// its degree-6 minimax polynomial (Cephes' expf coefficients), 2^n through the exponent bits.
+// Relative error below 2e-7 on [-87, 88]; x is clamped there (e^-87 ~ 1.6e-38, e^88 ~ 1.7e38).
+inline float exp_vec(float x) {
+  x = std::max(-87.0f, std::min(x, 88.0f));  // maxss/minss (fmin/fmax are library calls)
+  // floor(x log2 e + 0.5) by truncation of a positive number (no branch: the loop vectorises).
+  const float n =
+      static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f + 128.5f)) - 128.0f;
+
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+}  // namespace hpcnet::cpu
