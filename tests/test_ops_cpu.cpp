@@ -39,6 +39,25 @@ struct ConvCase {
 };
 using A = ops::Act;
 
+Shape conv_out_shape(const ConvCase& c) {
+  return {c.x[0], c.w[0], ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h, c.p.dil_h),
+          ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w, c.p.dil_w)};
+}
+
+// The forward (with the case's fused activation) and both backward kernels of case c in dtype t:
+// {y, dx, dw, db} (db undefined without a bias), each pre-filled with NaN.
+std::vector<Tensor> run_conv(const ConvCase& c, DType t, const Tensor& x, const Tensor& w,
+                             const Tensor& b, const Tensor& dy) {
+  Tensor xt = x.to(t), wt = w.to(t), bt = c.bias ? b.to(t) : Tensor(), dyt = dy.to(t);
+  std::vector<Tensor> out = {nan_like(conv_out_shape(c), t), nan_like(c.x, t), nan_like(c.w, t),
+                             c.bias ? nan_like({c.w[0]}, t) : Tensor()};
+  ops::conv2d_forward(xt, wt, bt, out[0], c.p, c.act);
+  ops::conv2d_backward_data(dyt, wt, out[1], c.p);
+  ops::conv2d_backward_weights(xt, dyt, out[2], out[3], c.p);
+  return out;
+}
+const char* const kConvOutputNames[] = {" y", " dx", " dw", " db"};
+
 }  // namespace
 
 // Both float32 paths (oneDNN, and the direct kernels where they apply) against float64.
@@ -67,27 +86,12 @@ TEST_P(OpsCpuConv, Float32MatchesFloat64Reference) {
   for (auto& c : cases) {
     if (GetParam() == cpu::ConvAlgo::kDirect && !cpu::conv2d_direct_applies(c.x, c.w, c.p)) continue;
     Tensor x = randn(c.x, rng), w = randn(c.w, rng), b = c.bias ? randn({c.w[0]}, rng) : Tensor();
-    Shape ys = {c.x[0], c.w[0], ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h),
-                ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w)};
-    Tensor dy = randn(ys, rng);
-    auto run = [&](DType t, Tensor& y, Tensor& dx, Tensor& dw, Tensor& db) {
-      Tensor xt = x.to(t), wt = w.to(t), bt = c.bias ? b.to(t) : Tensor(), dyt = dy.to(t);
-      y = nan_like(ys, t);
-      dx = nan_like(c.x, t);
-      dw = nan_like(c.w, t);
-      db = c.bias ? nan_like({c.w[0]}, t) : Tensor();
-      ops::conv2d_forward(xt, wt, bt, y, c.p, c.act);
-      ops::conv2d_backward_data(dyt, wt, dx, c.p);
-      ops::conv2d_backward_weights(xt, dyt, dw, db, c.p);
-    };
-    Tensor y32, dx32, dw32, db32, y64, dx64, dw64, db64;
-    run(DType::kFloat32, y32, dx32, dw32, db32);
-    run(DType::kFloat64, y64, dx64, dw64, db64);
+    Tensor dy = randn(conv_out_shape(c), rng);
+    const auto got = run_conv(c, DType::kFloat32, x, w, b, dy);
+    const auto ref = run_conv(c, DType::kFloat64, x, w, b, dy);
     std::string tag = "conv " + shape_str(c.x) + " " + shape_str(c.w);
-    expect_close(y32, y64, tag + " y");
-    expect_close(dx32, dx64, tag + " dx");
-    expect_close(dw32, dw64, tag + " dw");
-    if (c.bias) expect_close(db32, db64, tag + " db");
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i].defined()) expect_close(got[i], ref[i], tag + kConvOutputNames[i]);
   }
 }
 
@@ -298,29 +302,17 @@ TEST(OpsCpuConvAlgorithm, WinogradAndAutoMatchFloat64AndFallBackWhereTheyDoNotAp
   Rng rng(2);
   for (auto& c : cases) {
     Tensor x = randn(c.x, rng), w = randn(c.w, rng), b = c.bias ? randn({c.w[0]}, rng) : Tensor();
-    Shape ys = {c.x[0], c.w[0], ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h, c.p.dil_h),
-                ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w, c.p.dil_w)};
-    Tensor dy = randn(ys, rng);
-    auto run = [&](DType t) {
-      Tensor xt = x.to(t), wt = w.to(t), bt = c.bias ? b.to(t) : Tensor(), dyt = dy.to(t);
-      std::vector<Tensor> out = {nan_like(ys, t), nan_like(c.x, t), nan_like(c.w, t),
-                                 c.bias ? nan_like({c.w[0]}, t) : Tensor()};
-      ops::conv2d_forward(xt, wt, bt, out[0], c.p, c.act);
-      ops::conv2d_backward_data(dyt, wt, out[1], c.p);
-      ops::conv2d_backward_weights(xt, dyt, out[2], out[3], c.p);
-      return out;
-    };
-    const auto ref = run(DType::kFloat64);
+    Tensor dy = randn(conv_out_shape(c), rng);
+    const auto ref = run_conv(c, DType::kFloat64, x, w, b, dy);
     std::vector<Tensor> direct;
     for (auto a : {ops::ConvAlgorithm::kDirect, ops::ConvAlgorithm::kWinograd,
                    ops::ConvAlgorithm::kAuto}) {
       ops::set_conv_algorithm(a);
-      const auto got = run(DType::kFloat32);
+      const auto got = run_conv(c, DType::kFloat32, x, w, b, dy);
       const std::string tag = "algorithm " + std::to_string(static_cast<int>(a)) + " conv " +
                               shape_str(c.x) + " " + shape_str(c.w);
-      const char* names[] = {" y", " dx", " dw", " db"};
       for (size_t i = 0; i < got.size(); ++i)
-        if (got[i].defined()) expect_close_to_scale(got[i], ref[i], tag + names[i]);
+        if (got[i].defined()) expect_close_to_scale(got[i], ref[i], tag + kConvOutputNames[i]);
       if (a == ops::ConvAlgorithm::kDirect) direct = got;
       if (a == ops::ConvAlgorithm::kWinograd && &c == &cases[0] && ops::cpu_supports_bf16()) {
         EXPECT_NE(got[0].to_vector_f64(), direct[0].to_vector_f64()) << tag << ": not Winograd";

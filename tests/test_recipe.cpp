@@ -324,6 +324,19 @@ TEST(RecipeResume, CorruptRecipes) {
   train::merge_resumed_recipe(d, s, "ck");
   EXPECT_EQ(d.optimizer, "sgd");
   EXPECT_EQ(d.batch_size, 16);
+  // conv_algorithm's default became auto after the key was added: a checkpoint without it ran
+  // direct convolutions, and resumes so (bit-exact); a given --conv-algorithm auto is refused.
+  s.erase("conv_algorithm");
+  TrainConfig old_run;
+  old_run.given = std::set<std::string>{};
+  train::merge_resumed_recipe(old_run, s, "ck");
+  EXPECT_EQ(old_run.conv_algorithm, "direct");
+  EXPECT_EQ(TrainConfig{}.conv_algorithm, "auto");
+  TrainConfig changed;
+  changed.given = std::set<std::string>{"conv_algorithm"};
+  changed.conv_algorithm = "auto";
+  e = input_error([&] { train::merge_resumed_recipe(changed, s, "ck"); });
+  EXPECT_NE(e.find("--conv-algorithm differs"), std::string::npos) << e;
 }
 
 // kAuto fields at their default ("decided later": task "", imgsz 0) never conflict, even when

@@ -140,6 +140,9 @@ struct RecipeField {
   // kAuto fields: the value the field resolves to (as text), so that resuming a run saved with
   // the auto value accepts the explicit value it stood for (a run of imgsz 0 = 32 and --imgsz 32).
   std::function<std::string(const TrainConfig&)> resolved = nullptr;
+  // The value (JSON text) a checkpoint that predates the key ran with, where that is not today's
+  // default: conv_algorithm's "direct" (the default became "auto" after the key was added).
+  const char* absent = nullptr;
   std::string flag() const;
 };
 inline constexpr unsigned kRequired = 1, kAuto = 2, kHidden = 4;

@@ -292,7 +292,8 @@ const std::vector<RecipeField> kFields = {
        return need(c.conv_algorithm == "auto" || c.conv_algorithm == "direct" ||
                        c.conv_algorithm == "winograd",
                    "--conv-algorithm", "must be auto, direct or winograd", c.conv_algorithm);
-     }},
+     },
+     nullptr, "\"direct\""},  // checkpoints from before the key ran direct convolutions
     {"workers", &C::workers, "data-loading threads (0 = in the training thread)", kLog, 0,
      [](const C& c) {
        return need(c.workers >= 0 && c.workers <= 64, "--workers", "must be in [0, 64]", c.workers);
@@ -557,10 +558,12 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
         [&](auto m) {
           using T = std::decay_t<decltype(c.*m)>;
           // Keys added after the first checkpoint format may be absent: those runs used the
-          // default, which is then the saved value (a given flag must equal it).
+          // default (or the field's `absent` value, where the default changed since), which is
+          // then the saved value (a given flag must equal it).
           if (!saved.contains(f.key) && (f.flags & kRequired))
             throw InputError(where + ": corrupt checkpoint: config lacks " + f.key);
           T value = TrainConfig{}.*m;
+          if (!saved.contains(f.key) && f.absent) value = nlohmann::json::parse(f.absent).get<T>();
           if (saved.contains(f.key)) {
             try {
               value = saved.at(f.key).get<T>();

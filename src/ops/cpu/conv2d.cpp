@@ -96,12 +96,6 @@ dnnl::algorithm requested_algorithm(const ConvShape& s, const Conv2dParams& p, b
   }
 }
 
-// Whether oneDNN implements a primitive descriptor with Winograd (its name says so).
-template <class Pd>
-bool is_winograd(const Pd& pd) {
-  return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
-}
-
 // Builds a primitive descriptor with `make(algorithm)`; where oneDNN has no implementation of a
 // non-direct algorithm for the shape or post-ops, the direct one.
 template <class Make>
@@ -138,10 +132,11 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
   });
 }
 
-// The algorithm the backward passes of a convolution use: the one its forward got.
+// The algorithm the backward passes of a convolution use: the one its forward got (oneDNN names
+// its Winograd implementations "...wino...").
 dnnl::algorithm backward_algorithm(const dnnl::convolution_forward::primitive_desc& fwd) {
-  return is_winograd(fwd) ? dnnl::algorithm::convolution_winograd
-                          : dnnl::algorithm::convolution_direct;
+  const bool winograd = std::string(fwd.impl_info_str()).find("wino") != std::string::npos;
+  return winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
 }
 
 // Whether this convolution computes in bfloat16. With --precision bf16, convolutions whose input

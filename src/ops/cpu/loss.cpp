@@ -53,20 +53,20 @@ constexpr int64_t kPlaneChunk = 512;
 void softmax_nll_planes_f32(const float* x, float* prob, const int64_t* tg, const float* pw,
                             int64_t c, int64_t hw, int64_t ignore_index, int64_t len,
                             double* part) {
-  alignas(64) float mx[kPlaneChunk], inv[kPlaneChunk];
+  alignas(64) float mx[kPlaneChunk], sum[kPlaneChunk];  // sum: then 1 / sum
   for (int64_t p = 0; p < len; ++p) mx[p] = x[p];
   for (int64_t j = 1; j < c; ++j) {
     const float* xj = x + j * hw;
     for (int64_t p = 0; p < len; ++p) mx[p] = std::max(mx[p], xj[p]);
   }
-  for (int64_t p = 0; p < len; ++p) inv[p] = 0.0f;
+  for (int64_t p = 0; p < len; ++p) sum[p] = 0.0f;
   for (int64_t j = 0; j < c; ++j) {
     const float* xj = x + j * hw;
     float* pj = prob + j * hw;
     for (int64_t p = 0; p < len; ++p) {
       const float e = exp_vec(xj[p] - mx[p]);
       pj[p] = e;
-      inv[p] += e;
+      sum[p] += e;
     }
   }
   double acc = 0, wsum = 0;
@@ -74,16 +74,27 @@ void softmax_nll_planes_f32(const float* x, float* prob, const int64_t* tg, cons
     const int64_t t = tg[p];
     if (t == ignore_index) continue;
     const double wt = pw ? static_cast<double>(pw[t]) : 1.0;
-    acc += wt * (static_cast<double>(std::log(inv[p])) + mx[p] - x[t * hw + p]);
+    acc += wt * (static_cast<double>(std::log(sum[p])) + mx[p] - x[t * hw + p]);
     wsum += wt;
   }
-  for (int64_t p = 0; p < len; ++p) inv[p] = 1.0f / inv[p];
+  float* inv = sum;  // the sums are not needed past here: their inverses take their place
+  for (int64_t p = 0; p < len; ++p) inv[p] = 1.0f / sum[p];
   for (int64_t j = 0; j < c; ++j) {
     float* pj = prob + j * hw;
     for (int64_t p = 0; p < len; ++p) pj[p] *= inv[p];
   }
   part[0] = acc;
   part[1] = wsum;
+}
+
+// The mean loss of the (weighted loss, weight) pairs of the chunks into loss, their weight into
+// total_weight (the backward divides by it): 0 / 0 = NaN when no pixel counts, as torch.
+template <typename T>
+void finish_mean_loss(const std::vector<double>& part, Tensor& loss, Tensor& total_weight) {
+  double acc = 0, wsum = 0;
+  for (size_t k = 0; k < part.size(); k += 2) acc += part[k], wsum += part[k + 1];
+  loss.data<T>()[0] = static_cast<T>(acc / wsum);
+  total_weight.data<double>()[0] = wsum;
 }
 
 }  // namespace
@@ -190,10 +201,7 @@ void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const T
       softmax_nll_planes_f32(x + off, pr + off, tg + b * hw + p0, pw, c, hw, ignore_index,
                              std::min(kPlaneChunk, hw - p0), &part[2 * task]);
     }
-    double acc = 0, wsum = 0;
-    for (int64_t k = 0; k < tasks; ++k) acc += part[2 * k], wsum += part[2 * k + 1];
-    loss.data<float>()[0] = static_cast<float>(acc / wsum);  // 0 / 0 = NaN when no pixel counts
-    total_weight.data<double>()[0] = wsum;
+    finish_mean_loss<float>(part, loss, total_weight);
     return;
   }
   dispatch_float(logits.dtype(), "cross_entropy2d", [&](auto tag) {
@@ -220,10 +228,7 @@ void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const T
       part[2 * ch] = acc;
       part[2 * ch + 1] = wsum;
     }
-    double acc = 0, wsum = 0;
-    for (int64_t ch = 0; ch < chunks; ++ch) acc += part[2 * ch], wsum += part[2 * ch + 1];
-    loss.data<T>()[0] = static_cast<T>(acc / wsum);  // 0 / 0 = NaN when no pixel counts
-    total_weight.data<double>()[0] = wsum;
+    finish_mean_loss<T>(part, loss, total_weight);
   });
 }
 
