@@ -228,6 +228,54 @@ TEST(Layout, CatAndNarrowOfWholeBlocksStayBlocked) {
   EXPECT_EQ(mixed.to_vector(), F::cat({c, b}, 1).to_vector());
 }
 
+// A narrow whose slice is one run of the input's memory is a view of it, without a copy: along
+// dim 0 (row-major), and along the channels of a batch of one image, row-major or whole blocks of
+// a blocked tensor (C2f's chunk at predict time). Its values and gradient are those of the copy;
+// a channel slice of a batch of two is a copy.
+TEST(Layout, NarrowOfOneRunOfMemoryIsAView) {
+  struct Case {
+    Shape shape;
+    bool blocked;
+    int64_t dim, start, length;
+    bool view;
+  };
+  const std::vector<Case> cases = {
+      {{1, 48, 3, 5}, false, 1, 16, 32, true}, {{1, 48, 3, 5}, true, 1, 16, 32, true},
+      {{1, 48, 3, 5}, false, 1, 5, 7, true},   {{4, 16, 3, 5}, false, 0, 1, 2, true},
+      {{4, 6, 3, 5}, false, 0, 2, 2, true},    {{2, 48, 3, 5}, false, 1, 16, 32, false},
+      {{2, 48, 3, 5}, true, 1, 16, 32, false}, {{1, 48, 3, 5}, false, 2, 1, 2, false},
+  };
+  for (const Case& c : cases) {
+    const std::string tag = shape_str(c.shape) + (c.blocked ? " blocked" : "") + " dim " +
+                            std::to_string(c.dim) + " start " + std::to_string(c.start);
+    Tensor x = randn(c.shape, 51);
+    Tensor up_shape_probe = F::narrow(x, c.dim, c.start, c.length);
+    Tensor up = randn(up_shape_probe.shape(), 52);
+    Tensor l = c.blocked ? x.to_layout(Layout::kBlocked16) : x.clone();
+    l.set_requires_grad(true);
+    Tensor y = F::narrow(l, c.dim, c.start, c.length);
+    EXPECT_EQ(y.raw_data() >= l.raw_data() &&
+                  static_cast<const char*>(y.raw_data()) <
+                      static_cast<const char*>(l.raw_data()) + l.nbytes(),
+              c.view)
+        << tag;
+    if (c.view) EXPECT_EQ(y.layout(), l.layout()) << tag;
+    EXPECT_EQ(y.to_vector(), up_shape_probe.to_vector()) << tag;
+    y.backward(y.layout() == Layout::kBlocked16 ? up.to_layout(Layout::kBlocked16) : up);
+    // The gradient: up inside the slice, zero outside (row-major index arithmetic).
+    std::vector<float> want(x.numel(), 0.0f);
+    const std::vector<float> u = up.to_vector();
+    int64_t inner = 1;
+    for (size_t d = c.dim + 1; d < c.shape.size(); ++d) inner *= c.shape[d];
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t outer = i / (inner * c.shape[c.dim]), k = i / inner % c.shape[c.dim];
+      if (k >= c.start && k < c.start + c.length)
+        want[i] = u[(outer * c.length + k - c.start) * inner + i % inner];
+    }
+    EXPECT_EQ(l.grad().contiguous().to_vector(), want) << tag;
+  }
+}
+
 // Nearest upsampling keeps a blocked input blocked (YOLO's head and the U-Net decoder feed it
 // into a concatenation): values and gradients equal the row-major op's.
 TEST(Layout, NearestUpsamplingOfABlockedTensorStaysBlocked) {

@@ -6,7 +6,9 @@
 // C_i channels are C_i / 16 blocks of H * W * 16 values, contiguous: the same runs of C_i * H * W
 // values per image as in NCHW. So cat of blocked tensors along dim 1 and narrow of a blocked
 // tensor at multiples of 16 run the row-major kernels on the blocked bytes and stay blocked: no
-// reorder to NCHW and back around YOLO's C2f, SPPF and head concatenations.
+// reorder to NCHW and back around YOLO's C2f, SPPF and head concatenations. A narrow whose slice
+// is one run of the input's memory (along dim 0, or along the channels of one image: YOLO's C2f
+// chunk at predict time) is a view of the input, without a copy.
 #include <cstring>
 #include <string>
 
@@ -202,6 +204,18 @@ struct NarrowNode : Node {
 };
 }  // namespace
 
+namespace {
+// Whether every slice of dense x along dim is one run of its memory: each dim before `dim` has
+// extent 1 (a split along the first dim, or along the channels of a batch of one image). For a
+// blocked x the caller has checked that the slice is whole 16-channel blocks, which lie as
+// NCHW's channels do (see the top).
+bool one_run(const Tensor& x, int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d)
+    if (x.size(d) != 1) return false;
+  return true;
+}
+}  // namespace
+
 Tensor F::narrow(const Tensor& x_in, int64_t dim_in, int64_t start, int64_t length) {
   HPCNET_REQUIRE(x_in.defined(), "narrow: the input is an undefined tensor");
   const int64_t rank = x_in.dim();
@@ -222,10 +236,22 @@ Tensor F::narrow(const Tensor& x_in, int64_t dim_in, int64_t start, int64_t leng
   Tensor x = blocked ? x_in : x_in.contiguous();
   Shape out_shape = x.shape();
   out_shape[dim] = length;
-  Tensor y = Tensor::empty_layout(out_shape, x.dtype(), x.device(),
-                                  blocked ? Layout::kBlocked16 : Layout::kStrided);
-  std::vector<Tensor> pieces = {Tensor(), y, Tensor()};
-  ops::cat_backward(x, {start, length, size - start - length}, pieces, dim);
+  Tensor y;
+  if (one_run(x, dim)) {
+    // The slice is one run of x's memory: a view of it, no copy. Nothing in hpcnet writes into
+    // an op's output in place, and the autograd engine copies a gradient whose storage is shared.
+    int64_t inner = 1;
+    for (int64_t d = dim + 1; d < rank; ++d) inner *= x.size(d);
+    y = x.detach();
+    y.impl()->offset += start * inner;
+    y.impl()->shape = out_shape;
+    y.impl()->strides = contiguous_strides(out_shape);
+  } else {
+    y = Tensor::empty_layout(out_shape, x.dtype(), x.device(),
+                             blocked ? Layout::kBlocked16 : Layout::kStrided);
+    std::vector<Tensor> pieces = {Tensor(), y, Tensor()};
+    ops::cat_backward(x, {start, length, size - start - length}, pieces, dim);
+  }
   if (any_requires_grad({&x_in})) {
     auto node = std::make_shared<NarrowNode>();
     node->in_shape = x.shape();
