@@ -109,8 +109,10 @@ Tensor upsample_bilinear2d(const Tensor& x, int64_t out_h, int64_t out_w,
 // forward; gradients flow to the float inputs that require grad (the backward splits the
 // gradient). InputError for no inputs, mismatched ranks, sizes or dtypes, or dim out of range.
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
-// torch.narrow(x, dim, start, length): the slice [start, start + length) of x along dim, a new
-// row-major tensor (x may be blocked); torch's chunk/split are narrows. Any dtype forward;
+// torch.narrow(x, dim, start, length): the slice [start, start + length) of x along dim: a view
+// sharing x's memory when the slice is one run of it (dim 0, or the channels of one image), else
+// a new tensor; do not write into the result. Whole 16-channel blocks of a blocked x stay
+// blocked, other slices are row-major; torch's chunk/split are narrows. Any dtype forward;
 // gradient for float inputs (the gradient placed between zeros). InputError when dim is out of
 // range or the slice does not fit.
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
