@@ -177,6 +177,50 @@ TEST(OpsCpu, MaxPool2dFloat32MatchesFloat64Reference) {
   }
 }
 
+// Stride-1 pooling without positions (inference; YOLO's SPPF) runs separably: row maxima, then
+// column maxima. It must give what the window scan that records positions gives, value for value
+// (ties and NaN included), in both dtypes, at the borders, with unequal windows and paddings,
+// and with several threads. A NaN in a window is its maximum on every path, as in torch (the
+// 2x2 path included, whose recorded position is then the NaN's).
+TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
+  struct PoolCase {
+    Shape x;
+    ops::Pool2dParams p;
+  };
+  const std::vector<PoolCase> cases = {
+      {{1, 128, 20, 20}, {5, 5, 1, 1, 2, 2}},  // SPPF at 640 px: enough work for threads
+      {{2, 3, 7, 9}, {3, 3, 1, 1, 1, 1}},  {{1, 2, 6, 5}, {5, 5, 1, 1, 0, 0}},
+      {{1, 2, 5, 8}, {4, 2, 1, 1, 2, 1}},  {{1, 1, 3, 3}, {5, 5, 1, 1, 2, 2}},
+      {{1, 1, 1, 6}, {1, 3, 1, 1, 0, 1}},
+  };
+  Rng rng(4);
+  for (const auto& c : cases)
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      // small integers: many ties; a few NaNs
+      std::vector<double> v(static_cast<size_t>(shape_numel(c.x)));
+      for (double& e : v) e = rng.uniform() < 0.02 ? NAN : std::floor(4 * rng.uniform());
+      Tensor x = Tensor::from_vector_f64(v, c.x).to(t);
+      Shape ys = {c.x[0], c.x[1], ops::conv_out_size(c.x[2], c.p.kernel_h, 1, c.p.pad_h),
+                  ops::conv_out_size(c.x[3], c.p.kernel_w, 1, c.p.pad_w)};
+      Tensor scan = nan_like(ys, t), fast = Tensor::full(ys, 7.0, t), ws;
+      ops::max_pool2d_forward(x, scan, &ws, c.p);
+      ops::max_pool2d_forward(x, fast, nullptr, c.p);
+      const auto a = scan.to_vector_f64(), b = fast.to_vector_f64();
+      const std::string tag = shape_str(c.x) + " k " + std::to_string(c.p.kernel_h) + "x" +
+                              std::to_string(c.p.kernel_w) + " " + dtype_name(t);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))
+            << tag << " output " << i << ": scan " << a[i] << ", separable " << b[i];
+    }
+  // NaN wins on the 2x2 path too, and its position is recorded: [[1, NaN], [3, 2]] -> NaN at 1.
+  Tensor x = Tensor::from_vector({1, NAN, 3, 2, 5, 4, 6, NAN}, {1, 2, 2, 2});
+  Tensor y = Tensor::empty({1, 2, 1, 1}), ws;
+  ops::max_pool2d_forward(x, y, &ws, {2, 2, 2, 2, 0, 0});
+  EXPECT_TRUE(std::isnan(y.to_vector()[0]) && std::isnan(y.to_vector()[1]));
+  EXPECT_EQ(ws.data<int32_t>()[0], 1);
+  EXPECT_EQ(ws.data<int32_t>()[1], 3);
+}
+
 TEST(OpsCpu, LinearFloat32MatchesFloat64Reference) {
   Rng rng(3);
   for (bool relu : {false, true}) {
@@ -315,8 +359,9 @@ TEST(OpsCpuConvAlgorithm, WinogradAndAutoMatchFloat64AndFallBackWhereTheyDoNotAp
         if (got[i].defined()) expect_close_to_scale(got[i], ref[i], tag + kConvOutputNames[i]);
       if (a == ops::ConvAlgorithm::kDirect) direct = got;
       if (a == ops::ConvAlgorithm::kWinograd && &c == &cases[0] && ops::cpu_supports_bf16()) {
-        EXPECT_NE(got[0].to_vector_f64(), direct[0].to_vector_f64()) << tag << ": not Winograd";
-        EXPECT_NE(got[2].to_vector_f64(), direct[2].to_vector_f64()) << tag << ": not Winograd";
+        for (size_t i = 0; i < 3; ++i)  // y, dx, dw: each of the three passes reached Winograd
+          EXPECT_NE(got[i].to_vector_f64(), direct[i].to_vector_f64())
+              << tag << kConvOutputNames[i] << ": not Winograd";
       }
     }
   }

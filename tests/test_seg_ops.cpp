@@ -251,6 +251,59 @@ TEST(CrossEntropy2d, EveryPixelIgnoredOrAnEmptyBatchIsNaNWithZeroGradient) {
       std::isnan(F::cross_entropy2d(empty, Tensor::zeros({0, 2, 2}, DType::kInt64)).item()));
 }
 
+// The float32 path (plane-wise, its own exp) treats what is not a finite number as the float64
+// path and torch do: a NaN logit, or +inf, at a counted pixel makes the loss NaN; -inf in another
+// class is a probability of 0; a NaN at an ignored pixel is left out; no counted pixel is 0 / 0.
+TEST(CrossEntropy2d, Float32NonFiniteLogitsAndNoCountedPixelsAsFloat64) {
+  const int64_t n = 2, c = 3, h = 4, w = 5, hw = h * w;
+  Rng rng(10);
+  Tensor base = randn({n, c, h, w}, rng, DType::kFloat32);
+  std::vector<int64_t> t(n * hw);
+  for (auto& v : t) v = static_cast<int64_t>(rng.randint(c));
+  t[7] = 255;
+  auto loss_of = [&](const std::vector<float>& x, const std::vector<int64_t>& tv, DType dt) {
+    Tensor xt = Tensor::from_vector(x, {n, c, h, w}).to(dt);
+    return F::cross_entropy2d(xt, labels(tv, {n, h, w})).item();
+  };
+  auto x0 = base.to_vector();
+  auto with = [&](int64_t b, int64_t j, int64_t p, float v) {
+    auto x = x0;
+    x[(b * c + j) * hw + p] = v;
+    return x;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t p = 12, b = 1, tp = t[b * hw + p], other = (tp + 1) % c;
+  struct Case {
+    const char* what;
+    std::vector<float> x;
+    bool nan;
+  };
+  const Case cases[] = {
+      {"NaN at the target", with(b, tp, p, NAN), true},
+      {"NaN in another class", with(b, other, p, NAN), true},
+      {"NaN in class 0", with(b, 0, p, NAN), true},
+      {"+inf at the target", with(b, tp, p, inf), true},
+      {"-inf in another class", with(b, other, p, -inf), false},
+      {"NaN at an ignored pixel", with(0, 1, 7, NAN), false},
+  };
+  for (const Case& k : cases) {
+    const double l32 = loss_of(k.x, t, DType::kFloat32), l64 = loss_of(k.x, t, DType::kFloat64);
+    EXPECT_EQ(std::isnan(l32), k.nan) << k.what << ": " << l32;
+    EXPECT_EQ(std::isnan(l64), k.nan) << k.what << ": " << l64;
+    if (!k.nan) EXPECT_NEAR(l32, l64, 1e-5 * std::max(1.0, l64)) << k.what;
+  }
+  // every pixel ignored, and an empty batch: NaN with a zero gradient, in float32 as in float64
+  Tensor x = base.detach();
+  x.set_requires_grad(true);
+  Tensor loss = F::cross_entropy2d(x, Tensor::full({n, h, w}, 255, DType::kInt64));
+  EXPECT_TRUE(std::isnan(loss.item()));
+  loss.backward();
+  for (double v : x.grad().to_vector_f64()) ASSERT_EQ(v, 0.0);
+  EXPECT_TRUE(std::isnan(F::cross_entropy2d(Tensor::zeros({0, c, h, w}, DType::kFloat32),
+                                            Tensor::zeros({0, h, w}, DType::kInt64))
+                             .item()));
+}
+
 TEST(CrossEntropy2d, OutOfRangeLabelsAreInputErrorsNamingValueAndPixel) {
   Tensor x = Tensor::zeros({2, 4, 2, 3}, DType::kFloat32);
   std::vector<int64_t> t(12, 1);

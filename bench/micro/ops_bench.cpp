@@ -1,7 +1,8 @@
 // Kernel micro-benchmarks (Google Benchmark) of CPU ops through the public API (hpcnet::F): conv2d
 // 3x3 forward at ResNet-20's stage shapes, linear, batch_norm (training) and relu. Forward only,
 // no autograd tape (inputs do not require grad). Also yolov8n's inference forward (eval mode, no
-// graph) with its BatchNorms folded into the convolutions and without, in one run.
+// graph) with its BatchNorms folded into the convolutions and without, in one run; and its predict
+// forward of one image with C2f's concatenations in place and copied.
 // Target hpcnet_micro_bench; see bench/README.md.
 #include <benchmark/benchmark.h>
 
@@ -79,6 +80,19 @@ void yolov8n_inference(benchmark::State& state, int64_t n, int64_t s, bool fold)
   hpcnet::nn::set_inference_fusion(true);
 }
 
+// yolov8n (10 classes) on one S x S image as predict runs it (eval, no graph, folded), with C2f's
+// concatenations written in place (the default) or copied.
+void yolov8n_predict(benchmark::State& state, int64_t s, bool in_place) {
+  hpcnet::nn::set_concat_in_place(in_place);
+  auto model = hpcnet::nn::make_model("yolov8n", hpcnet::nn::ModelOptions{10});
+  model->eval();
+  const Tensor x = randn({1, 3, s, s}, 1);
+  hpcnet::NoGradGuard no_grad;
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward_all(x));
+  state.SetItemsProcessed(state.iterations());  // images/s
+  hpcnet::nn::set_concat_in_place(true);
+}
+
 // The kernels run on OpenMP threads: iterations and rates by wall time, not the main thread's CPU
 // time.
 void wall_clock(benchmark::internal::Benchmark* b) {
@@ -106,6 +120,13 @@ void register_all() {
         fold ? "yolov8n_inference/N32_128x128/folded" : "yolov8n_inference/N32_128x128/unfolded",
         yolov8n_inference, 32, 128, fold)
         ->Apply(wall_clock);
+  for (int64_t s : {128, 640})
+    for (bool in_place : {false, true})
+      benchmark::RegisterBenchmark(("yolov8n_predict/N1_" + std::to_string(s) + "x" +
+                                    std::to_string(s) + (in_place ? "/cat_in_place" : "/cat_copied"))
+                                       .c_str(),
+                                   yolov8n_predict, s, in_place)
+          ->Apply(wall_clock);
 }
 
 }  // namespace

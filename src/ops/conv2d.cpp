@@ -48,6 +48,20 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, act);
 }
 
+Layout conv2d_output_layout(const Tensor& x, const Shape& w, const Conv2dParams& p) {
+  const bool blocked = x.device().is_cpu() && cpu::conv2d_wants_blocked(x, w, p);
+  return blocked ? Layout::kBlocked16 : Layout::kStrided;
+}
+
+void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p, Act act,
+                 Tensor& out) {
+  HPCNET_CHECK(!any_requires_grad({&x, &w, &b}),
+               "conv2d_into: inference only, but an input requires a gradient");
+  detail::check_same_device_dense("conv2d_into", x.device(), {&out});
+  const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
+  conv2d_forward(bf16 ? cpu::to_bf16(x) : x, w, b, out, p, act);
+}
+
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dy});
   detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dx});
@@ -146,9 +160,8 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
                                              shape_str(x.shape()));
   // CPU convolutions that run on oneDNN's blocked kernels leave their output blocked, so the
   // next convolution (through batch norm and relu) reads it without a reorder.
-  const bool blocked = x.device().is_cpu() && cpu::conv2d_wants_blocked(x, w.shape(), p);
   Tensor y = Tensor::empty_layout({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device(),
-                                  blocked ? Layout::kBlocked16 : Layout::kStrided);
+                                  ops::conv2d_output_layout(x, w.shape(), p));
   // bfloat16 convolutions read a bfloat16 copy of x, made once and kept for the weight gradient.
   const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
   Tensor xk = bf16 ? cpu::to_bf16(x) : x;

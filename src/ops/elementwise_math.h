@@ -93,7 +93,7 @@ struct PoolGeom {
 
 // Maximum of the window of output (oh, ow) over plane xp: writes the value to best and its
 // position ih * W + iw to at (-1, with best = -inf, when the window saw only padding). Ties keep
-// the first position in scan order; a NaN wins only as the first value seen.
+// the first position in scan order; a NaN wins wherever it is (the last one seen), as in torch.
 template <class T>
 HPCNET_HD void pool_window_max(const T* xp, const PoolGeom& g, int64_t oh, int64_t ow, T& best,
                                int64_t& at) {
@@ -106,7 +106,7 @@ HPCNET_HD void pool_window_max(const T* xp, const PoolGeom& g, int64_t oh, int64
       int64_t iw = ow * g.sw - g.pw + t;
       if (iw < 0 || iw >= g.W) continue;
       T v = xp[ih * g.W + iw];
-      if (at < 0 || v > best) best = v, at = ih * g.W + iw;
+      if (at < 0 || v > best || v != v) best = v, at = ih * g.W + iw;
     }
   }
 }

@@ -183,6 +183,12 @@ class YoloConv : public Module {
  public:
   YoloConv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, bool act = true);
   Tensor forward(const Tensor& x) override;
+  // Whether forward runs folded (inference: eval mode, no graph, CPU float32 weights, not
+  // tracing for export, fusion on): BatchNorm folded into the convolution, SiLU fused after it.
+  bool folds() const;
+  // The folded forward written into `out` (a dense tensor of the output's shape, in either
+  // layout, e.g. a view of a larger buffer). Only where folds().
+  void forward_into(const Tensor& x, Tensor& out);
   // The folded (weight, bias) of conv and bn (float32, CPU).
   std::pair<Tensor, Tensor> folded_weights() const;
   std::shared_ptr<Conv2d> conv;
@@ -192,12 +198,17 @@ class YoloConv : public Module {
 // Whether YoloConv folds in inference (default on; HPCNET_FUSE=0 starts it off): for benchmarks
 // and tests.
 void set_inference_fusion(bool on);
+// Whether C2f at predict time (one image, folded) writes its pieces side by side into the buffer
+// of its concatenation instead of concatenating copies (default on): for benchmarks and tests.
+void set_concat_in_place(bool on);
 
 // Bottleneck(c, c, shortcut, k=(3, 3), e=1.0): cv2(cv1(x)), plus x with the shortcut.
 class YoloBottleneck : public Module {
  public:
   YoloBottleneck(int64_t c, bool shortcut);
   Tensor forward(const Tensor& x) override;
+  // forward written into `out` (as YoloConv::forward_into; only where cv1->folds()).
+  void forward_into(const Tensor& x, Tensor& out);
   std::shared_ptr<YoloConv> cv1, cv2;
   bool add;
 };

@@ -12,6 +12,8 @@
 
 #include "hpcnet/autograd.h"
 #include "src/nn/models/models.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/ops.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet::nn {
@@ -34,16 +36,26 @@ int64_t make_divisible(double x) { return static_cast<int64_t>(std::ceil(x / 8.0
 
 void set_inference_fusion(bool on) { fuse_flag().store(on); }
 
+namespace {
+std::atomic<bool> g_concat_in_place{true};
+}  // namespace
+void set_concat_in_place(bool on) { g_concat_in_place.store(on); }
+
 YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act) : act(act) {
   conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, k / 2, false));
   bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
 }
 
+bool YoloConv::folds() const {
+  return !is_training() && !grad_mode_enabled() && fuse_enabled() &&
+         conv->weight.device().is_cpu() && conv->weight.dtype() == DType::kFloat32 &&
+         trace::g_recorder == nullptr;
+}
+
 Tensor YoloConv::forward(const Tensor& x) {
   // Inference (eval mode, no graph, CPU, not tracing for export): Ultralytics' fuse(), BatchNorm
   // folded into the convolution and SiLU fused after it, two passes over the output fewer.
-  if (!is_training() && !grad_mode_enabled() && fuse_enabled() && conv->weight.device().is_cpu() &&
-      conv->weight.dtype() == DType::kFloat32 && trace::g_recorder == nullptr) {
+  if (folds()) {
     // SiLU runs as the convolution's post-op (HPCNET_FUSE=0 turns both off).
     const auto [w, b] = folded_weights();
     return act ? F::conv2d_silu(x, w, b, conv->stride, conv->padding, conv->dilation)
@@ -51,6 +63,19 @@ Tensor YoloConv::forward(const Tensor& x) {
   }
   Tensor y = bn->forward(conv->forward(x));
   return act ? F::silu(y) : y;
+}
+
+namespace {
+ops::Conv2dParams conv_params(const Conv2d& c) {
+  return {c.stride, c.stride, c.padding, c.padding, c.dilation, c.dilation};
+}
+}  // namespace
+
+void YoloConv::forward_into(const Tensor& x, Tensor& out) {
+  HPCNET_CHECK(folds(), "YoloConv::forward_into: only for folded inference");
+  const auto [w, b] = folded_weights();
+  ops::conv2d_into(x.is_dense() ? x : x.contiguous(), w, b, conv_params(*conv),
+                   act ? ops::Act::kSilu : ops::Act::kNone, out);
 }
 
 std::pair<Tensor, Tensor> YoloConv::folded_weights() const {
@@ -82,6 +107,12 @@ Tensor YoloBottleneck::forward(const Tensor& x) {
   return add ? F::add(x, y) : y;
 }
 
+void YoloBottleneck::forward_into(const Tensor& x, Tensor& out) {
+  if (!add) return cv2->forward_into(cv1->forward(x), out);
+  const Tensor y = cv2->forward(cv1->forward(x));
+  ops::add(x, ops::as_layout(y, out), out);  // x: a slice of out's buffer, in its layout
+}
+
 C2f::C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut) : c(c2 / 2) {
   cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, 2 * c, 1));
   cv2 = register_module("cv2", std::make_shared<YoloConv>((2 + n) * c, c2, 1));
@@ -94,6 +125,32 @@ Tensor C2f::forward(const Tensor& x) {
   // Ultralytics chunks cv1's output (B, 2c, H, W) in two and concatenates both halves with the
   // bottlenecks' outputs. The two halves side by side are that output itself, so it goes into
   // the concatenation whole; only the second half, the first bottleneck's input, is sliced out.
+  if (x.dim() == 4 && x.size(0) == 1 && cv1->folds() &&
+      g_concat_in_place.load(std::memory_order_relaxed)) {
+    // Predict time, one image: the concatenation without a copy. Its (2 + n) c channels are
+    // allocated first and every piece is written in its place: cv1's two halves at the start,
+    // each bottleneck's output after them (channel slices of one image are runs of memory, in
+    // NCHW and, in whole 16-channel blocks, in the blocked layout). The buffer is the cat.
+    Layout layout = ops::conv2d_output_layout(x, cv1->conv->weight.shape(), conv_params(*cv1->conv));
+    if (c % 16 != 0) layout = Layout::kStrided;
+    const int64_t n = static_cast<int64_t>(m.size());
+    Tensor cat = Tensor::empty_layout({1, (2 + n) * c, x.size(2), x.size(3)}, x.dtype(),
+                                      x.device(), layout);
+    auto slice = [&](int64_t start, int64_t length) {  // a view of cat (narrow of one run)
+      Tensor v = F::narrow(cat, 1, start, length);
+      HPCNET_CHECK(v.impl()->storage == cat.impl()->storage, "C2f: a slice of cat is not a view");
+      return v;
+    };
+    Tensor first = slice(0, 2 * c);
+    cv1->forward_into(x, first);
+    Tensor h = slice(c, c);
+    for (int64_t i = 0; i < n; ++i) {
+      Tensor piece = slice((2 + i) * c, c);
+      m[i]->forward_into(h, piece);
+      h = piece;
+    }
+    return cv2->forward(cat);
+  }
   Tensor y = cv1->forward(x);
   std::vector<Tensor> ys = {y};
   Tensor h = F::narrow(y, 1, c, c);

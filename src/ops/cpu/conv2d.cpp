@@ -32,9 +32,11 @@ double conv_macs(const ConvShape& s) {
 }
 
 // The `variant` of a convolution's key: bf16, the two operands' layout and dtype bits, and the
-// --conv-algorithm setting (a change of setting builds new primitives).
-int conv_variant(bool bf16, int first_bits, int second_bits) {
-  return bf16 + 2 * first_bits + 8 * second_bits + 32 * static_cast<int>(ops::conv_algorithm());
+// --conv-algorithm setting (a change of setting builds new primitives). The setting is read once
+// per call by the caller and given both here and to requested_algorithm, so the key and the
+// primitive built under it always agree.
+int conv_variant(bool bf16, int first_bits, int second_bits, ops::ConvAlgorithm setting) {
+  return bf16 + 2 * first_bits + 8 * second_bits + 32 * static_cast<int>(setting);
 }
 
 // `variant`: conv_variant's.
@@ -81,12 +83,13 @@ ConvMds conv_mds(const ConvShape& s, const Conv2dParams& p, bool bf16) {
 
 // The oneDNN algorithm --conv-algorithm asks for on this convolution (see ops::ConvAlgorithm):
 // bfloat16 ones and those outside Winograd's 3x3, stride 1, undilated shapes are direct.
-dnnl::algorithm requested_algorithm(const ConvShape& s, const Conv2dParams& p, bool bf16) {
+dnnl::algorithm requested_algorithm(const ConvShape& s, const Conv2dParams& p, bool bf16,
+                                    ops::ConvAlgorithm setting) {
   using dnnl::algorithm;
   const bool wino_shape = s.r == 3 && s.s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
                           p.dil_h == 1 && p.dil_w == 1;
   if (bf16 || !wino_shape) return algorithm::convolution_direct;
-  switch (ops::conv_algorithm()) {
+  switch (setting) {
     case ops::ConvAlgorithm::kWinograd:
       return algorithm::convolution_winograd;
     case ops::ConvAlgorithm::kAuto:
@@ -285,9 +288,11 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     return;
   }
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  DnnlOp& e = dnnl_cached(conv_key(0, s, p, has_b, act, conv_variant(bf16, lx, ly)), [&](DnnlOp& op) {
+  const ops::ConvAlgorithm setting = ops::conv_algorithm();
+  const DnnlKey key = conv_key(0, s, p, has_b, act, conv_variant(bf16, lx, ly, setting));
+  DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     ConvMds m = conv_mds(s, p, bf16);
-    auto pd = conv_fwd_pd(m, has_b, requested_algorithm(s, p, bf16), act);
+    auto pd = conv_fwd_pd(m, has_b, requested_algorithm(s, p, bf16, setting), act);
     op.prim = dnnl::convolution_forward(pd);
     op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true);
     op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true);
@@ -317,11 +322,12 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   if (!lx && !ly && use_direct(dx.shape(), w.shape(), p))
     return conv2d_direct_backward_data(dy, w, dx, p);
   const bool bf16 = conv_bf16(s.c, p) || dy.dtype() == DType::kBFloat16;
-  const DnnlKey key = conv_key(1, s, p, false, Act::kNone, conv_variant(bf16, lx, ly));
+  const ops::ConvAlgorithm setting = ops::conv_algorithm();
+  const DnnlKey key = conv_key(1, s, p, false, Act::kNone, conv_variant(bf16, lx, ly, setting));
   DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
-    const auto hint = conv_fwd_pd(m, false, requested_algorithm(s, p, bf16));
+    const auto hint = conv_fwd_pd(m, false, requested_algorithm(s, p, bf16, setting));
     auto pd = with_fallback(backward_algorithm(hint), [&](algorithm a) {
       convolution_backward_data::desc d(a, m.x_any_out, m.w_any, m.y_any_in, m.strides, m.dilates,
                                         m.pad_l, m.pad_r);
@@ -363,11 +369,12 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   if (!lx && !ly && use_direct(x.shape(), dw.shape(), p))
     return conv2d_direct_backward_weights(x, dy, dw, db, p);
   const bool bf16 = conv_bf16(s.c, p) || x.dtype() == DType::kBFloat16;
-  const DnnlKey key = conv_key(2, s, p, has_b, Act::kNone, conv_variant(bf16, lx, ly));
+  const ops::ConvAlgorithm setting = ops::conv_algorithm();
+  const DnnlKey key = conv_key(2, s, p, has_b, Act::kNone, conv_variant(bf16, lx, ly, setting));
   DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
     using namespace dnnl;
     ConvMds m = conv_mds(s, p, bf16);
-    const auto hint = conv_fwd_pd(m, has_b, requested_algorithm(s, p, bf16));
+    const auto hint = conv_fwd_pd(m, has_b, requested_algorithm(s, p, bf16, setting));
     auto pd = with_fallback(backward_algorithm(hint), [&](algorithm a) {
       auto d = has_b ? convolution_backward_weights::desc(a, m.x_any, m.w_any_out, m.b,
                                                           m.y_any_in, m.strides, m.dilates,

@@ -3,9 +3,12 @@
 // (-1 where a window saw only padding); the backward scatters each output gradient there.
 // (oneDNN 2.6's pooling on plain layouts transposes to blocked layouts and back, and measured
 // 5-10x slower than these loops on the LeNet shapes; see bench/README.md.) The general window
-// scan is math::pool_window_max, the CUDA kernel's too.
+// scan is math::pool_window_max, the CUDA kernel's too; stride-1 windows without positions
+// (inference) are separable.
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "src/ops/cpu/cpu_ops.h"
 #include "src/ops/cpu/float_dispatch.h"
@@ -15,7 +18,8 @@ namespace hpcnet::cpu {
 namespace {
 
 // The common 2x2 window with stride 2 and no padding, branch-free so it vectorises (random data
-// defeats branch prediction). Ties keep the first position in scan order, as PyTorch does.
+// defeats branch prediction). Ties keep the first position in scan order and a NaN wins (the last
+// one in scan order), as PyTorch does.
 template <class T>
 void pool2x2_plane(const T* __restrict xp, T* __restrict yp, int32_t* __restrict ap, int64_t W,
                    int64_t P, int64_t Q) {
@@ -27,9 +31,9 @@ void pool2x2_plane(const T* __restrict xp, T* __restrict yp, int32_t* __restrict
     const int32_t base = static_cast<int32_t>(2 * oh * W);
     for (int64_t ow = 0; ow < Q; ++ow) {
       T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-      bool hb = b > a, hd = d > c;
+      bool hb = b > a || b != b, hd = d > c || d != d;
       T m01 = hb ? b : a, m23 = hd ? d : c;
-      bool second = m23 > m01;
+      bool second = m23 > m01 || m23 != m23;
       yr[ow] = second ? m23 : m01;
       if (ar) {
         int32_t i = base + static_cast<int32_t>(2 * ow);
@@ -40,11 +44,64 @@ void pool2x2_plane(const T* __restrict xp, T* __restrict yp, int32_t* __restrict
   }
 }
 
+// The larger of a and b, NaN if either is (a compare and a blend: the loops vectorise).
+template <class T>
+inline T nan_max(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// Stride-1 windows when no position is recorded (inference; YOLO's SPPF: 5x5, padding 2): the
+// window's maximum is the maximum over its rows of each row's maximum, so one pass along the rows
+// (rowmax, H x Q) and one down the columns, each along contiguous memory: about (kh + kw) / (kh
+// kw) of the comparisons of the window scan, vectorised. Values as pool_window_max's (a maximum
+// has no order; a NaN in the window is the result).
+template <class T>
+void pool_stride1_plane(const T* __restrict xp, T* __restrict yp, T* __restrict rowmax, int64_t H,
+                        int64_t W, int64_t P, int64_t Q, const Pool2dParams& p) {
+  const int64_t kh = p.kernel_h, kw = p.kernel_w, ph = p.pad_h, pw = p.pad_w;
+  // Outputs [a, b) see whole windows along a row; those outside are clipped at the borders.
+  const int64_t a = std::min(Q, pw), b = std::max(a, std::min(Q, W - kw + pw + 1));
+  for (int64_t h = 0; h < H; ++h) {
+    const T* xr = xp + h * W;
+    T* rr = rowmax + h * Q;
+    auto clipped = [&](int64_t ow) {
+      const int64_t lo = std::max<int64_t>(0, ow - pw), hi = std::min(W, ow - pw + kw);
+      T m = xr[lo];
+      for (int64_t iw = lo + 1; iw < hi; ++iw) m = nan_max(m, xr[iw]);
+      rr[ow] = m;
+    };
+    for (int64_t ow = 0; ow < a; ++ow) clipped(ow);
+    for (int64_t ow = a; ow < b; ++ow) rr[ow] = xr[ow - pw];
+    for (int64_t t = 1; t < kw; ++t)
+      for (int64_t ow = a; ow < b; ++ow) rr[ow] = nan_max(rr[ow], xr[ow - pw + t]);
+    for (int64_t ow = b; ow < Q; ++ow) clipped(ow);
+  }
+  for (int64_t oh = 0; oh < P; ++oh) {
+    const int64_t lo = std::max<int64_t>(0, oh - ph), hi = std::min(H, oh - ph + kh);
+    T* yr = yp + oh * Q;
+    std::memcpy(yr, rowmax + lo * Q, sizeof(T) * Q);
+    for (int64_t r = lo + 1; r < hi; ++r) {
+      const T* rr = rowmax + r * Q;
+      for (int64_t ow = 0; ow < Q; ++ow) yr[ow] = nan_max(yr[ow], rr[ow]);
+    }
+  }
+}
+
 template <class T>
 void pool_fwd(const T* x, T* y, int32_t* arg, int64_t planes, int64_t H, int64_t W, int64_t P,
               int64_t Q, const Pool2dParams& p) {
   const bool simple = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
                       p.pad_h == 0 && p.pad_w == 0;
+  if (!arg && p.stride_h == 1 && p.stride_w == 1) {
+#pragma omp parallel if (planes * H * W > (1 << 14))
+    {
+      std::vector<T> rowmax(static_cast<size_t>(H * Q));  // one per thread
+#pragma omp for schedule(static)
+      for (int64_t pl = 0; pl < planes; ++pl)
+        pool_stride1_plane(x + pl * H * W, y + pl * P * Q, rowmax.data(), H, W, P, Q, p);
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (planes * H * W > (1 << 16))
   for (int64_t pl = 0; pl < planes; ++pl) {
     const T* xp = x + pl * H * W;

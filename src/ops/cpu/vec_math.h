@@ -13,8 +13,11 @@ namespace hpcnet::cpu {
 // x = n ln2 + r (n = round(x log2 e), r in [-ln2/2, ln2/2], ln2 split in two for exactness), e^r by
 // its degree-6 minimax polynomial (Cephes' expf coefficients), 2^n through the exponent bits.
 // Relative error below 2e-7 on [-87, 88]; x is clamped there (e^-87 ~ 1.6e-38, e^88 ~ 1.7e38).
-inline float exp_vec(float x) {
-  x = std::max(-87.0f, std::min(x, 88.0f));  // maxss/minss (fmin/fmax are library calls)
+// A NaN stays NaN (as expf), so a NaN logit gives a NaN loss rather than a finite one.
+inline float exp_vec(float in) {
+  // maxss/minss (fmin/fmax are library calls); a NaN is clamped too, so the integer conversion
+  // below never sees one, and is put back at the end by a compare-and-blend.
+  const float x = std::max(-87.0f, std::min(in, 88.0f));
   // floor(x log2 e + 0.5) by truncation of a positive number (no branch: the loop vectorises).
   const float n =
       static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f + 128.5f)) - 128.0f;
@@ -31,7 +34,7 @@ inline float exp_vec(float x) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return in == in ? p * scale : in;
 }
 
 }  // namespace hpcnet::cpu
