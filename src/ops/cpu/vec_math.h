@@ -15,9 +15,12 @@ namespace hpcnet::cpu {
 // Relative error below 2e-7 on [-87, 88]; x is clamped there (e^-87 ~ 1.6e-38, e^88 ~ 1.7e38).
 // A NaN stays NaN (as expf), so a NaN logit gives a NaN loss rather than a finite one.
 inline float exp_vec(float in) {
-  // maxss/minss (fmin/fmax are library calls); a NaN is clamped too, so the integer conversion
-  // below never sees one, and is put back at the end by a compare-and-blend.
+  // maxss/minss (fmin/fmax are library calls). x: NaN becomes -87, so the integer conversion
+  // below never sees one; kept: NaN stays NaN (the first operand of maxss/minss is returned
+  // when either is NaN). kept - kept is 0, or NaN for a NaN, and is added at the end: no
+  // branch, so the loops around this still vectorise (a select on in != in did not).
   const float x = std::max(-87.0f, std::min(in, 88.0f));
+  const float kept = std::min(std::max(in, -87.0f), 88.0f);
   // floor(x log2 e + 0.5) by truncation of a positive number (no branch: the loop vectorises).
   const float n =
       static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f + 128.5f)) - 128.0f;
@@ -34,7 +37,7 @@ inline float exp_vec(float in) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return in == in ? p * scale : in;
+  return p * scale + (kept - kept);
 }
 
 }  // namespace hpcnet::cpu
