@@ -293,9 +293,11 @@ TEST(DetectModel, InferenceFoldsBatchNormIntoTheConvolutions) {
 }
 
 // At predict time (one image, folded) each C2f writes cv1's halves and its bottlenecks' outputs
-// side by side into one buffer, which is its concatenation: no cat copies. The outputs equal
+// side by side into one buffer, which is its concatenation, and the layers whose outputs the
+// neck concatenates write them into the neck's buffers: no cat copies there. The outputs equal
 // those of the same image in a batch of two (which concatenates by copying) and those of the
-// unfolded path, within 1e-5 of the largest; the profiler sees 8 cat copies fewer (one per C2f).
+// unfolded path, within 1e-5 of the largest; the profiler sees 12 cat copies fewer (8 C2f, 4
+// neck).
 TEST(DetectModel, PredictOfOneImageConcatenatesC2fWithoutCopies) {
   manual_seed(6);
   auto model = nn::make_model("yolov8n", nn::ModelOptions{3});
@@ -322,7 +324,7 @@ TEST(DetectModel, PredictOfOneImageConcatenatesC2fWithoutCopies) {
   const nn::Outputs two = model->forward_all(x2);
   const int64_t copies_two = cat_copies();
   profile::enable(false);
-  EXPECT_EQ(copies_two - copies_one, 8) << copies_one << " against " << copies_two;
+  EXPECT_EQ(copies_two - copies_one, 12) << copies_one << " against " << copies_two;
   nn::Outputs unfolded;
   {
     struct Restore {

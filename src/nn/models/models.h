@@ -198,8 +198,9 @@ class YoloConv : public Module {
 // Whether YoloConv folds in inference (default on; HPCNET_FUSE=0 starts it off): for benchmarks
 // and tests.
 void set_inference_fusion(bool on);
-// Whether C2f at predict time (one image, folded) writes its pieces side by side into the buffer
-// of its concatenation instead of concatenating copies (default on): for benchmarks and tests.
+// Whether yolov8 at predict time (one image, folded) writes the pieces of every C2f's and every
+// neck concatenation side by side into its buffer instead of concatenating copies (default on):
+// for benchmarks and tests.
 void set_concat_in_place(bool on);
 
 // Bottleneck(c, c, shortcut, k=(3, 3), e=1.0): cv2(cv1(x)), plus x with the shortcut.
@@ -219,6 +220,10 @@ class C2f : public Module {
  public:
   C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut);
   Tensor forward(const Tensor& x) override;
+  // Predict time (one image, folded): forward written into `out` (see YoloConv::forward_into),
+  // and the buffer of the concatenation with every piece written in place.
+  void forward_into(const Tensor& x, Tensor& out);
+  Tensor concat_in_place(const Tensor& x);
   std::shared_ptr<YoloConv> cv1, cv2;
   std::vector<std::shared_ptr<YoloBottleneck>> m;
   int64_t c;
@@ -230,6 +235,7 @@ class Sppf : public Module {
  public:
   Sppf(int64_t c1, int64_t c2, int64_t k);
   Tensor forward(const Tensor& x) override;
+  void forward_into(const Tensor& x, Tensor& out);  // (where cv2->folds())
   std::shared_ptr<YoloConv> cv1, cv2;
   std::shared_ptr<MaxPool2d> pool;
 };
@@ -262,6 +268,9 @@ class YoloV8 : public Module {
   YoloV8(double depth, double width, int64_t max_channels, int64_t num_classes);
   Outputs forward_all(const Tensor& x) override;
   Tensor forward(const Tensor& x) override;
+  // forward_all's neck and head at predict time (one image, folded), from layer 2's output y,
+  // with the neck's concatenations written in place.
+  Outputs predict_in_place(const Tensor& y);
   std::shared_ptr<YoloConv> l0, l1, l3, l5, l7, l16, l19;
   std::shared_ptr<C2f> l2, l4, l6, l8, l12, l15, l18, l21;
   std::shared_ptr<Sppf> l9;

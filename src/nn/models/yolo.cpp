@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "hpcnet/autograd.h"
 #include "src/nn/models/models.h"
@@ -121,41 +122,71 @@ C2f::C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut) : c(c2 / 2) {
     m.push_back(list->add(std::to_string(i), std::make_shared<YoloBottleneck>(c, shortcut)));
 }
 
+namespace {
+// Whether the predict path writes concatenations in place: one image, folded convolutions (see
+// C2f::concat_in_place), not turned off by set_concat_in_place.
+bool in_place(const Tensor& x, const YoloConv& conv) {
+  return x.dim() == 4 && x.size(0) == 1 && conv.folds() &&
+         g_concat_in_place.load(std::memory_order_relaxed);
+}
+
+// A buffer (1, sum of pieces, h, w) whose pieces are written in place: in `layout` when every
+// piece is whole 16-channel blocks, else row-major (a partial block is not a run of memory).
+Tensor concat_buffer(Layout layout, const std::vector<int64_t>& pieces, int64_t h, int64_t w,
+                     const Tensor& like) {
+  int64_t channels = 0;
+  for (int64_t c : pieces) {
+    channels += c;
+    if (c % 16 != 0) layout = Layout::kStrided;
+  }
+  return Tensor::empty_layout({1, channels, h, w}, like.dtype(), like.device(), layout);
+}
+
+// Channels [start, start + length) of a buffer of one image: a view (narrow of one run).
+Tensor channel_slice(const Tensor& buf, int64_t start, int64_t length) {
+  Tensor v = F::narrow(buf, 1, start, length);
+  HPCNET_CHECK(v.impl()->storage == buf.impl()->storage, "yolov8: a slice of a buffer is not a view");
+  return v;
+}
+
+int64_t out_channels(const YoloConv& c) { return c.conv->weight.size(0); }
+}  // namespace
+
+Tensor C2f::concat_in_place(const Tensor& x) {
+  // Predict time, one image: the concatenation without a copy. Its (2 + n) c channels are
+  // allocated first and every piece is written in its place: cv1's two halves at the start,
+  // each bottleneck's output after them (channel slices of one image are runs of memory, in
+  // NCHW and, in whole 16-channel blocks, in the blocked layout). The buffer is the cat.
+  const int64_t n = static_cast<int64_t>(m.size());
+  Tensor cat = concat_buffer(
+      ops::conv2d_output_layout(x, cv1->conv->weight.shape(), conv_params(*cv1->conv)),
+      std::vector<int64_t>(static_cast<size_t>(2 + n), c), x.size(2), x.size(3), x);
+  Tensor first = channel_slice(cat, 0, 2 * c);
+  cv1->forward_into(x, first);
+  Tensor h = channel_slice(cat, c, c);
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor piece = channel_slice(cat, (2 + i) * c, c);
+    m[i]->forward_into(h, piece);
+    h = piece;
+  }
+  return cat;
+}
+
 Tensor C2f::forward(const Tensor& x) {
   // Ultralytics chunks cv1's output (B, 2c, H, W) in two and concatenates both halves with the
   // bottlenecks' outputs. The two halves side by side are that output itself, so it goes into
   // the concatenation whole; only the second half, the first bottleneck's input, is sliced out.
-  if (x.dim() == 4 && x.size(0) == 1 && cv1->folds() &&
-      g_concat_in_place.load(std::memory_order_relaxed)) {
-    // Predict time, one image: the concatenation without a copy. Its (2 + n) c channels are
-    // allocated first and every piece is written in its place: cv1's two halves at the start,
-    // each bottleneck's output after them (channel slices of one image are runs of memory, in
-    // NCHW and, in whole 16-channel blocks, in the blocked layout). The buffer is the cat.
-    Layout layout = ops::conv2d_output_layout(x, cv1->conv->weight.shape(), conv_params(*cv1->conv));
-    if (c % 16 != 0) layout = Layout::kStrided;
-    const int64_t n = static_cast<int64_t>(m.size());
-    Tensor cat = Tensor::empty_layout({1, (2 + n) * c, x.size(2), x.size(3)}, x.dtype(),
-                                      x.device(), layout);
-    auto slice = [&](int64_t start, int64_t length) {  // a view of cat (narrow of one run)
-      Tensor v = F::narrow(cat, 1, start, length);
-      HPCNET_CHECK(v.impl()->storage == cat.impl()->storage, "C2f: a slice of cat is not a view");
-      return v;
-    };
-    Tensor first = slice(0, 2 * c);
-    cv1->forward_into(x, first);
-    Tensor h = slice(c, c);
-    for (int64_t i = 0; i < n; ++i) {
-      Tensor piece = slice((2 + i) * c, c);
-      m[i]->forward_into(h, piece);
-      h = piece;
-    }
-    return cv2->forward(cat);
-  }
+  if (in_place(x, *cv1)) return cv2->forward(concat_in_place(x));
   Tensor y = cv1->forward(x);
   std::vector<Tensor> ys = {y};
   Tensor h = F::narrow(y, 1, c, c);
   for (auto& b : m) ys.push_back(h = b->forward(h));
   return cv2->forward(F::cat(ys, 1));
+}
+
+void C2f::forward_into(const Tensor& x, Tensor& out) {
+  HPCNET_CHECK(in_place(x, *cv1), "C2f::forward_into: only at predict time");
+  cv2->forward_into(concat_in_place(x), out);
 }
 
 Sppf::Sppf(int64_t c1, int64_t c2, int64_t k) {
@@ -169,6 +200,12 @@ Tensor Sppf::forward(const Tensor& x) {
   std::vector<Tensor> ys = {cv1->forward(x)};
   for (int i = 0; i < 3; ++i) ys.push_back(pool->forward(ys.back()));
   return cv2->forward(F::cat(ys, 1));
+}
+
+void Sppf::forward_into(const Tensor& x, Tensor& out) {
+  std::vector<Tensor> ys = {cv1->forward(x)};
+  for (int i = 0; i < 3; ++i) ys.push_back(pool->forward(ys.back()));
+  cv2->forward_into(F::cat(ys, 1), out);
 }
 
 YoloDetect::YoloDetect(int64_t nc, const std::vector<int64_t>& ch) : nc(nc) {
@@ -272,6 +309,7 @@ Outputs YoloV8::forward_all(const Tensor& x) {
                  "yolov8 takes (N, 3, H, W) images with H and W multiples of 32, got " +
                      shape_str(x.shape()));
   Tensor y = l2->forward(l1->forward(l0->forward(x)));
+  if (in_place(x, *l0)) return predict_in_place(y);
   Tensor p3 = l4->forward(l3->forward(y));
   Tensor p4 = l6->forward(l5->forward(p3));
   Tensor p5 = l9->forward(l8->forward(l7->forward(p4)));
@@ -279,6 +317,40 @@ Outputs YoloV8::forward_all(const Tensor& x) {
   Tensor h15 = l15->forward(F::cat({F::upsample_nearest2d(h12, 2), p3}, 1));
   Tensor h18 = l18->forward(F::cat({l16->forward(h15), h12}, 1));
   Tensor h21 = l21->forward(F::cat({l19->forward(h18), p5}, 1));
+  return detect->forward_levels({h15, h18, h21});
+}
+
+Outputs YoloV8::predict_in_place(const Tensor& y) {
+  // The neck's four concatenations at predict time (one image): each buffer is allocated before
+  // its pieces are made, and each piece is written in its place by the layer that makes it (p3,
+  // p4 and p5 by the last convolutions of layers 4, 6 and 9; the upsampled maps; layers 12, 16
+  // and 19), so no concatenation is copied. Layers 15, 18 and 21 read the buffers.
+  const int64_t H = y.size(2), W = y.size(3);  // y: stride 4
+  const int64_t c3 = out_channels(*l4->cv2), c4 = out_channels(*l6->cv2),
+                c5 = out_channels(*l9->cv2), c12 = out_channels(*l12->cv2),
+                c16 = out_channels(*l16), c19 = out_channels(*l19);
+  const Layout layout = y.layout();  // the layout the backbone's convolutions leave
+  Tensor cat11 = concat_buffer(layout, {c5, c4}, H / 4, W / 4, y),
+         cat14 = concat_buffer(layout, {c12, c3}, H / 2, W / 2, y),
+         cat17 = concat_buffer(layout, {c16, c12}, H / 4, W / 4, y),
+         cat20 = concat_buffer(layout, {c19, c5}, H / 8, W / 8, y);
+  auto upsample_into = [](const Tensor& src, Tensor dst) {
+    ops::upsample_nearest2d_forward(ops::as_layout(src, dst), dst, 2);
+  };
+  Tensor p3 = channel_slice(cat14, c12, c3), p4 = channel_slice(cat11, c5, c4),
+         p5 = channel_slice(cat20, c19, c5), h12 = channel_slice(cat17, c16, c12);
+  l4->forward_into(l3->forward(y), p3);
+  l6->forward_into(l5->forward(p3), p4);
+  l9->forward_into(l8->forward(l7->forward(p4)), p5);
+  upsample_into(p5, channel_slice(cat11, 0, c5));
+  l12->forward_into(cat11, h12);
+  upsample_into(h12, channel_slice(cat14, 0, c12));
+  Tensor h15 = l15->forward(cat14);
+  Tensor d16 = channel_slice(cat17, 0, c16), d19 = channel_slice(cat20, 0, c19);
+  l16->forward_into(h15, d16);
+  Tensor h18 = l18->forward(cat17);
+  l19->forward_into(h18, d19);
+  Tensor h21 = l21->forward(cat20);
   return detect->forward_levels({h15, h18, h21});
 }
 
