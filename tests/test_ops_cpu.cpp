@@ -9,6 +9,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
 #include "src/ops/cpu/conv2d_direct.h"
+#include "src/ops/elementwise_math.h"
 #include "src/ops/ops.h"
 
 using namespace hpcnet;
@@ -180,7 +181,8 @@ TEST(OpsCpu, MaxPool2dFloat32MatchesFloat64Reference) {
 // Stride-1 pooling without positions (inference; YOLO's SPPF) runs separably: row maxima, then
 // column maxima. It must give what the window scan that records positions gives, value for value
 // (ties and NaN included), in both dtypes, at the borders, with unequal windows and paddings,
-// and with several threads. A NaN in a window is its maximum on every path, as in torch (the
+// and with several threads. Pooling with positions at strides 1 and 2 goes tap by tap over rows
+// of outputs, and must give the scan's values and positions. A NaN in a window is its maximum on every path, as in torch (the
 // 2x2 path included, whose recorded position is then the NaN's).
 TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
   struct PoolCase {
@@ -211,6 +213,43 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
       for (size_t i = 0; i < a.size(); ++i)
         ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))
             << tag << " output " << i << ": scan " << a[i] << ", separable " << b[i];
+    }
+  // Windows with positions (training) at strides 1 and 2 run tap by tap over rows of outputs:
+  // values and positions as the scan of math::pool_window_max, output by output.
+  const std::vector<PoolCase> strided = {
+      {{2, 64, 16, 16}, {3, 3, 2, 2, 1, 1}},  // ResNet's stem pool
+      {{1, 3, 9, 8}, {3, 3, 2, 2, 1, 1}},  {{1, 2, 7, 7}, {3, 2, 2, 2, 0, 1}},
+      {{1, 2, 6, 9}, {5, 5, 1, 1, 2, 2}},  {{1, 2, 5, 5}, {4, 4, 2, 2, 2, 2}},
+      {{1, 1, 2, 3}, {3, 3, 2, 2, 1, 1}},
+  };
+  for (const auto& c : strided)
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      std::vector<double> v(static_cast<size_t>(shape_numel(c.x)));
+      for (double& e : v) e = rng.uniform() < 0.02 ? NAN : std::floor(4 * rng.uniform());
+      Tensor x = Tensor::from_vector_f64(v, c.x).to(t);
+      const int64_t H = c.x[2], W = c.x[3];
+      const int64_t P = ops::conv_out_size(H, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
+      const int64_t Q = ops::conv_out_size(W, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+      Tensor y = nan_like({c.x[0], c.x[1], P, Q}, t), ws;
+      ops::max_pool2d_forward(x, y, &ws, c.p);
+      const math::PoolGeom g{H, W, c.p.kernel_h, c.p.kernel_w, c.p.stride_h, c.p.stride_w,
+                             c.p.pad_h, c.p.pad_w};
+      const auto got = y.to_vector_f64();
+      const int32_t* pos = ws.data<int32_t>();
+      const std::string tag = shape_str(c.x) + " k " + std::to_string(c.p.kernel_h) + "x" +
+                              std::to_string(c.p.kernel_w) + " s " +
+                              std::to_string(c.p.stride_h) + " " + dtype_name(t);
+      for (int64_t pl = 0; pl < c.x[0] * c.x[1]; ++pl)
+        for (int64_t oh = 0; oh < P; ++oh)
+          for (int64_t ow = 0; ow < Q; ++ow) {
+            double best;
+            int64_t at;
+            math::pool_window_max(v.data() + pl * H * W, g, oh, ow, best, at);
+            const size_t i = static_cast<size_t>((pl * P + oh) * Q + ow);
+            ASSERT_TRUE(got[i] == best || (std::isnan(got[i]) && std::isnan(best)))
+                << tag << " output " << i << ": " << got[i] << ", scan " << best;
+            ASSERT_EQ(pos[i], at) << tag << " position of output " << i;
+          }
     }
   // NaN wins on the 2x2 path too, and its position is recorded: [[1, NaN], [3, 2]] -> NaN at 1.
   Tensor x = Tensor::from_vector({1, NAN, 3, 2, 5, 4, 6, NAN}, {1, 2, 2, 2});

@@ -87,6 +87,63 @@ void pool_stride1_plane(const T* __restrict xp, T* __restrict yp, T* __restrict 
   }
 }
 
+// Any window, stride S along the rows (1 or 2, known at compile time: ResNet's stem pool is 3x3
+// stride 2), positions recorded when Pos: the outputs whose windows lie whole inside the row
+// (columns [a, b)) go tap by tap, each tap a compare-and-blend over the row of outputs, which
+// vectorises; the taps in the scan's order (row by row, left to right), so values, positions,
+// ties and NaN are pool_window_max's, which the border outputs still use.
+template <class T, int S, bool Pos>
+void pool_rows_plane(const T* __restrict xp, T* __restrict yp, int32_t* __restrict ap,
+                     const math::PoolGeom& g, int64_t P, int64_t Q) {
+  const int64_t a = std::min(Q, (g.pw + S - 1) / S);
+  const int64_t b = std::max(a, std::min(Q, g.W - g.kw + g.pw >= 0 ? (g.W - g.kw + g.pw) / S + 1 : 0));
+  for (int64_t oh = 0; oh < P; ++oh) {
+    T* yr = yp + oh * Q;
+    int32_t* ar = Pos ? ap + oh * Q : nullptr;
+    auto scan = [&](int64_t ow) {
+      T best;
+      int64_t at;
+      math::pool_window_max(xp, g, oh, ow, best, at);
+      yr[ow] = best;
+      if (Pos) ar[ow] = static_cast<int32_t>(at);
+    };
+    for (int64_t ow = 0; ow < a; ++ow) scan(ow);
+    for (int64_t ow = b; ow < Q; ++ow) scan(ow);
+    const int64_t ih0 = oh * g.sh - g.ph;
+    const int64_t lo = std::max<int64_t>(0, ih0), hi = std::min(g.H, ih0 + g.kh);
+    if (lo >= hi) {  // the window saw only padding rows
+      for (int64_t ow = a; ow < b; ++ow) scan(ow);
+      continue;
+    }
+    for (int64_t ih = lo; ih < hi; ++ih)
+      for (int64_t t = 0; t < g.kw; ++t) {
+        const T* xr = xp + ih * g.W + t - g.pw;
+        const int32_t base = static_cast<int32_t>(ih * g.W + t - g.pw);
+        if (ih == lo && t == 0) {  // the first tap starts every window
+          for (int64_t ow = a; ow < b; ++ow) {
+            yr[ow] = xr[ow * S];
+            if (Pos) ar[ow] = base + static_cast<int32_t>(ow * S);
+          }
+          continue;
+        }
+        for (int64_t ow = a; ow < b; ++ow) {
+          const T v = xr[ow * S];
+          const bool take = v > yr[ow] || v != v;
+          yr[ow] = take ? v : yr[ow];
+          if (Pos) ar[ow] = take ? base + static_cast<int32_t>(ow * S) : ar[ow];
+        }
+      }
+  }
+}
+
+template <class T, int S>
+void pool_rows(const T* xp, T* yp, int32_t* ap, const math::PoolGeom& g, int64_t P, int64_t Q) {
+  if (ap)
+    pool_rows_plane<T, S, true>(xp, yp, ap, g, P, Q);
+  else
+    pool_rows_plane<T, S, false>(xp, yp, ap, g, P, Q);
+}
+
 template <class T>
 void pool_fwd(const T* x, T* y, int32_t* arg, int64_t planes, int64_t H, int64_t W, int64_t P,
               int64_t Q, const Pool2dParams& p) {
@@ -112,6 +169,10 @@ void pool_fwd(const T* x, T* y, int32_t* arg, int64_t planes, int64_t H, int64_t
       continue;
     }
     const math::PoolGeom g{H, W, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+    if (p.stride_w == 1 || p.stride_w == 2) {
+      (p.stride_w == 1 ? pool_rows<T, 1> : pool_rows<T, 2>)(xp, yp, ap, g, P, Q);
+      continue;
+    }
     for (int64_t oh = 0; oh < P; ++oh)
       for (int64_t ow = 0; ow < Q; ++ow) {
         T best;
