@@ -472,7 +472,7 @@ def render_notes(meta, cells):
         "process from start to exit (start-up, imports, decoding, validation included).",
         "peak RSS: ru_maxrss of the whole process from os.wait4() on it, the same for both "
         f"(the decoded dataset included; for {lib} the interpreter and torch's libraries). In a "
-        "run that validates, validation (batch 2 x --batch-size on both sides) is part of it.",
+        "run that validates, validation (at --batch-size on both sides) is part of it.",
         f"speed ratio = {lib} train s / hpcnet train s (above 1: hpcnet faster; 2.00x: in half "
         f"the time), medians; mem ratio = hpcnet peak RSS / {lib} peak RSS (below 1: hpcnet "
         "smaller). Each row pair is one thread count and precision.",

@@ -34,7 +34,7 @@ contiguous NCHW float32 tensor, masks as int64. The last partial batch is kept (
 
 After each epoch, and at the stop of --steps (a partial epoch, unless --skip-partial-val), the
 model is validated on the val split in eval mode under torch.no_grad(), batches of
---val-batch-size (2 x --batch-size, as hpcnet's training-time validation), with the confusion matrix of
+--val-batch-size (--batch-size, as hpcnet's training-time validation), with the confusion matrix of
 torchvision's segmentation reference (references/segmentation/utils.py ConfusionMatrix):
 
     k = (target >= 0) & (target < n);  h += bincount(n * target[k] + pred[k], minlength=n*n)
@@ -420,7 +420,7 @@ def parse_args(argv=None):
                    help="bf16: torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--steps", type=int, default=0, help="stop after N steps in all (0: all epochs)")
     p.add_argument("--val-batch-size", type=int, default=None,
-                   help="validation batch (default: 2 x --batch-size, as hpcnet's)")
+                   help="validation batch (default: --batch-size, as hpcnet's)")
     p.add_argument("--skip-partial-val", action="store_true",
                    help="do not validate after a partial epoch (the stop of --steps)")
     p.add_argument("--no-val", action="store_true", help="never validate")
@@ -428,7 +428,7 @@ def parse_args(argv=None):
     p.add_argument("--self-check", action="store_true", help="run the asserts and exit")
     a = p.parse_args(argv)
     if a.val_batch_size is None:
-        a.val_batch_size = 2 * a.batch_size
+        a.val_batch_size = a.batch_size
     for name in ("epochs", "batch_size", "val_batch_size"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")

@@ -105,7 +105,7 @@ class Task {
   }
   virtual data::Compose eval_transform() const = 0;
   // The batch size of the training loop's validation after each epoch, given --batch-size: 500,
-  // or for detect and segment 2 x batch as Ultralytics' trainer (its val loader) uses.
+  // for detect 2 x batch as Ultralytics' trainer (its val loader) uses, for segment the batch.
   virtual int64_t val_batch_size(int64_t train_batch_size) const { return 500; }
   // The scalar loss of a batch (autograd graph attached), outputs = model.forward_all(images).
   virtual Tensor loss(const Outputs& outputs, const data::Batch& batch) const = 0;
