@@ -236,6 +236,8 @@ class Sppf : public Module {
   Sppf(int64_t c1, int64_t c2, int64_t k);
   Tensor forward(const Tensor& x) override;
   void forward_into(const Tensor& x, Tensor& out);  // (where cv2->folds())
+  // cv1's output and its three pools, concatenated: what cv2 reads.
+  Tensor pyramid(const Tensor& x);
   std::shared_ptr<YoloConv> cv1, cv2;
   std::shared_ptr<MaxPool2d> pool;
 };

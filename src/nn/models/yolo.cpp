@@ -196,17 +196,15 @@ Sppf::Sppf(int64_t c1, int64_t c2, int64_t k) {
   pool = register_module("m", std::make_shared<MaxPool2d>(k, 1, k / 2));
 }
 
-Tensor Sppf::forward(const Tensor& x) {
+Tensor Sppf::pyramid(const Tensor& x) {
   std::vector<Tensor> ys = {cv1->forward(x)};
   for (int i = 0; i < 3; ++i) ys.push_back(pool->forward(ys.back()));
-  return cv2->forward(F::cat(ys, 1));
+  return F::cat(ys, 1);
 }
 
-void Sppf::forward_into(const Tensor& x, Tensor& out) {
-  std::vector<Tensor> ys = {cv1->forward(x)};
-  for (int i = 0; i < 3; ++i) ys.push_back(pool->forward(ys.back()));
-  cv2->forward_into(F::cat(ys, 1), out);
-}
+Tensor Sppf::forward(const Tensor& x) { return cv2->forward(pyramid(x)); }
+
+void Sppf::forward_into(const Tensor& x, Tensor& out) { cv2->forward_into(pyramid(x), out); }
 
 YoloDetect::YoloDetect(int64_t nc, const std::vector<int64_t>& ch) : nc(nc) {
   const int64_t c2 = std::max<int64_t>({16, ch[0] / 4, 4 * kRegMax});

@@ -150,13 +150,13 @@ class SegmentTask : public Task {
     const int64_t s = options().imgsz;
     return data::Compose({data::Resize{s, s}, data::ToTensor{}, kNormalize});
   }
-  // The loss of the main head plus aux_weight times that of an auxiliary head (torchvision's
-  // DeepLabV3 criterion: out + 0.5 aux); each is cross-entropy, Dice or their sum, with the
-  // class weights when given.
   // The training batch: a U-Net at 128 px validates 1,000 images as fast at batch 64 as at 500
   // (10.0 and 10.4 s, 2 threads) with 1.6 GB of peak memory instead of 8.5 GB, and at the
   // training batch validation needs no more memory than training did.
   int64_t val_batch_size(int64_t train_batch_size) const override { return train_batch_size; }
+  // The loss of the main head plus aux_weight times that of an auxiliary head (torchvision's
+  // DeepLabV3 criterion: out + 0.5 aux); each is cross-entropy, Dice or their sum, with the
+  // class weights when given.
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
     const TaskOptions& o = options();
     Tensor w;
