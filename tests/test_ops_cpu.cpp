@@ -185,6 +185,7 @@ TEST(OpsCpu, MaxPool2dFloat32MatchesFloat64Reference) {
 // of outputs, and must give the scan's values and positions. A NaN in a window is its maximum on every path, as in torch (the
 // 2x2 path included, whose recorded position is then the NaN's).
 TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
+  auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   struct PoolCase {
     Shape x;
     ops::Pool2dParams p;
@@ -211,7 +212,7 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
       const std::string tag = shape_str(c.x) + " k " + std::to_string(c.p.kernel_h) + "x" +
                               std::to_string(c.p.kernel_w) + " " + dtype_name(t);
       for (size_t i = 0; i < a.size(); ++i)
-        ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))
+        ASSERT_TRUE(same(a[i], b[i]))
             << tag << " output " << i << ": scan " << a[i] << ", separable " << b[i];
     }
   // Windows with positions (training) at strides 1 and 2 run tap by tap over rows of outputs:
@@ -246,7 +247,7 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
             int64_t at;
             math::pool_window_max(v.data() + pl * H * W, g, oh, ow, best, at);
             const size_t i = static_cast<size_t>((pl * P + oh) * Q + ow);
-            ASSERT_TRUE(got[i] == best || (std::isnan(got[i]) && std::isnan(best)))
+            ASSERT_TRUE(same(got[i], best))
                 << tag << " output " << i << ": " << got[i] << ", scan " << best;
             ASSERT_EQ(pos[i], at) << tag << " position of output " << i;
           }

@@ -87,6 +87,17 @@ void pool_stride1_plane(const T* __restrict xp, T* __restrict yp, T* __restrict 
   }
 }
 
+// Output (oh, ow) by the window scan of math::pool_window_max: its maximum into y, and where
+// positions are recorded (a not null), its position into a.
+template <class T>
+void scan_output(const T* xp, const math::PoolGeom& g, int64_t oh, int64_t ow, T* y, int32_t* a) {
+  T best;
+  int64_t at;
+  math::pool_window_max(xp, g, oh, ow, best, at);
+  *y = best;
+  if (a) *a = static_cast<int32_t>(at);
+}
+
 // Any window, stride S along the rows (1 or 2, known at compile time: ResNet's stem pool is 3x3
 // stride 2), positions recorded when Pos: the outputs whose windows lie whole inside the row
 // (columns [a, b)) go tap by tap, each tap a compare-and-blend over the row of outputs, which
@@ -100,13 +111,7 @@ void pool_rows_plane(const T* __restrict xp, T* __restrict yp, int32_t* __restri
   for (int64_t oh = 0; oh < P; ++oh) {
     T* yr = yp + oh * Q;
     int32_t* ar = Pos ? ap + oh * Q : nullptr;
-    auto scan = [&](int64_t ow) {
-      T best;
-      int64_t at;
-      math::pool_window_max(xp, g, oh, ow, best, at);
-      yr[ow] = best;
-      if (Pos) ar[ow] = static_cast<int32_t>(at);
-    };
+    auto scan = [&](int64_t ow) { scan_output(xp, g, oh, ow, yr + ow, Pos ? ar + ow : nullptr); };
     for (int64_t ow = 0; ow < a; ++ow) scan(ow);
     for (int64_t ow = b; ow < Q; ++ow) scan(ow);
     const int64_t ih0 = oh * g.sh - g.ph;
@@ -174,13 +179,8 @@ void pool_fwd(const T* x, T* y, int32_t* arg, int64_t planes, int64_t H, int64_t
       continue;
     }
     for (int64_t oh = 0; oh < P; ++oh)
-      for (int64_t ow = 0; ow < Q; ++ow) {
-        T best;
-        int64_t at;
-        math::pool_window_max(xp, g, oh, ow, best, at);
-        yp[oh * Q + ow] = best;
-        if (ap) ap[oh * Q + ow] = static_cast<int32_t>(at);
-      }
+      for (int64_t ow = 0; ow < Q; ++ow)
+        scan_output(xp, g, oh, ow, yp + oh * Q + ow, ap ? ap + oh * Q + ow : nullptr);
   }
 }
 
