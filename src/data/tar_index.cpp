@@ -178,7 +178,7 @@ class TarIndexer {
   std::string read_extension(const uint8_t* h, uint64_t at, uint64_t size, const char* what);
   void parse_pax(const std::string& body, uint64_t at);
   void take_header(const uint8_t* h, uint64_t at, uint64_t header_size);
-  void add_dir(const std::string& dir);
+  void add_dir(std::string dir);
 
   const ByteSource& src_;
   const std::string& name_;
@@ -333,13 +333,15 @@ void TarIndexer::take_header(const uint8_t* h, uint64_t at, uint64_t header_size
   }
 }
 
-// dir and each folder above it; a repeat of the last folder added is skipped (members come
-// folder by folder), the rest are sorted and made unique at the end.
-void TarIndexer::add_dir(const std::string& dir) {
-  if (!dirs_->empty() && dirs_->back() == dir) return;
+// dir and each folder above it, less trailing slashes ("a//b" gives "a" and "a//b", never "a/");
+// a repeat of the last folder added is skipped (members come folder by folder), the rest are
+// sorted and made unique at the end.
+void TarIndexer::add_dir(std::string dir) {
+  while (!dir.empty() && dir.back() == '/') dir.pop_back();
+  if (dir.empty() || (!dirs_->empty() && dirs_->back() == dir)) return;
   for (size_t end = dir.find('/'); end != std::string::npos; end = dir.find('/', end + 1))
-    dirs_->push_back(dir.substr(0, end));
-  dirs_->push_back(dir);
+    if (end > 0 && dir[end - 1] != '/') dirs_->push_back(dir.substr(0, end));
+  dirs_->push_back(std::move(dir));
 }
 
 void index_source(const ByteSource& src, const std::string& name, std::vector<TarMember>* members,

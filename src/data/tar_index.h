@@ -17,10 +17,11 @@ struct TarMember {
   uint64_t size = 0;    // bytes of data (pax "size" when given, else the header's)
 };
 
-// Indexes a whole tar archive held in memory (size bytes at data; a prefix of an archive is
-// refused as truncated). Reads ustar/POSIX headers (name + prefix), GNU ones ('L' long names, 'K'
-// long link names) and pax ones ('x' (and Sun's 'X') per-member "path" and "size" records; 'g'
-// global headers are skipped). Ensures:
+// Indexes a whole tar archive held in memory (size bytes at data; an archive cut inside a header
+// or a member's data is refused as truncated, one cut at a header boundary reads as a shorter one).
+// Reads ustar/POSIX headers (name + prefix), GNU ones ('L' long names, 'K' long link names) and pax
+// ones ('x' (and Sun's 'X') per-member "path" and "size" records; 'g' global headers are skipped).
+// Ensures:
 // - *members gets the regular files ('0', '\0', '7') in archive order, with the data's offset and
 //   size (offset + size <= size of the archive); a path that appears twice appears twice;
 // - *dirs gets the folders, sorted and unique: those with a '5' (or GNU 'D') entry, regular
