@@ -136,12 +136,13 @@ struct Member {
   bool dir = false;
 };
 
-// A tar (pax or ustar), gzip-compressed if asked, in memory.
-std::string tar(const std::vector<Member>& members, bool gzip, bool ustar) {
+// A tar in the format set_format sets (archive_write_set_format_pax_restricted, _ustar or _gnutar),
+// gzip-compressed if asked, in memory.
+std::string tar(const std::vector<Member>& members, bool gzip, int (*set_format)(archive*)) {
   std::vector<char> buf(1 << 20);
   size_t used = 0;
   archive* a = archive_write_new();
-  ustar ? archive_write_set_format_ustar(a) : archive_write_set_format_pax_restricted(a);
+  set_format(a);
   if (gzip) archive_write_add_filter_gzip(a);
   archive_write_set_bytes_in_last_block(a, 1);  // no padding to 10 KiB
   if (archive_write_open_memory(a, buf.data(), buf.size(), &used) != ARCHIVE_OK)
@@ -254,9 +255,23 @@ int main(int argc, char** argv) {
       {"./train/dog/b.jpg", jpeg(4, 4, false, false), false},
       {"cifar-10-batches-bin/test_batch.bin", cifar_records(2), false},
       {"cifar-10-batches-bin/batches.meta.txt", names, false}};
-  seed("archive", "mixed.tar.gz", tar(members, true, false));
-  seed("archive", "image_folder.tar", tar({members[0], members[1], members[2]}, false, true));
-  seed("archive", "cifar.tar.gz", tar({members[3]}, true, true));
+  const auto pax = archive_write_set_format_pax_restricted;
+  const auto ustar = archive_write_set_format_ustar;
+  seed("archive", "mixed.tar.gz", tar(members, true, pax));
+  seed("archive", "image_folder.tar", tar({members[0], members[1], members[2]}, false, ustar));
+  seed("archive", "cifar.tar.gz", tar({members[3]}, true, ustar));
+
+  // Uncompressed tars for the index: ustar (a long path split into prefix and name), GNU (an 'L'
+  // long name) and pax (an 'x' header: a path over 255 bytes).
+  const std::string deep = "deep/" + std::string(120, 'd') + "/";
+  seed("tar_index", "ustar.tar",
+       tar({members[0], members[1], {deep + "c.txt", "c", false}, members[4]}, false, ustar));
+  seed("tar_index", "gnu_long_name.tar",
+       tar({members[0], {deep + std::string(80, 'n') + ".bin", names, false}, members[2]}, false,
+           archive_write_set_format_gnutar));
+  seed("tar_index", "pax_long_path.tar",
+       tar({{deep + std::string(200, 'p') + "/x.bin", cifar_records(1), false}, members[1]}, false,
+           pax));
 
   // Config files: train's keys in both spellings, a comment, every JSON value kind allowed.
   seed("config", "recipe.json",
