@@ -492,7 +492,8 @@ TEST(TarIndex, TarFileSkipsDataUnread) {
   const uint64_t big = uint64_t{16} << 30;
   std::string h = header("big.bin", 0, '0');
   h[124] = static_cast<char>(0x80);
-  for (int i = 0; i < 11; ++i) h[135 - i] = static_cast<char>((big >> (8 * i)) & 0xff);
+  for (int i = 0; i < 11; ++i)  // bytes 125..135, big-endian
+    h[135 - i] = static_cast<char>(i < 8 ? (big >> (8 * i)) & 0xff : 0);
   fix_checksum(h, 0);
   const std::string tail = file_entry("small.txt", "tail") + kEnd;
   const fs::path path = tmp / "big.tar";
