@@ -301,7 +301,7 @@ TEST(BoundsImage, MaskBombIsRefused) {
   write_file(tmp / "masks/train/a.png", png_bomb(100000, 100000, 0));
   write_file(tmp / "classes.txt", "background\nthing\n");
   const double rss0 = peak_rss_mb();
-  expect_input_error([&] { data::load_segmentation(tmp.str(), "train"); }, "mask bomb",
+  expect_input_error([&] { decode_all(data::load_segmentation(tmp.str(), "train")); }, "mask bomb",
                      {"masks/train/a.png",
                       "100000x100000 = 10000000000 pixels is over "
                       "--max-image-pixels 100000000"});
@@ -463,15 +463,15 @@ TEST(BoundsArchive, MembersClaimingHugeSizesAreRefused) {
   const double rss0 = peak_rss_mb();
   expect_input_error(
       [&] { data::load_image_folder(pax.string(), "train"); }, "pax size",
-      {pax.string(), "train/cat/a.png", "1000000000000000 bytes", "over the 1 GiB limit"});
+      {pax.string(), "train/cat/a.png", "1000000000000000 bytes"});
   expect_input_error(
       [&] { data::load_image_folder(sparse.string(), "train"); }, "sparse",
-      {sparse.string(), "train/cat/b.png", "1000000000000000 bytes", "over the 1 GiB limit"});
+      {sparse.string(), "train/cat/b.png", "sparse member"});
   const fs::path seg = tmp / "seg.tar";
   write_file(seg, tar_dir("images") + tar_dir("images/train") +
                       pax_entry(pax_record("size", "5000000000")) +
                       tar_header("images/train/a.png", 0, '0') + tar_end());
-  expect_input_error([&] { data::load_segmentation(seg.string(), "train"); }, "segmentation",
+  expect_input_error([&] { decode_all(data::load_segmentation(seg.string(), "train")); }, "segmentation",
                      {seg.string(), "images/train/a.png", "5000000000 bytes"});
   EXPECT_LT(peak_rss_mb() - rss0, 20.0);
 
@@ -479,7 +479,7 @@ TEST(BoundsArchive, MembersClaimingHugeSizesAreRefused) {
   const RunResult r = run_hpcnet(
       {"train", "--dataset", "imagefolder", "--data", pax.string(), "--out", tmp.str("run")},
       tmp.path());
-  expect_refused(r, "train on the PAX archive", {"pax.tar", "train/cat/a.png", "1 GiB"});
+  expect_refused(r, "train on the PAX archive", {"pax.tar", "train/cat/a.png", "1000000000000000 bytes"});
 }
 
 // ---- folders ------------------------------------------------------------------------------------
@@ -502,7 +502,7 @@ TEST(BoundsFolder, SymlinkLoopsDoNotMultiplyImages) {
   fs::create_directory_symlink("sub", cat / "again");  // a folder listed anyway
   fs::create_directory_symlink(".", dog / "self");
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<data::InMemoryDataset> ds;
+  std::shared_ptr<data::Dataset> ds;
   EXPECT_EQ(input_error([&] { ds = data::load_image_folder(tmp.str(), "train"); }), "no exception");
   ASSERT_TRUE(ds);
   EXPECT_EQ(ds->size(), 3);

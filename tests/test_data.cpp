@@ -214,7 +214,7 @@ void check_cifar_train(const Dataset& ds) {
   ASSERT_EQ(ds.size(), 15);
   for (int64_t i = 0; i < ds.size(); ++i) {
     const int file = static_cast<int>(i / 3) + 1, r = static_cast<int>(i % 3);
-    Example e = ds.get(i);
+    Example e = test_util::item(ds, i);
     ASSERT_EQ(e.height, 32);
     ASSERT_EQ(e.width, 32);
     EXPECT_EQ(e.label, (file * 7 + r) % 10);
@@ -235,8 +235,8 @@ TEST(DataCifar10, BinaryFolder) {
     EXPECT_EQ(train->item_name(4), "data_batch_2.bin#1");
     auto test = open_dataset("cifar10", path, "test");
     ASSERT_EQ(test->size(), 2);
-    EXPECT_EQ(test->get(1).label, 1);
-    EXPECT_EQ(test->get(1).pixels[0], 13);
+    EXPECT_EQ(test_util::item(*test, 1).label, 1);
+    EXPECT_EQ(test_util::item(*test, 1).pixels[0], 13);
   }
 }
 
@@ -413,17 +413,18 @@ void check_folder(const Dataset& ds, const std::string& split) {
   const std::vector<int64_t> labels = {0, 0, 1, 1, 1};
   for (int64_t i = 0; i < 5; ++i) {
     EXPECT_EQ(ds.item_name(i), names[i]);
-    Example e = ds.get(i);
+    Example e = test_util::item(ds, i);
     EXPECT_EQ(e.label, labels[i]);
     ASSERT_EQ(e.height, h);
     ASSERT_EQ(e.width, w);
   }
   Bytes want = smooth(1, h, w);
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(ds.get(0).pixels[i], want[i], 6);
-  EXPECT_EQ(ds.get(1).pixels[7], 99);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(test_util::item(ds, 0).pixels[i], want[i], 6);
+  EXPECT_EQ(test_util::item(ds, 1).pixels[7], 99);
   for (int k = 0; k < 3; ++k) {
     Bytes p = pattern(2 + k, h, w);
-    EXPECT_EQ(Bytes(ds.get(2 + k).pixels, ds.get(2 + k).pixels + p.size()), p);
+    const Example e = test_util::item(ds, 2 + k);
+    EXPECT_EQ(Bytes(e.pixels, e.pixels + p.size()), p);
   }
 }
 
@@ -457,9 +458,9 @@ TEST(DataImageFolder, BrokenInputs) {
   tree.push_back({"train/bird/broken.jpg", to_bytes("\xFF\xD8\xFF garbage")});
   write_tree(tmp.path() / "bad", tree);
   write_archive(tmp.path() / "bad.tar.gz", tree, true);
-  expect_input_error([&] { load_image_folder(tmp.str("bad"), "train"); },
+  expect_input_error([&] { test_util::decode_all(load_image_folder(tmp.str("bad"), "train")); },
                      {"train/bird/broken.jpg", "JPEG"});
-  expect_input_error([&] { load_image_folder(tmp.str("bad.tar.gz"), "train"); },
+  expect_input_error([&] { test_util::decode_all(load_image_folder(tmp.str("bad.tar.gz"), "train")); },
                      {"bad.tar.gz", "train/bird/broken.jpg"});
   // Empty class folder (only a non-image inside), folder and archive.
   tree = folder_tree("train");
@@ -513,7 +514,7 @@ TEST(DataSplit, TrainValDisjointAndFixed) {
     base->add(pattern(i, 2, 2).data(), 2, 2, i % 2, "img" + std::to_string(i));
   Subset sub(base, {3, 1});
   ASSERT_EQ(sub.size(), 2);
-  EXPECT_EQ(sub.get(0).pixels, base->get(3).pixels);
+  EXPECT_EQ(test_util::item(sub, 0).pixels, test_util::item(*base, 3).pixels);
   EXPECT_EQ(sub.item_name(1), "img1");
   EXPECT_EQ(sub.classes(), base->classes());
   expect_input_error([&] { Subset(base, {4}); }, {"4"});

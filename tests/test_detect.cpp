@@ -153,7 +153,7 @@ TEST(DetectAugment, MosaicPlacesFourImagesWithTheirBoxes) {
   for (uint64_t seed = 0; seed < 10; ++seed) {
     std::vector<float> out(3 * S * S);
     std::vector<data::Box> b;
-    mo.apply(ds, 1, seed, out.data(), &b, nullptr);
+    mo.apply(ds, 1, ds.get(1), seed, out.data(), &b, nullptr);
     ASSERT_FALSE(b.empty()) << seed;
     for (const data::Box& x : b) {
       EXPECT_GE(x.x1, 0.f);
@@ -171,7 +171,7 @@ TEST(DetectAugment, MosaicPlacesFourImagesWithTheirBoxes) {
       {data::Mosaic{S, 0.0}, data::RandomAffine{S, 0, 0, 0, 0, 114}, data::ToTensor{}});
   std::vector<float> out(3 * S * S);
   std::vector<data::Box> b;
-  off.apply(ds, 2, 5, out.data(), &b, nullptr);
+  off.apply(ds, 2, ds.get(2), 5, out.data(), &b, nullptr);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].cls, 2);
   EXPECT_NEAR(out[2 * S * S] * 255, 200, 1);

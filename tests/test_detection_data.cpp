@@ -40,7 +40,7 @@ const char* kMapYaml =
 std::string load_error(const std::string& path, const std::string& split = "train",
                        const data::DetectionOptions& o = {}) {
   try {
-    data::load_detection_dataset(path, split, o);
+    decode_all(data::load_detection_dataset(path, split, o).dataset);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -57,7 +57,7 @@ std::string parse_error(const std::string& text, int64_t nc = 3) {
 }
 
 std::vector<data::Box> boxes_of(const data::Dataset& ds, int64_t i) {
-  data::Example e = ds.get(i);
+  data::Example e = test_util::item(ds, i);
   return std::vector<data::Box>(e.boxes, e.boxes + e.num_boxes);
 }
 
@@ -66,7 +66,7 @@ void expect_same(const data::Dataset& a, const data::Dataset& b) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(a.classes(), b.classes());
   for (int64_t i = 0; i < a.size(); ++i) {
-    data::Example x = a.get(i), y = b.get(i);
+    data::Example x = test_util::item(a, i), y = test_util::item(b, i);
     EXPECT_EQ(a.item_name(i), b.item_name(i));
     ASSERT_EQ(x.height, y.height);
     ASSERT_EQ(x.width, y.width);
@@ -90,8 +90,8 @@ TEST(DetectionData, YamlMapNamesFolder) {
   ASSERT_EQ(ds.size(), 2);
   EXPECT_EQ(ds.item_name(0), "images/train/a.png");  // sorted by path
   EXPECT_EQ(ds.item_name(1), "images/train/b.png");
-  EXPECT_EQ(ds.get(0).width, kW);
-  EXPECT_EQ(ds.get(0).height, kH);
+  EXPECT_EQ(test_util::item(ds, 0).width, kW);
+  EXPECT_EQ(test_util::item(ds, 0).height, kH);
   EXPECT_EQ(boxes_of(ds, 0), (std::vector<data::Box>{{1, 0, 0, 16, 8}}));
   // cx 0.5 w 0.25 -> x 6..10 of 16; cy 0.5 h 0.5 -> y 2..6 of 8; the second box is clipped at
   // neither edge: x 0..8, y 4..8.
@@ -191,8 +191,8 @@ TEST(DetectionData, MissingLabelsCountedOnceAndEmptyFiles) {
   write_file(d / "data.yaml", kMapYaml);
   data::DetectionData dd = data::load_detection_dataset(d.str(), "train");
   ASSERT_EQ(dd.dataset->size(), 5);
-  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(dd.dataset->get(i).num_boxes, 0) << i;
-  EXPECT_EQ(dd.dataset->get(4).num_boxes, 1);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(test_util::item(*dd.dataset, i).num_boxes, 0) << i;
+  EXPECT_EQ(test_util::item(*dd.dataset, 4).num_boxes, 1);
   EXPECT_EQ(dd.report.missing_labels, 3);
   EXPECT_EQ(dd.report.empty_labels, 1);
   EXPECT_EQ(dd.report.first_missing, (d / "labels" / "train" / "a.txt").string());
@@ -395,7 +395,7 @@ TEST(DetectionData, CocoJsonGivesTheSameBoxesAsYolo) {
   data::DetectionData v =
       data::load_detection_dataset(c.str("annotations/instances_val2017.json"), "val");
   ASSERT_EQ(v.dataset->size(), 1);
-  EXPECT_EQ(v.dataset->get(0).num_boxes, 0);
+  EXPECT_EQ(test_util::item(*v.dataset, 0).num_boxes, 0);
   EXPECT_EQ(v.classes, (std::vector<std::string>{"person"}));
 }
 
@@ -458,9 +458,9 @@ TEST(DetectionData, CocoMissingImageAndBadFields) {
   with(ab, R"({"image_id": 1, "category_id": 1, "bbox": [0, 0, 4, 4], "area": 7.5},
               {"image_id": 2, "category_id": 1, "bbox": [0, 0, 4, 4]})");
   data::DetectionData ar = data::load_detection_dataset(json.string(), "train");
-  ASSERT_EQ(ar.dataset->get(0).num_boxes, 1);
-  EXPECT_EQ(ar.dataset->get(0).boxes[0].area, 7.5f);
-  EXPECT_EQ(ar.dataset->get(1).boxes[0].area, -1.f);
+  ASSERT_EQ(test_util::item(*ar.dataset, 0).num_boxes, 1);
+  EXPECT_EQ(test_util::item(*ar.dataset, 0).boxes[0].area, 7.5f);
+  EXPECT_EQ(test_util::item(*ar.dataset, 1).boxes[0].area, -1.f);
   // Degenerate boxes are skipped and counted, as Ultralytics' COCO converter does.
   with(ab, R"({"image_id": 1, "category_id": 1, "bbox": [3, 3, 0, 2]})");
   data::DetectionData dd = data::load_detection_dataset(json.string(), "train");

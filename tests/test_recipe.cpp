@@ -103,6 +103,8 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"scale_min", &C::scale_min},
       {"scale_max", &C::scale_max},
       {"workers", &C::workers},
+      {"cache", &C::cache},
+      {"cache_dir", &C::cache_dir},
       {"seed", &C::seed},
       {"log_every", &C::log_every},
       {"val_split", &C::val_split},

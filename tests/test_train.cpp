@@ -730,8 +730,8 @@ TEST_F(TrainTest, EvaluateCountsPerClass) {
   std::vector<int64_t> labels;
   data::Compose tf = train::eval_transform();
   for (int64_t i = 0; i < 40; ++i) {
-    tf.apply(test->get(i), 0, x.data<float>() + i * 3072);
-    labels.push_back(test->get(i).label);
+    tf.apply(test_util::item(*test, i), 0, x.data<float>() + i * 3072);
+    labels.push_back(test_util::item(*test, i).label);
   }
   NoGradGuard ng;
   Tensor pred = F::argmax(m.module->forward(x));

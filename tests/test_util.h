@@ -35,6 +35,7 @@
 #include <png.h>
 // clang-format on
 
+#include "hpcnet/data.h"
 #include "hpcnet/error.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
@@ -43,6 +44,22 @@
 namespace hpcnet::test_util {
 
 namespace fs = std::filesystem;
+
+// Item i of a dataset (decoded now when the dataset is lazy) in one of a ring of 8 buffers of the
+// calling thread: the last 8 items fetched stay valid, so `a = item(x, i), b = item(y, i)` works.
+inline data::Example item(const data::Dataset& ds, int64_t i) {
+  thread_local data::ExampleBuffer ring[8];
+  thread_local int next = 0;
+  data::ExampleBuffer& b = ring[next];
+  next = (next + 1) % 8;
+  return ds.get(i, b);
+}
+
+// Every item of a dataset read and decoded, in order: the errors a lazy dataset gives only when an
+// item is read (an undecodable image, a mask of the wrong size) surface here.
+inline std::shared_ptr<const data::Dataset> decode_all(std::shared_ptr<const data::Dataset> ds) {
+  return data::cache_dataset(std::move(ds), data::CacheOptions{"ram", "", 1}).dataset;
+}
 
 // ---- files -------------------------------------------------------------------------------------
 

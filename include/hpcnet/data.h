@@ -46,7 +46,15 @@ struct Box {
   bool operator==(const Box&) const = default;
 };
 
-// One image and its target, borrowed from its dataset (valid as long as the dataset lives).
+// A decoded image.
+struct Image {
+  int64_t height = 0;
+  int64_t width = 0;
+  std::vector<uint8_t> pixels;  // (height, width, 3) uint8 RGB
+};
+
+// One image and its target, borrowed from its dataset (valid as long as the dataset lives) or from
+// the ExampleBuffer a lazy dataset decoded it into (valid until that buffer is used again).
 struct Example {
   const uint8_t* pixels = nullptr;  // (height, width, 3) uint8 RGB, row-major, contiguous
   int64_t height = 0;
@@ -58,12 +66,27 @@ struct Example {
   size_t nbytes() const { return static_cast<size_t>(height * width * 3); }
 };
 
+// Room for an example that a dataset reads and decodes when asked (the lazy datasets the loaders
+// below return): get(i, buffer) points the Example into it. One per thread and reused, so decoding
+// in steady state allocates nothing once the buffers have grown to the largest image.
+struct ExampleBuffer {
+  Image image;                       // the decoded pixels
+  std::vector<uint8_t> mask;         // the decoded mask, (height, width)
+  std::vector<Box> boxes;            // the objects in the decoded image's pixels
+  std::vector<uint8_t> file, mask_file;  // the encoded bytes as read
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
-  // Requires 0 <= i < size() (HPCNET_CHECK). Thread-safe; no allocation.
-  virtual Example get(int64_t i) const = 0;
+  // Item i, from memory (InMemoryDataset: pointers into the dataset; buffer unused) or read and
+  // decoded into buffer now (a lazy dataset). Requires 0 <= i < size() (HPCNET_CHECK).
+  // Thread-safe with one buffer per thread. InputError naming the file when it cannot be read or
+  // decoded, or its target does not fit the decoded image.
+  virtual Example get(int64_t i, ExampleBuffer& buffer) const = 0;
+  // Whether get() returns pointers into memory the dataset holds (the buffer is unused).
+  virtual bool in_memory() const { return false; }
   // Class names; label k names classes()[k].
   virtual const std::vector<std::string>& classes() const = 0;
   // Which of Example's targets the items carry.
@@ -97,11 +120,16 @@ class InMemoryDataset : public Dataset {
   void reserve(int64_t images, int64_t pixels);
 
   int64_t size() const override { return static_cast<int64_t>(items_.size()); }
-  Example get(int64_t i) const override;
+  // Requires 0 <= i < size() (HPCNET_CHECK). Thread-safe; no allocation.
+  Example get(int64_t i) const;
+  Example get(int64_t i, ExampleBuffer&) const override { return get(i); }
+  bool in_memory() const override { return true; }
   const std::vector<std::string>& classes() const override { return classes_; }
   TargetKind target_kind() const override { return kind_; }
   std::string item_name(int64_t i) const override;
   std::string describe() const override;
+  // Bytes of pixels and masks held.
+  size_t nbytes() const { return pixels_.size() + masks_.size(); }
   // Number of images per label, (classes().size(),).
   std::vector<int64_t> class_counts() const;
 
@@ -131,7 +159,8 @@ class Subset : public Dataset {
   // Requires every index in [0, base->size()) (InputError otherwise).
   Subset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices);
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
-  Example get(int64_t i) const override;
+  Example get(int64_t i, ExampleBuffer& buffer) const override;
+  bool in_memory() const override { return base_->in_memory(); }
   const std::vector<std::string>& classes() const override { return base_->classes(); }
   TargetKind target_kind() const override { return base_->target_kind(); }
   std::string item_name(int64_t i) const override;
@@ -165,12 +194,13 @@ std::shared_ptr<InMemoryDataset> load_cifar10_binary(const std::string& path,
 // images, other files and hidden names (".*") are skipped; JPEG and PNG are told apart by
 // content. Gray, palette, alpha and 16-bit PNGs become 8-bit RGB (alpha dropped as PIL's
 // convert("RGB") does, 16-bit samples reduced to their high byte, no gamma correction).
-// `path` is a folder, or a .tar/.tar.gz/.tgz archive read in memory whose entries may carry a
-// leading "./" and/or one top-level folder before <split>/. Decoding is eager and parallel.
-// Throws InputError for an unknown split, a missing split folder, no class folders, an empty
-// class folder (named), or an undecodable image (named).
-std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
-                                                   const std::string& split);
+// `path` is a folder, or a .tar archive (a .tar.gz/.tgz is decompressed once to a cached .tar,
+// see archive_as_tar) whose entries may carry a leading "./" and/or one top-level folder before
+// <split>/. The dataset is lazy: loading lists the files (an archive's member offsets) and nothing
+// else; get() reads and decodes one image (an InputError naming an undecodable one then).
+// Throws InputError for an unknown split, a missing split folder, no class folders, or an empty
+// class folder (named).
+std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::string& split);
 
 // Semantic segmentation: image and class-mask pairs (a kMask dataset), from a folder or a
 // .tar/.tar.gz (one or two top-level folders, e.g. VOCdevkit/VOC2012/, are looked through):
@@ -182,9 +212,9 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
 // Masks are 8-bit gray or palette PNGs whose value (palette index) is the class, 255 = ignore.
 // Sorted by image path. split: train, val or test. InputError naming the file for an image
 // without a mask, a mask of another size than its image, a class value past the class count
-// (other than 255), an RGB, 16-bit or JPEG mask, an undecodable file or a missing layout.
-std::shared_ptr<InMemoryDataset> load_segmentation(const std::string& path,
-                                                   const std::string& split);
+// (other than 255), an RGB, 16-bit or JPEG mask, an undecodable file or a missing layout. Lazy as
+// load_image_folder: the pairs are listed at load time, decoded and checked by get().
+std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::string& split);
 
 // Object detection (`--task detect`): images with boxes (a kBoxes dataset), in two layouts.
 //   Ultralytics  a dataset YAML: `path` (the root; relative to the YAML's folder, which is also
@@ -211,8 +241,9 @@ std::shared_ptr<InMemoryDataset> load_segmentation(const std::string& path,
 // below one top-level folder; a YAML's `path` inside an archive is used only when it names a
 // folder of the archive, else the YAML's folder is the root). A YAML is preferred to a JSON.
 // Boxes become pixel corners of the decoded image (x1 = (cx - w/2) * width, ...; coordinates
-// within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). Images are
-// decoded on all cores (max_image_pixels() applies) and the dataset is sorted by image path
+// within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). The dataset
+// is lazy (label files and the JSON are read at load time, images by get(), where a COCO image
+// of another size than its JSON says is refused) and sorted by image path
 // (Ultralytics) or by image id (COCO); item_name() is the image's path below the root.
 // Throws InputError naming FILE:LINE for a bad label row (a class out of range or not an integer,
 // a coordinate outside 0..1, not a number, a column count other than 5 or an odd count >= 7),
@@ -246,7 +277,7 @@ struct DetectionReport {
   std::vector<std::string> lines() const;
 };
 struct DetectionData {
-  std::shared_ptr<InMemoryDataset> dataset;  // kBoxes
+  std::shared_ptr<Dataset> dataset;          // kBoxes, lazy (images decoded by get())
   std::vector<std::string> classes;          // = dataset->classes()
   std::vector<int64_t> image_ids;            // (size,) coco: item i's image id; yolo: i
   std::vector<int64_t> category_ids;         // coco: class k's category id; yolo: empty
@@ -275,14 +306,45 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
 bool has_split(const std::string& name, const std::string& path, const std::string& split);
 
 // ---------------------------------------------------------------------------------------------
-// Images
+// Caching decoded images (--cache, as Ultralytics' cache=)
 // ---------------------------------------------------------------------------------------------
 
-struct Image {
-  int64_t height = 0;
-  int64_t width = 0;
-  std::vector<uint8_t> pixels;  // (height, width, 3) uint8 RGB
+// none  every image is decoded when the loader reads it: memory holds the index and what is in
+//       flight (workers x prefetch x batch), whatever the dataset's size.
+// ram   every image is decoded once now (on `threads` threads) into one InMemoryDataset; first
+//       the memory it needs is estimated (from up to 16 images spread over the dataset) and the
+//       cache is refused with that figure when the machine has less available (MemAvailable).
+// disk  every image is decoded once into DIR/<fingerprint of the index>.hpcache (a temporary file
+//       renamed into place; reused by later runs over the same index) and memory-mapped.
+// auto  ram when the decoded images need under a quarter of the available memory, else none.
+// A dataset already in memory (CIFAR-10's binary batches) is returned as it is, mode "memory".
+// The same images decode to the same examples in every mode (training is bit-identical).
+struct CacheOptions {
+  std::string mode = "auto";
+  std::string dir;  // disk: the folder; "" = $HPCNET_CACHE_DIR, $XDG_CACHE_HOME/hpcnet or
+                    // ~/.cache/hpcnet
+  int threads = 0;  // decoding threads for ram and disk (0 = all cores)
 };
+struct CachedDataset {
+  std::shared_ptr<const Dataset> dataset;
+  std::string mode;  // none, ram, disk or memory
+  std::string line;  // one line for the log: the choice and why ("cache: ram (...)")
+};
+// InputError for an unknown mode, a ram cache that does not fit, or a cache folder that cannot be
+// written (naming it).
+CachedDataset cache_dataset(std::shared_ptr<const Dataset> dataset, const CacheOptions& options);
+// Bytes the decoded images and masks of a dataset take, estimated from up to `samples` items
+// spread evenly over it (exact when every item is sampled).
+int64_t estimate_decoded_bytes(const Dataset& dataset, int64_t samples = 16);
+// MemAvailable from /proc/meminfo, bounded by the cgroup's memory limit when one is set; bytes.
+int64_t available_memory_bytes();
+// The folder hpcnet caches derived data in (decompressed archives, decoded images):
+// $HPCNET_CACHE_DIR, else $XDG_CACHE_HOME/hpcnet, else $HOME/.cache/hpcnet.
+std::string default_cache_dir();
+
+// ---------------------------------------------------------------------------------------------
+// Images
+// ---------------------------------------------------------------------------------------------
 
 // The decoders' guard against decompression bombs: an image (or class mask) whose header claims
 // more than this many pixels (width x height) is refused before its pixels are allocated or
@@ -355,6 +417,27 @@ TrainValSplit split_train_val(int64_t n_total, int64_t n_val);
 struct Resize {
   int64_t height = 0;
   int64_t width = 0;
+};
+// torchvision's Resize(size) with an int: the shorter side becomes `size`, the longer one
+// int(size * long / short) (aspect kept), bilinear as Resize. Must come first (ImageNet's
+// evaluation: ResizeShorter(imgsz * 256 / 224) then CenterCrop(imgsz)).
+struct ResizeShorter {
+  int64_t size = 0;
+};
+// torchvision's RandomResizedCrop(size, scale, ratio) with bilinear resampling (as Resize: no
+// antialiasing): a window of area uniform(scale) x H x W and aspect ratio exp(uniform(log ratio))
+// (w = round(sqrt(area ratio)), h = round(sqrt(area / ratio))) at a uniform position, tried up to
+// 10 times, else the whole image cropped to the ratio range at its centre; the window is resized
+// to size x size. Masks nearest, boxes mapped and clipped. Must come first.
+struct RandomResizedCrop {
+  int64_t size = 224;
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+};
+// torchvision's CenterCrop(size): the size x size window at top = round((H - size) / 2), left =
+// round((W - size) / 2) (padded with zeros where the image is smaller). Before Normalize.
+struct CenterCrop {
+  int64_t size = 0;
 };
 // Ultralytics' LetterBox(new_shape=(size, size), auto=False, center=True): scales by
 // r = min(size / H, size / W) (bilinear as Resize) to (round(H r), round(W r)), then pads to
@@ -443,8 +526,10 @@ struct Mosaic {
   int64_t size = 640;
   double p = 1.0;
 };
-using Transform = std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout,
-                               Resize, Letterbox, RandomScale, RandomAffine, RandomHSV, Mosaic>;
+using Transform =
+    std::variant<ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Cutout, Resize, Letterbox,
+                 RandomScale, RandomAffine, RandomHSV, Mosaic, ResizeShorter, RandomResizedCrop,
+                 CenterCrop>;
 
 // A pipeline of transforms applied in order, like torchvision.transforms.Compose. Each sample
 // draws from its own Rng(sample_seed), in transform order. It must contain exactly one ToTensor;
@@ -468,10 +553,10 @@ class Compose {
   // the (H, W) int64 mask of the output (overwrites). The pixels are the same as apply()'s.
   void apply(const Example& ex, uint64_t sample_seed, float* out, std::vector<Box>* boxes_out,
              int64_t* mask_out) const;
-  // Item `index` of `dataset`: as apply(dataset.get(index), ...), and the transforms that read
-  // other items (Mosaic) read them from `dataset`.
-  void apply(const Dataset& dataset, int64_t index, uint64_t sample_seed, float* out,
-             std::vector<Box>* boxes_out, int64_t* mask_out) const;
+  // Item `index` of `dataset`, already read as `example`: as apply(example, ...), and the
+  // transforms that read other items (Mosaic) read them from `dataset`.
+  void apply(const Dataset& dataset, int64_t index, const Example& example, uint64_t sample_seed,
+             float* out, std::vector<Box>* boxes_out, int64_t* mask_out) const;
   // Whether a transform reads other items of the dataset (Mosaic).
   bool needs_dataset() const;
   const std::vector<Transform>& transforms() const { return transforms_; }

@@ -76,6 +76,10 @@ struct TrainConfig {
   bool aux_loss = false;              // deeplabv3: auxiliary FCN head, its loss weighted 0.5
   double scale_min = 1.0, scale_max = 1.0;  // segment, with --augment: RandomScale range
   int workers = 2;
+  // Decoded images: none (decoded as read), ram, disk (decoded once to cache_dir and mapped) or
+  // auto (ram when they need under a quarter of the available memory); see data::cache_dataset.
+  std::string cache = "auto";
+  std::string cache_dir;  // --cache disk's folder ("" = data::default_cache_dir())
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
   int64_t val_split = 0;     // images held out of the training split as "val"

@@ -39,6 +39,13 @@ std::string limit_str(uint64_t bytes) {
 
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes) {
+  std::vector<uint8_t> out;
+  read_file_into(path, what, out, max_bytes);
+  return out;
+}
+
+void read_file_into(const std::string& path, const std::string& what, std::vector<uint8_t>& out,
+                    uint64_t max_bytes) {
   auto fail = [&](const std::string& why) {
     return InputError(what + ": cannot read " + path + ": " + why);
   };
@@ -60,7 +67,7 @@ std::vector<uint8_t> read_whole_file(const std::string& path, const std::string&
   if (size > max_bytes)
     throw fail(std::to_string(size) + " bytes, over the " + limit_str(max_bytes) +
                " limit for one input file");
-  std::vector<uint8_t> out(static_cast<size_t>(size));
+  out.resize(static_cast<size_t>(size));
   size_t got = 0;
   while (got < out.size()) {  // a file that grows meanwhile is read up to its size at open
     const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
@@ -70,7 +77,18 @@ std::vector<uint8_t> read_whole_file(const std::string& path, const std::string&
     got += static_cast<size_t>(n);
   }
   out.resize(got);
-  return out;
+}
+
+uint64_t fnv1a(const void* data, size_t size, uint64_t h) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
 }
 
 std::string to_lower(std::string s) {

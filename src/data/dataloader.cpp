@@ -103,37 +103,43 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
   const int64_t start = b * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, n - start);
   HPCNET_CHECK(count > 0, "batch index past the end of the epoch");
-  const Example first = dataset_->get(order[static_cast<size_t>(start)]);
-  const std::array<int64_t, 3> shape = transform_.output_shape(first.height, first.width);
-  const int64_t sample = shape[0] * shape[1] * shape[2];
-  out.images = Tensor::empty({count, shape[0], shape[1], shape[2]}, DType::kFloat32);
-  out.labels = Tensor::empty({count}, DType::kInt64);
   out.size = count;
   out.index = b;
   out.indices.assign(order.begin() + start, order.begin() + start + count);
   out.sizes.resize(static_cast<size_t>(count));
-  float* images = out.images.data<float>();      // (B, 3, H, W)
-  int64_t* labels = out.labels.data<int64_t>();  // (B,)
   const TargetKind kind = dataset_->target_kind();
-  int64_t* masks = nullptr;  // (B, H, W)
-  if (kind == TargetKind::kMask) {
-    out.masks = Tensor::empty({count, shape[1], shape[2]}, DType::kInt64);
-    masks = out.masks.data<int64_t>();
-  } else {
-    out.masks = Tensor();
-  }
   out.boxes.assign(kind == TargetKind::kBoxes ? static_cast<size_t>(count) : 0, {});
+  std::array<int64_t, 3> shape{};
+  int64_t sample = 0, first_height = 0, first_width = 0;
+  float* images = nullptr;    // (B, 3, H, W)
+  int64_t* labels = nullptr;  // (B,)
+  int64_t* masks = nullptr;   // (B, H, W)
+  // One buffer per thread: a lazy dataset decodes each image into it, and the transforms read it
+  // before the next image is decoded.
+  thread_local ExampleBuffer buffer;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t idx = out.indices[static_cast<size_t>(i)];
-    const Example ex = i == 0 ? first : dataset_->get(idx);
-    // Images of several sizes may share a batch when the transforms bring them to one size
-    // (a Resize or Letterbox first, or crops of one size).
-    if ((ex.height != first.height || ex.width != first.width) &&
-        transform_.output_shape(ex.height, ex.width) != shape) {
+    const Example ex = dataset_->get(idx, buffer);
+    if (i == 0) {  // the batch's shape is the first image's output shape
+      first_height = ex.height, first_width = ex.width;
+      shape = transform_.output_shape(ex.height, ex.width);
+      sample = shape[0] * shape[1] * shape[2];
+      out.images = Tensor::empty({count, shape[0], shape[1], shape[2]}, DType::kFloat32);
+      out.labels = Tensor::empty({count}, DType::kInt64);
+      images = out.images.data<float>();
+      labels = out.labels.data<int64_t>();
+      out.masks = kind == TargetKind::kMask
+                      ? Tensor::empty({count, shape[1], shape[2]}, DType::kInt64)
+                      : Tensor();
+      if (kind == TargetKind::kMask) masks = out.masks.data<int64_t>();
+    } else if ((ex.height != first_height || ex.width != first_width) &&
+               transform_.output_shape(ex.height, ex.width) != shape) {
+      // Images of several sizes may share a batch when the transforms bring them to one size
+      // (a Resize or Letterbox first, or crops of one size).
       throw InputError("DataLoader: image " + dataset_->item_name(idx) + " is " +
                        std::to_string(ex.height) + "x" + std::to_string(ex.width) + " but " +
                        dataset_->item_name(out.indices[0]) + " in the same batch is " +
-                       std::to_string(first.height) + "x" + std::to_string(first.width) +
+                       std::to_string(first_height) + "x" + std::to_string(first_width) +
                        "; resize the images to one size, add a RandomCrop, or use batch_size 1");
     }
     const uint64_t seed =
@@ -141,7 +147,7 @@ void DataLoader::build_batch(const std::vector<int64_t>& order, int64_t epoch, i
     std::vector<Box>* bx = kind == TargetKind::kBoxes ? &out.boxes[static_cast<size_t>(i)] : nullptr;
     int64_t* mk = masks ? masks + i * shape[1] * shape[2] : nullptr;
     if (transform_.needs_dataset())
-      transform_.apply(*dataset_, idx, seed, images + i * sample, bx, mk);
+      transform_.apply(*dataset_, idx, ex, seed, images + i * sample, bx, mk);
     else
       transform_.apply(ex, seed, images + i * sample, bx, mk);
     labels[i] = ex.label;

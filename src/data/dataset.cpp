@@ -7,6 +7,7 @@
 
 #include "hpcnet/rng.h"
 #include "src/data/internal.h"
+#include "src/data/lazy_dataset.h"
 
 namespace fs = std::filesystem;
 
@@ -16,7 +17,8 @@ std::string Dataset::describe() const {
   std::string s =
       std::to_string(size()) + " images, " + std::to_string(classes().size()) + " classes";
   if (size() > 0) {
-    Example e = get(0);
+    ExampleBuffer buffer;
+    Example e = get(0, buffer);
     s += ", first " + std::to_string(e.height) + "x" + std::to_string(e.width);
   }
   return s;
@@ -77,18 +79,7 @@ void InMemoryDataset::add_boxes(const uint8_t* hwc, int64_t height, int64_t widt
                                 const std::vector<Box>& boxes, std::string name) {
   check_kind(TargetKind::kBoxes, name);
   const std::string who = name.empty() ? "#" + std::to_string(items_.size()) : name;
-  for (size_t k = 0; k < boxes.size(); ++k) {
-    const Box& b = boxes[k];
-    HPCNET_REQUIRE(b.cls >= 0 && b.cls < static_cast<int64_t>(classes_.size()),
-                   "dataset: image " + who + " box " + std::to_string(k) + " has class " +
-                       std::to_string(b.cls) + ", outside 0.." +
-                       std::to_string(classes_.size()) + " - 1");
-    HPCNET_REQUIRE(b.x1 >= 0 && b.y1 >= 0 && b.x1 <= b.x2 && b.y1 <= b.y2 &&
-                       b.x2 <= static_cast<float>(width) && b.y2 <= static_cast<float>(height),
-                   "dataset: image " + who + " box " + std::to_string(k) +
-                       " is not inside the image (" + std::to_string(width) + "x" +
-                       std::to_string(height) + ")");
-  }
+  detail::check_boxes(boxes.data(), boxes.size(), height, width, classes_.size(), who);
   add_item(hwc, height, width, 0, std::move(name));
   items_.back().num_boxes = boxes.size();
   boxes_.insert(boxes_.end(), boxes.begin(), boxes.end());
@@ -98,14 +89,8 @@ void InMemoryDataset::add_mask(const uint8_t* hwc, int64_t height, int64_t width
                                const uint8_t* mask, std::string name) {
   check_kind(TargetKind::kMask, name);
   const int64_t n = height * width;
-  for (int64_t p = 0; p < n; ++p)
-    HPCNET_REQUIRE(mask[p] < classes_.size() || mask[p] == kIgnoreIndex,
-                   "dataset: mask of image " +
-                       (name.empty() ? "#" + std::to_string(items_.size()) : name) +
-                       " has class " + std::to_string(mask[p]) + " at pixel (" +
-                       std::to_string(p / width) + ", " + std::to_string(p % width) +
-                       "), outside 0.." + std::to_string(classes_.size()) + " - 1 and not " +
-                       std::to_string(kIgnoreIndex) + " (ignore)");
+  detail::check_mask(mask, height, width, classes_.size(),
+                     name.empty() ? "#" + std::to_string(items_.size()) : name);
   add_item(hwc, height, width, 0, std::move(name));
   masks_.insert(masks_.end(), mask, mask + n);
 }
@@ -150,9 +135,9 @@ Subset::Subset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices
                                             " items");
 }
 
-Example Subset::get(int64_t i) const {
+Example Subset::get(int64_t i, ExampleBuffer& buffer) const {
   HPCNET_CHECK(i >= 0 && i < size(), "subset index out of range");
-  return base_->get(indices_[static_cast<size_t>(i)]);
+  return base_->get(indices_[static_cast<size_t>(i)], buffer);
 }
 
 std::string Subset::item_name(int64_t i) const {
@@ -204,22 +189,19 @@ bool looks_like_batches_dir(const fs::path& p) {
   return is_file(p / "data_batch_1.bin") || is_file(p / "test_batch.bin");
 }
 
-// A .tar/.tar.gz given as "cifar10": the binary layout or an image folder, told by its entries
-// (one pass over the archive).
+// A .tar/.tar.gz given as "cifar10": the binary layout (read in memory, 150 MB at most) or an
+// image folder (read lazily from the tar), told by its entries (one pass over the archive).
 std::shared_ptr<Dataset> open_cifar10_archive(const std::string& path, const std::string& split) {
-  std::set<std::string> dirs;
   bool any_binary = false;
   auto want = [&](const std::string& p, bool is_directory) {
     std::string base;
-    if (!is_directory && detail::cifar10_archive_member(p, split, &base)) {
-      any_binary = true;
-      return true;
-    }
-    return detail::image_folder_want(split, p, is_directory, &dirs);
+    const bool binary = !is_directory && detail::cifar10_archive_member(p, split, &base);
+    any_binary = any_binary || binary;
+    return binary;
   };
   std::vector<detail::ArchiveEntry> entries = detail::scan_archive(path, want);
   if (any_binary) return detail::cifar10_from_archive_entries(path, split, entries);
-  return detail::image_folder_from_archive_entries(path, split, entries, dirs);
+  return load_image_folder(path, split);
 }
 
 std::shared_ptr<Dataset> open_cifar10(const std::string& path, const std::string& split) {

@@ -23,6 +23,8 @@
 #include <tuple>
 
 #include "src/data/internal.h"
+#include "src/data/lazy_dataset.h"
+#include "src/data/tar_index.h"
 
 namespace fs = std::filesystem;
 
@@ -98,25 +100,17 @@ class Tree {
   static Tree open_archive(const std::string& archive) {
     Tree t;
     t.archive_ = archive;
-    std::vector<detail::ArchiveEntry> entries =
-        detail::scan_archive(archive, [&](const std::string& p, bool is_dir) {
-          const std::vector<std::string> parts = detail::split_path(p);
-          std::string d;
-          for (size_t i = 0; i + 1 < parts.size(); ++i) {
-            d += (i ? "/" : "") + parts[i];
-            t.dirs_.insert(d);
-          }
-          if (is_dir) {
-            t.dirs_.insert(p);
-            return false;
-          }
-          t.files_.insert(p);
-          if (parts.size() > 3 || std::any_of(parts.begin(), parts.end(), is_hidden_part))
-            return false;
-          const std::string n = detail::to_lower(p);
-          return is_yaml_name(n) || ends_with(n, ".json");
-        });
-    for (auto& e : entries) t.data_[e.path] = std::move(e.data);
+    t.tar_ = detail::TarFile::open(detail::decompressed_tar(archive));
+    for (const std::string& d : t.tar_->dirs()) t.dirs_.insert(d);
+    for (const detail::TarMember& m : t.tar_->members()) {
+      const std::vector<std::string> parts = detail::split_path(m.path);
+      std::string d;
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        d += (i ? "/" : "") + parts[i];
+        t.dirs_.insert(d);
+      }
+      t.files_.insert(m.path);
+    }
     return t;
   }
 
@@ -204,27 +198,20 @@ class Tree {
     return out;
   }
 
-  // Archive: a second scan keeping these members (folders read files when asked).
-  void fetch(const std::set<std::string>& wanted) {
-    if (!is_archive() || wanted.empty()) return;
-    std::vector<detail::ArchiveEntry> entries =
-        detail::scan_archive(archive_, [&](const std::string& p, bool is_dir) {
-          return !is_dir && wanted.count(p) != 0 && data_.count(p) == 0;
-        });
-    for (auto& e : entries) data_[e.path] = std::move(e.data);
-  }
-
   // The bytes of a file (thread-safe). InputError naming it when it cannot be read.
   std::vector<uint8_t> read(const std::string& p) const {
     if (!is_archive()) return detail::read_whole_file(p, "detect");
-    auto it = data_.find(p);
-    HPCNET_REQUIRE(it != data_.end(),
-                   "detect: cannot read " + display(p) + ": not a regular file of the archive");
-    return it->second;
+    return tar_->read(member(p));
   }
-  const std::vector<uint8_t>* kept(const std::string& p) const {
-    auto it = data_.find(p);
-    return it == data_.end() ? nullptr : &it->second;
+  // Where a file's bytes are, for a lazy dataset reading them from store().
+  detail::FileRef ref(const std::string& p) const {
+    if (!is_archive()) return detail::FileRef{p};
+    const detail::TarMember& m = member(p);
+    return detail::FileRef{m.path, m.offset, m.size};
+  }
+  std::shared_ptr<const detail::FileStore> store() const {
+    if (!is_archive()) return std::make_shared<detail::FileStore>();
+    return std::make_shared<detail::FileStore>(tar_, archive_);
   }
   std::string text(const std::string& p) const {
     std::vector<uint8_t> b = read(p);
@@ -249,9 +236,16 @@ class Tree {
   }
 
  private:
+  const detail::TarMember& member(const std::string& p) const {
+    const detail::TarMember* m = tar_->find(p);
+    HPCNET_REQUIRE(m != nullptr,
+                   "detect: cannot read " + display(p) + ": not a regular file of the archive");
+    return *m;
+  }
+
   std::string archive_;
+  std::shared_ptr<const detail::TarFile> tar_;
   std::set<std::string> files_, dirs_;
-  std::map<std::string, std::vector<uint8_t>> data_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -429,78 +423,30 @@ struct Item {
   int64_t id = 0;                 // coco image id
 };
 
-std::shared_ptr<InMemoryDataset> decode_items(const Tree& t, std::vector<Item>& items,
-                                              std::vector<std::string> classes, bool coco,
-                                              const std::string& json_display,
-                                              std::string description, int64_t* objects) {
-  const size_t n = items.size();
-  std::vector<Image> images(n);
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  size_t err_index = n;
-  std::string err_text;
-  std::exception_ptr failure;
-  auto work = [&] {
-    detail::ImageDecoder dec;
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      std::string e;
-      try {
-        const std::vector<uint8_t>* kept = t.kept(items[i].path);
-        std::vector<uint8_t> own;
-        if (!kept) own = t.read(items[i].path);
-        const std::vector<uint8_t>& b = kept ? *kept : own;
-        e = dec.decode(b.data(), b.size(), images[i]);
-        if (!e.empty()) e = "cannot decode " + t.display(items[i].path) + ": " + e;
-      } catch (const InputError& ex) {
-        e = ex.what();
-        if (e.rfind("detect: ", 0) == 0) e.erase(0, 8);
-      } catch (...) {  // out of memory: rethrown as it is once the threads are joined
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failure) failure = std::current_exception();
-        return;
-      }
-      if (!e.empty()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (i < err_index) {
-          err_index = i;
-          err_text = e;
-        }
-      }
-    }
-  };
-  const size_t threads =
-      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 16, n / 64 + 1});
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < threads; ++k) pool.emplace_back(work);
-  work();
-  for (std::thread& th : pool) th.join();
-  if (failure) std::rethrow_exception(failure);
-  if (err_index < n) throw InputError("detect: " + err_text + "; replace or remove the file");
-  auto ds = std::make_shared<InMemoryDataset>(std::move(classes), std::move(description),
-                                              TargetKind::kBoxes);
-  int64_t pixels = 0;
-  for (const Image& im : images) pixels += im.height * im.width;
-  ds->reserve(static_cast<int64_t>(n), pixels);
-  *objects = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Image& im = images[i];
-    Item& it = items[i];
+// The lazy dataset of the items: boxes from a yolo item's rows in the pixels of whatever its image
+// decodes to, a coco item's boxes checked against its JSON size when it is read.
+std::shared_ptr<Dataset> lazy_items(const Tree& t, std::vector<Item>& items,
+                                    std::vector<std::string> classes, bool coco,
+                                    std::string description, int64_t* objects) {
+  auto ds = std::make_shared<detail::LazyDataset>(t.store(), std::move(classes),
+                                                  TargetKind::kBoxes, "detect",
+                                                  std::move(description));
+  ds->reserve(items.size());
+  for (Item& it : items) {
+    detail::LazyItem li;
+    li.image = t.ref(it.path);
+    li.name = std::move(it.name);
     if (coco) {
-      HPCNET_REQUIRE(im.width == it.width && im.height == it.height,
-                     "detect: " + json_display + ": image id " + std::to_string(it.id) + " (" +
-                         shown(it.name) + ") is " + std::to_string(it.width) + "x" +
-                         std::to_string(it.height) + " in the JSON but " + t.display(it.path) +
-                         " decodes to " + std::to_string(im.width) + "x" +
-                         std::to_string(im.height) + "; fix width/height or the file");
+      li.width = static_cast<int32_t>(it.width);
+      li.height = static_cast<int32_t>(it.height);
+      ds->add_boxes(std::move(li), it.boxes);
     } else {
-      it.boxes = detail::yolo_rows_to_boxes(it.rows, im.height, im.width);
+      ds->add_rows(std::move(li), it.rows);
     }
-    ds->add_boxes(im.pixels.data(), im.height, im.width, it.boxes, it.name);
-    *objects += static_cast<int64_t>(it.boxes.size());
-    im = Image{};  // free as we go
-    it.boxes = {};
     it.rows = {};
+    it.boxes = {};
   }
+  *objects = ds->objects();
   return ds;
 }
 
@@ -579,15 +525,11 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
 
   std::vector<Item> items(image_files.size());
   std::vector<std::string> labels(items.size());
-  std::set<std::string> wanted;
   for (size_t i = 0; i < items.size(); ++i) {
     items[i].path = image_files[i];
     items[i].name = name_below(t, root, image_files[i]);
     labels[i] = label_path(image_files[i]);
-    wanted.insert(image_files[i]);
-    if (t.is_file(labels[i])) wanted.insert(labels[i]);
   }
-  t.fetch(wanted);
   const int64_t nc = static_cast<int64_t>(y.names.size());
   for (size_t i = 0; i < items.size(); ++i) {
     if (!t.is_file(labels[i])) {
@@ -606,9 +548,9 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
     for (const YoloRow& r : items[i].rows) report.polygons += r.polygon ? 1 : 0;
   }
   DetectionData out;
-  out.dataset =
-      decode_items(t, items, y.names, false, yaml_display,
-                   "detect " + split + " (yolo) from " + t.display_dir(root), &report.objects);
+  out.dataset = lazy_items(t, items, y.names, false,
+                           "detect " + split + " (yolo) from " + t.display_dir(root),
+                           &report.objects);
   out.classes = y.names;
   for (int64_t i = 0; i < out.dataset->size(); ++i) out.image_ids.push_back(i);
   report.images = out.dataset->size();
@@ -660,7 +602,6 @@ DetectionData load_coco(Source& s, const std::string& split, const DetectionOpti
   }
   const std::string base = bases[best];
   std::vector<Item> items(c.images.size());
-  std::set<std::string> wanted;
   for (size_t i = 0; i < items.size(); ++i) {
     detail::CocoImage& im = c.images[i];
     Item& it = items[i];
@@ -674,14 +615,12 @@ DetectionData load_coco(Source& s, const std::string& split, const DetectionOpti
     it.width = im.width;
     it.height = im.height;
     it.id = im.id;
-    wanted.insert(it.path);
   }
-  t.fetch(wanted);
   report.crowd = c.crowd;
   report.degenerate = c.degenerate;
   DetectionData out;
-  out.dataset = decode_items(t, items, c.classes, true, json_display,
-                             "detect " + split + " (coco) from " + json_display, &report.objects);
+  out.dataset = lazy_items(t, items, c.classes, true,
+                           "detect " + split + " (coco) from " + json_display, &report.objects);
   out.classes = c.classes;
   out.category_ids = c.category_ids;
   for (const Item& it : items) out.image_ids.push_back(it.id);

@@ -1,17 +1,15 @@
-// torchvision-style image folders (ROOT/<split>/<class>/<images>) from a folder or a .tar/.tar.gz
-// read in memory. All files are read first, then decoded eagerly on all cores; the dataset keeps
-// torchvision's order (class, folder path, file name) whatever the thread count. Directory links
+// torchvision-style image folders (ROOT/<split>/<class>/<images>) from a folder or a .tar (a
+// .tar.gz decompressed once to a cached .tar): the files are listed (an archive's member offsets)
+// and decoded lazily; the dataset keeps torchvision's order (class, folder path, file name). Directory links
 // are followed, but no folder twice within a class (a link to an ancestor would loop).
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
-#include <mutex>
-#include <new>
-#include <thread>
 
 #include "src/data/internal.h"
+#include "src/data/lazy_dataset.h"
+#include "src/data/tar_index.h"
 
 namespace fs = std::filesystem;
 
@@ -38,11 +36,11 @@ const char* kImageKinds = "(.jpg, .jpeg, .png)";
 
 }  // namespace
 
-std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> classes,
-                                                    const std::vector<std::string>& class_dirs,
-                                                    std::vector<ImageFile> files,
-                                                    const std::string& error_prefix,
-                                                    std::string description) {
+std::shared_ptr<Dataset> build_image_folder(std::vector<std::string> classes,
+                                            const std::vector<std::string>& class_dirs,
+                                            std::vector<ImageFile> files,
+                                            std::shared_ptr<const FileStore> store,
+                                            std::string description) {
   std::vector<int64_t> counts(classes.size(), 0);
   for (const ImageFile& f : files) counts[static_cast<size_t>(f.label)]++;
   for (size_t k = 0; k < classes.size(); ++k)
@@ -53,66 +51,15 @@ std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> cla
     if (a.rel_dir != b.rel_dir) return a.rel_dir < b.rel_dir;
     return a.file < b.file;
   });
-
-  // Decoded in chunks straight into the dataset's one pixel buffer, so peak memory is the dataset
-  // plus one chunk (not the dataset twice). The buffer is sized from the first image: exact when
-  // all images share a size, as in CIFAR-10.
-  const size_t n = files.size();
-  constexpr size_t kChunkImages = 4096;
-  std::vector<Image> images(std::min(n, kChunkImages));
-  auto ds = std::make_shared<InMemoryDataset>(std::move(classes), std::move(description));
-  size_t threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min({threads, size_t{16}, std::max<size_t>(1, std::min(n, kChunkImages) / 256)});
-  for (size_t chunk = 0; chunk < n; chunk += kChunkImages) {
-    const size_t m = std::min(kChunkImages, n - chunk);
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex err_mu;
-    size_t err_index = n;
-    std::string err_text;
-    auto work = [&] {
-      ImageDecoder dec;
-      constexpr size_t kBite = 128;
-      for (;;) {
-        size_t begin = next.fetch_add(kBite);
-        if (begin >= m || failed.load(std::memory_order_relaxed)) return;
-        size_t end = std::min(m, begin + kBite);
-        for (size_t i = begin; i < end; ++i) {
-          const ImageFile& f = files[chunk + i];
-          std::string e = dec.decode(f.data, f.size, images[i]);
-          if (!e.empty()) {
-            std::lock_guard<std::mutex> lock(err_mu);
-            if (chunk + i < err_index) {
-              err_index = chunk + i;
-              err_text = std::move(e);
-            }
-            failed = true;
-            return;
-          }
-        }
-      }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
-    if (err_index < n)
-      throw InputError("imagefolder: cannot decode image " + error_prefix +
-                       files[err_index].display + ": " + err_text + "; replace or remove the file");
-    if (chunk == 0) {
-      // From the first chunk's mean size (one large image first does not multiply into an
-      // impossible reservation); only a hint: the buffer still grows if it falls short.
-      int64_t px = 0;
-      for (size_t i = 0; i < m; ++i) px += images[i].height * images[i].width;
-      try {
-        ds->reserve(static_cast<int64_t>(n),
-                    static_cast<int64_t>(static_cast<double>(px) / m * static_cast<double>(n)));
-      } catch (const std::bad_alloc&) {
-      }
-    }
-    for (size_t i = 0; i < m; ++i)
-      ds->add(images[i].pixels.data(), images[i].height, images[i].width, files[chunk + i].label,
-              std::move(files[chunk + i].display));
+  auto ds = std::make_shared<LazyDataset>(std::move(store), std::move(classes), TargetKind::kLabel,
+                                          "imagefolder", std::move(description));
+  ds->reserve(files.size());
+  for (ImageFile& f : files) {
+    LazyItem it;
+    it.image = std::move(f.ref);
+    it.label = f.label;
+    it.name = std::move(f.display);
+    ds->add(std::move(it));
   }
   return ds;
 }
@@ -127,9 +74,14 @@ bool image_folder_want(const std::string& split, const std::string& path, bool i
   return (parts.size() >= 3 && parts[0] == split) || (parts.size() >= 4 && parts[1] == split);
 }
 
-std::shared_ptr<InMemoryDataset> image_folder_from_archive_entries(
-    const std::string& archive, const std::string& split, std::vector<ArchiveEntry>& entries,
-    const std::set<std::string>& dirs) {
+std::shared_ptr<Dataset> image_folder_from_tar(const std::string& archive,
+                                               const std::string& split,
+                                               std::shared_ptr<const TarFile> tar) {
+  std::set<std::string> dirs;
+  std::vector<const TarMember*> members;
+  for (const std::string& d : tar->dirs()) image_folder_want(split, d, true, &dirs);
+  for (const TarMember& m : tar->members())
+    if (image_folder_want(split, m.path, false, &dirs)) members.push_back(&m);
   // Where <split>/ is: at the top, or below exactly one top-level folder.
   std::string prefix;
   if (!dirs.count(split)) {
@@ -167,10 +119,10 @@ std::shared_ptr<InMemoryDataset> image_folder_from_archive_entries(
   for (const std::string& c : classes) class_dirs.push_back(archive + ":" + split_dir + "/" + c);
 
   std::vector<ImageFile> files;
-  files.reserve(entries.size());
-  for (ArchiveEntry& e : entries) {
-    if (e.path.compare(0, split_dir.size() + 1, split_dir + "/") != 0) continue;
-    std::vector<std::string> parts = split_path(e.path);
+  files.reserve(members.size());
+  for (const TarMember* m : members) {
+    if (m->path.compare(0, split_dir.size() + 1, split_dir + "/") != 0) continue;
+    std::vector<std::string> parts = split_path(m->path);
     if (parts.size() < depth + 2) continue;
     auto it = std::lower_bound(classes.begin(), classes.end(), parts[depth]);
     if (it == classes.end() || *it != parts[depth]) continue;
@@ -178,19 +130,18 @@ std::shared_ptr<InMemoryDataset> image_folder_from_archive_entries(
     f.label = it - classes.begin();
     f.rel_dir = join(parts, depth + 1, parts.size() - 1);
     f.file = parts.back();
-    f.display = e.path.substr(prefix.size());
-    f.data = e.data.data();
-    f.size = e.data.size();
+    f.display = m->path.substr(prefix.size());
+    f.ref = FileRef{m->path, m->offset, m->size};
     files.push_back(std::move(f));
   }
   return build_image_folder(std::move(classes), class_dirs, std::move(files),
-                            archive + ":" + prefix, "imagefolder " + split + " from " + archive);
+                            std::make_shared<FileStore>(std::move(tar), archive),
+                            "imagefolder " + split + " from " + archive);
 }
 
 }  // namespace detail
 
-std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
-                                                   const std::string& split) {
+std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::string& split) {
   detail::check_split(split, "imagefolder");
   fs::path root(path);
   std::error_code ec;
@@ -199,12 +150,8 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
                    "imagefolder: " + path +
                        " is a file but not a .tar/.tar.gz/.tgz archive; pass a folder holding " +
                        split + "/<class>/ images or such an archive");
-    std::set<std::string> dirs;
-    auto want = [&](const std::string& p, bool is_dir) {
-      return detail::image_folder_want(split, p, is_dir, &dirs);
-    };
-    std::vector<detail::ArchiveEntry> entries = detail::scan_archive(path, want);
-    return detail::image_folder_from_archive_entries(path, split, entries, dirs);
+    return detail::image_folder_from_tar(path, split,
+                                         detail::TarFile::open(detail::decompressed_tar(path)));
   }
   HPCNET_REQUIRE(fs::is_directory(root, ec), "imagefolder: " + path + " does not exist");
   const fs::path split_dir = root / split;
@@ -222,7 +169,6 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
                                        " holds no class folders; expected " + split_dir.string() +
                                        "/<class>/<images>");
   std::vector<std::string> class_dirs;
-  std::vector<std::vector<uint8_t>> contents;
   std::vector<detail::ImageFile> files;
   // A folder's identity (device, inode), whatever path or link leads to it.
   auto folder_id = [](const fs::path& p, std::pair<dev_t, ino_t>* id) {
@@ -268,19 +214,12 @@ std::shared_ptr<InMemoryDataset> load_image_folder(const std::string& path,
       if (f.rel_dir == ".") f.rel_dir.clear();
       f.file = name;
       f.display = it->path().lexically_relative(root).generic_string();
-      f.data = nullptr;
+      f.ref.path = (root / f.display).string();
       files.push_back(std::move(f));
     }
   }
-  contents.resize(files.size());
-  for (size_t i = 0; i < files.size(); ++i) {
-    contents[i] = detail::read_whole_file((root / files[i].display).string(), "imagefolder");
-    files[i].data = contents[i].data();
-    files[i].size = contents[i].size();
-  }
-  std::string prefix = root.string();
-  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  return detail::build_image_folder(std::move(classes), class_dirs, std::move(files), prefix,
+  return detail::build_image_folder(std::move(classes), class_dirs, std::move(files),
+                                    std::make_shared<detail::FileStore>(),
                                     "imagefolder " + split + " from " + path);
 }
 

@@ -22,6 +22,16 @@ inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
 // more than max_bytes.
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes = kMaxInputFileBytes);
+// The same into out, whose capacity is reused (a loader's per-thread buffer).
+void read_file_into(const std::string& path, const std::string& what, std::vector<uint8_t>& out,
+                    uint64_t max_bytes = kMaxInputFileBytes);
+// A 64-bit FNV-1a digest of bytes, continuing from h (cache keys; not cryptographic).
+uint64_t fnv1a(const void* data, size_t size, uint64_t h = 0xcbf29ce484222325ULL);
+inline uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
+  return fnv1a(s.data(), s.size(), h);
+}
+// 16 lower-case hex digits.
+std::string hex64(uint64_t v);
 
 // True for names ending .tar, .tar.gz, .tgz (any case).
 bool is_archive_name(const std::string& path);
@@ -47,31 +57,40 @@ std::vector<ArchiveEntry> scan_archive_memory(
     const uint8_t* data, size_t size, const std::string& name,
     const std::function<bool(const std::string&, bool)>& want);
 
-// One image file found for an image folder, before decoding.
+class FileStore;
+class TarFile;
+
+// One file of a lazy dataset's item: a filesystem path (a folder dataset), or a member of the
+// store's archive (see FileStore in lazy_dataset.h).
+struct FileRef {
+  std::string path;     // the file's path, or the member's path inside the archive
+  uint64_t offset = 0;  // archive: the member's data offset in the archive file
+  uint64_t size = 0;    // archive: the member's size
+  bool empty() const { return path.empty(); }
+};
+
+// One image file found for an image folder.
 struct ImageFile {
   int64_t label = 0;
   std::string rel_dir;  // folder below the class folder, "" for files directly in it
   std::string file;     // file name
   std::string display;  // item_name(): "train/cat/0001.jpg" (relative to the root/archive)
-  const uint8_t* data = nullptr;
-  size_t size = 0;
+  FileRef ref;          // where its bytes are
 };
 // Orders files as torchvision does, checks no class is empty (class_dirs[k] names the folder of
-// class k in messages), decodes in parallel and builds the dataset. Messages name a file as
-// error_prefix + display.
-std::shared_ptr<InMemoryDataset> build_image_folder(std::vector<std::string> classes,
-                                                    const std::vector<std::string>& class_dirs,
-                                                    std::vector<ImageFile> files,
-                                                    const std::string& error_prefix,
-                                                    std::string description);
+// class k in messages) and builds the lazy dataset reading them from store.
+std::shared_ptr<Dataset> build_image_folder(std::vector<std::string> classes,
+                                            const std::vector<std::string>& class_dirs,
+                                            std::vector<ImageFile> files,
+                                            std::shared_ptr<const FileStore> store,
+                                            std::string description);
 
-// The image-folder layout inside an archive whose entries were kept by image_folder_want().
-std::shared_ptr<InMemoryDataset> image_folder_from_archive_entries(
-    const std::string& archive, const std::string& split, std::vector<ArchiveEntry>& entries,
-    const std::set<std::string>& dirs);
-// A want() predicate for scan_archive keeping image files that may belong to split (at depth 0
-// or below one top-level folder) and recording into *dirs every folder up to depth 3, whether
-// it has its own entry or is implied by a file's path.
+// The image-folder layout of an indexed tar (archive: the file the user named, for messages).
+std::shared_ptr<Dataset> image_folder_from_tar(const std::string& archive, const std::string& split,
+                                               std::shared_ptr<const TarFile> tar);
+// A predicate keeping image files that may belong to split (at depth 0 or below one top-level
+// folder) and recording into *dirs every folder up to depth 3, whether it has its own entry or is
+// implied by a file's path.
 bool image_folder_want(const std::string& split, const std::string& path, bool is_dir,
                        std::set<std::string>* dirs);
 

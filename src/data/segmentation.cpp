@@ -1,7 +1,7 @@
 // Segmentation datasets: image and class-mask pairs in the two layouts users hold, from a folder
-// or a .tar/.tar.gz read in memory (an optional single top-level folder, e.g. VOCdevkit/VOC2012/,
-// is looked through). Files are read first, then decoded on all cores; the dataset is sorted by
-// image name whatever the thread count.
+// or a .tar (a .tar.gz decompressed once to a cached .tar; an optional single top-level folder,
+// e.g. VOCdevkit/VOC2012/, is looked through). The pairs are listed and decoded lazily; the
+// dataset is sorted by image name.
 //   generic  images/<split>/NAME.{jpg,jpeg,png} + masks/<split>/NAME.png; class names from
 //            classes.txt (one per line, line k = mask value k) or, beside an Ultralytics
 //            data.yaml, "background" followed by its names (mask value 1 + k = class k).
@@ -10,14 +10,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "src/data/internal.h"
+#include "src/data/lazy_dataset.h"
+#include "src/data/tar_index.h"
 
 namespace fs = std::filesystem;
 
@@ -32,18 +31,19 @@ const std::vector<std::string>& voc_class_names() {
   return names;
 }
 
-// The files of a dataset root that a layout may use, by path relative to the root. From an
-// archive they are in memory; from a folder they are read when first asked for (a VOC folder
-// holds far more images than its segmentation lists name).
+// The files of a dataset root that a layout may use, by path relative to the root, with where
+// their bytes are (a path of the folder, or a member of the archive's tar); nothing is read but
+// the small text files a layout needs (classes.txt, data.yaml, the VOC split lists).
 struct FileTree {
   std::string where;  // the folder or archive, for messages
-  fs::path root;      // the folder; empty for an archive
-  std::map<std::string, std::vector<uint8_t>> files;
+  std::shared_ptr<const detail::FileStore> store;
+  std::map<std::string, detail::FileRef> files;
   bool has(const std::string& p) const { return files.count(p) != 0; }
-  const std::vector<uint8_t>& get(const std::string& p) {
-    std::vector<uint8_t>& b = files.at(p);
-    if (b.empty() && !root.empty()) b = detail::read_whole_file((root / p).string(), "segmentation");
-    return b;
+  const detail::FileRef& ref(const std::string& p) const { return files.at(p); }
+  std::string text(const std::string& p) const {
+    std::vector<uint8_t> b;
+    store->read(files.at(p), b, "segmentation");
+    return std::string(b.begin(), b.end());
   }
 };
 
@@ -67,17 +67,20 @@ FileTree read_tree(const std::string& path, const std::string& split) {
                    "segmentation: " + path + " is a file but not a .tar/.tar.gz/.tgz archive");
     // Keep everything a layout may use, at the top or below one top-level folder (or two, as
     // VOCdevkit/VOC2012/); decide the prefix afterwards.
-    auto want = [&](const std::string& p, bool is_dir) {
-      if (is_dir) return false;
+    auto want = [&](const std::string& p) {
       std::vector<std::string> parts = detail::split_path(p);
       for (size_t skip = 0; skip <= 2 && skip < parts.size(); ++skip)
         if (wanted(std::vector<std::string>(parts.begin() + skip, parts.end()), split)) return true;
       return false;
     };
-    std::vector<detail::ArchiveEntry> entries = detail::scan_archive(path, want);
+    std::shared_ptr<const detail::TarFile> tar =
+        detail::TarFile::open(detail::decompressed_tar(path));
+    std::vector<const detail::TarMember*> entries;
+    for (const detail::TarMember& m : tar->members())
+      if (want(m.path)) entries.push_back(&m);
     std::map<std::string, int> prefixes;  // candidate roots, by the entries below them
-    for (const auto& e : entries) {
-      std::vector<std::string> parts = detail::split_path(e.path);
+    for (const detail::TarMember* e : entries) {
+      std::vector<std::string> parts = detail::split_path(e->path);
       std::string prefix;
       for (size_t skip = 0; skip <= 2 && skip < parts.size(); ++skip) {
         if (wanted(std::vector<std::string>(parts.begin() + skip, parts.end()), split)) {
@@ -94,10 +97,12 @@ FileTree read_tree(const std::string& path, const std::string& split) {
         std::max_element(prefixes.begin(), prefixes.end(),
                          [](const auto& a, const auto& b) { return a.second < b.second; })
             ->first;
-    for (auto& e : entries)
-      if (e.path.compare(0, prefix.size(), prefix) == 0)
-        t.files.emplace(e.path.substr(prefix.size()), std::move(e.data));
+    for (const detail::TarMember* e : entries)
+      if (e->path.compare(0, prefix.size(), prefix) == 0)
+        t.files.emplace(e->path.substr(prefix.size()),
+                        detail::FileRef{e->path, e->offset, e->size});
     t.where = path + ":" + prefix;
+    t.store = std::make_shared<detail::FileStore>(std::move(tar), path);
     return t;
   }
   HPCNET_REQUIRE(fs::is_directory(path, ec), "segmentation: " + path + " does not exist");
@@ -116,22 +121,21 @@ FileTree read_tree(const std::string& path, const std::string& split) {
       if (!keep) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(fec) && wanted(parts, split)) t.files.emplace(rel.generic_string(), std::vector<uint8_t>{});
+    if (it->is_regular_file(fec) && wanted(parts, split))
+      t.files.emplace(rel.generic_string(), detail::FileRef{it->path().string()});
   }
   HPCNET_REQUIRE(!ec, "segmentation: cannot list " + root.string() + ": " + ec.message());
-  t.root = root;
   t.where = root.string() + "/";
+  t.store = std::make_shared<detail::FileStore>();
   return t;
 }
-
-std::string text_of(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
 
 std::string stem(const std::string& file) {
   const size_t dot = file.rfind('.');
   return dot == std::string::npos ? file : file.substr(0, dot);
 }
 
-std::vector<std::string> class_names_generic(FileTree& t) {
+std::vector<std::string> class_names_generic(const FileTree& t) {
   // Mask values are bytes and 255 means "ignore": at most 255 classes.
   auto check_count = [&](const std::vector<std::string>& names, const char* file) {
     HPCNET_REQUIRE(names.size() <= 255, "segmentation: " + t.where + file + " names " +
@@ -141,7 +145,7 @@ std::vector<std::string> class_names_generic(FileTree& t) {
   };
   if (t.has("classes.txt")) {
     std::vector<std::string> names;
-    std::istringstream in(text_of(t.get("classes.txt")));
+    std::istringstream in(t.text("classes.txt"));
     for (std::string line; std::getline(in, line);) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
       if (!line.empty()) names.push_back(line);
@@ -152,7 +156,7 @@ std::vector<std::string> class_names_generic(FileTree& t) {
   }
   if (t.has("data.yaml")) {
     std::vector<std::string> names =
-        detail::data_yaml_class_names(text_of(t.get("data.yaml")), t.where + "data.yaml");
+        detail::data_yaml_class_names(t.text("data.yaml"), t.where + "data.yaml");
     check_count(names, "data.yaml");
     return names;
   }
@@ -162,79 +166,31 @@ std::vector<std::string> class_names_generic(FileTree& t) {
 }
 
 struct Pair {
-  std::string name;                  // item_name(): "images/val/000001.jpg"
-  const std::vector<uint8_t>* image;
-  const std::vector<uint8_t>* mask;
-  std::string mask_name;
+  std::string name;       // item_name(): "images/val/000001.jpg"
+  std::string mask_name;  // "masks/val/000001.png"
 };
 
-std::shared_ptr<InMemoryDataset> decode_pairs(std::vector<Pair> pairs,
-                                              std::vector<std::string> classes,
-                                              const std::string& where, std::string description) {
+// The lazy dataset of the pairs, sorted by image name; an item's image and mask are decoded (and
+// the mask checked against its image's size and the classes) when it is read.
+std::shared_ptr<Dataset> lazy_pairs(const FileTree& t, std::vector<Pair> pairs,
+                                    std::vector<std::string> classes, std::string description) {
   std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) { return a.name < b.name; });
-  const size_t n = pairs.size();
-  struct Decoded {
-    Image image;
-    std::vector<uint8_t> mask;
-    int64_t mh = 0, mw = 0;
-  };
-  std::vector<Decoded> out(n);
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  size_t err_index = n;
-  std::string err_text;
-  auto work = [&] {
-    detail::ImageDecoder dec;
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      std::string e = dec.decode(pairs[i].image->data(), pairs[i].image->size(), out[i].image);
-      std::string who = pairs[i].name;
-      if (e.empty()) {
-        e = dec.decode_mask(pairs[i].mask->data(), pairs[i].mask->size(), out[i].mask, &out[i].mh,
-                            &out[i].mw);
-        who = pairs[i].mask_name;
-      }
-      if (!e.empty()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (i < err_index) {
-          err_index = i;
-          err_text = "cannot decode " + where + who + ": " + e;
-        }
-      }
-    }
-  };
-  const size_t threads =
-      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 16, n / 64 + 1});
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  if (err_index < n) throw InputError("segmentation: " + err_text + "; replace or remove the file");
-  auto ds = std::make_shared<InMemoryDataset>(std::move(classes), std::move(description),
-                                              TargetKind::kMask);
-  int64_t pixels = 0;
-  for (const Decoded& d : out) pixels += d.image.height * d.image.width;
-  ds->reserve(static_cast<int64_t>(n), pixels);
-  for (size_t i = 0; i < n; ++i) {
-    Decoded& d = out[i];
-    HPCNET_REQUIRE(d.mh == d.image.height && d.mw == d.image.width,
-                   "segmentation: " + where + pairs[i].mask_name + " is " + std::to_string(d.mw) +
-                       "x" + std::to_string(d.mh) + " but its image " + pairs[i].name + " is " +
-                       std::to_string(d.image.width) + "x" + std::to_string(d.image.height) +
-                       "; masks must have their image's size");
-    try {
-      ds->add_mask(d.image.pixels.data(), d.image.height, d.image.width, d.mask.data(),
-                   pairs[i].name);
-    } catch (const InputError& e) {
-      throw InputError("segmentation: " + where + pairs[i].mask_name + ": " + e.what());
-    }
-    d = Decoded{};  // free as we go: peak memory is the dataset plus the undecoded files
+  auto ds = std::make_shared<detail::LazyDataset>(t.store, std::move(classes), TargetKind::kMask,
+                                                  "segmentation", std::move(description));
+  ds->reserve(pairs.size());
+  for (Pair& p : pairs) {
+    detail::LazyItem it;
+    it.image = t.ref(p.name);
+    it.mask = t.ref(p.mask_name);
+    it.name = std::move(p.name);
+    ds->add(std::move(it));
   }
   return ds;
 }
 
-std::shared_ptr<InMemoryDataset> load_generic(FileTree& t, const std::string& split) {
+std::shared_ptr<Dataset> load_generic(const FileTree& t, const std::string& split) {
   const std::string img_dir = "images/" + split + "/", mask_dir = "masks/" + split + "/";
-  std::map<std::string, const std::pair<const std::string, std::vector<uint8_t>>*> masks;
+  std::map<std::string, const std::pair<const std::string, detail::FileRef>*> masks;
   for (const auto& kv : t.files)
     if (kv.first.compare(0, mask_dir.size(), mask_dir) == 0 &&
         kv.first.find('/', mask_dir.size()) == std::string::npos)
@@ -247,21 +203,21 @@ std::shared_ptr<InMemoryDataset> load_generic(FileTree& t, const std::string& sp
     auto m = masks.find(stem(file));
     HPCNET_REQUIRE(m != masks.end(), "segmentation: " + t.where + kv.first + " has no mask (" +
                                          mask_dir + stem(file) + ".png); add it or remove the image");
-    pairs.push_back({kv.first, &t.get(kv.first), &t.get(m->second->first), m->second->first});
+    pairs.push_back({kv.first, m->second->first});
   }
   HPCNET_REQUIRE(!pairs.empty(), "segmentation: " + t.where + " has no images in " + img_dir +
                                      " (expected " + img_dir + "NAME.jpg with " + mask_dir +
                                      "NAME.png)");
-  return decode_pairs(std::move(pairs), class_names_generic(t), t.where,
-                      "segmentation " + split + " from " + t.where);
+  return lazy_pairs(t, std::move(pairs), class_names_generic(t),
+                    "segmentation " + split + " from " + t.where);
 }
 
-std::shared_ptr<InMemoryDataset> load_voc(FileTree& t, const std::string& split) {
+std::shared_ptr<Dataset> load_voc(const FileTree& t, const std::string& split) {
   const std::string list = "ImageSets/Segmentation/" + split + ".txt";
   HPCNET_REQUIRE(t.has(list), "segmentation: " + t.where + " has no " + list +
                                   " (PASCAL VOC lists the images of each split there)");
   std::vector<Pair> pairs;
-  std::istringstream in(text_of(t.get(list)));
+  std::istringstream in(t.text(list));
   int line_no = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
@@ -271,11 +227,10 @@ std::shared_ptr<InMemoryDataset> load_voc(FileTree& t, const std::string& split)
     HPCNET_REQUIRE(t.has(img), "segmentation: " + t.where + list + ":" + std::to_string(line_no) +
                                    ": no " + img);
     HPCNET_REQUIRE(t.has(mask), "segmentation: " + t.where + img + " has no mask (" + mask + ")");
-    pairs.push_back({img, &t.get(img), &t.get(mask), mask});
+    pairs.push_back({img, mask});
   }
   HPCNET_REQUIRE(!pairs.empty(), "segmentation: " + t.where + list + " lists no image");
-  return decode_pairs(std::move(pairs), voc_class_names(), t.where,
-                      "voc " + split + " from " + t.where);
+  return lazy_pairs(t, std::move(pairs), voc_class_names(), "voc " + split + " from " + t.where);
 }
 
 }  // namespace
@@ -317,11 +272,11 @@ bool segmentation_has_split(const std::string& path, const std::string& split) {
   if (fs::is_regular_file(path, ec)) {
     if (!is_archive_name(path)) return false;
     bool found = false;
-    scan_archive(path, [&](const std::string& p, bool is_dir) {
-      const std::vector<std::string> parts = split_path(p);
+    const std::shared_ptr<const TarFile> tar = TarFile::open(decompressed_tar(path));
+    for (const TarMember& m : tar->members()) {
+      const std::vector<std::string> parts = split_path(m.path);
       for (size_t skip = 0; skip <= 2 && !found; ++skip) found = is_split(parts, skip);
-      return false;  // names only
-    });
+    }
     return found;
   }
   for (const char* root : {"", "VOCdevkit/VOC2012/", "VOCdevkit/VOC2007/", "VOC2012/"}) {
@@ -334,8 +289,7 @@ bool segmentation_has_split(const std::string& path, const std::string& split) {
 }
 }  // namespace detail
 
-std::shared_ptr<InMemoryDataset> load_segmentation(const std::string& path,
-                                                   const std::string& split) {
+std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::string& split) {
   HPCNET_REQUIRE(split == "train" || split == "val" || split == "test",
                  "segmentation: unknown split '" + split + "' (train, val or test)");
   FileTree t = read_tree(path, split);

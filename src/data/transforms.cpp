@@ -62,69 +62,132 @@ struct Resampled {
   std::vector<Box> boxes;
 };
 
-// Bilinear, align_corners=False, no antialiasing, into dst (oh, ow, 3) at (top, left) of a dst
-// row stride of dst_w pixels.
-void resize_bilinear_into(const Example& ex, int64_t oh, int64_t ow, uint8_t* dst, int64_t dst_w,
-                          int64_t top, int64_t left) {
-  const int64_t H = ex.height, W = ex.width;
+// The source window a resize reads: rows [y, y + h) and columns [x, x + w) of the image (the
+// whole image, or a crop of RandomResizedCrop's).
+struct Window {
+  int64_t y = 0, x = 0, h = 0, w = 0;
+};
+Window whole(const Example& ex) { return {0, 0, ex.height, ex.width}; }
+
+// One output coordinate's two source taps and the second's weight (align_corners=False).
+struct Tap {
+  int64_t i0, i1;
+  double f;
+};
+Tap bilinear_tap(int64_t o, int64_t out, int64_t in) {
+  const double s = std::max(0.0, (o + 0.5) * static_cast<double>(in) / out - 0.5);
+  const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(s), in - 1);
+  return {i0, std::min<int64_t>(i0 + 1, in - 1), s - i0};
+}
+
+// Bilinear, align_corners=False, no antialiasing, from window win of ex into dst (oh, ow, 3) at
+// (top, left) of a dst row stride of dst_w pixels. The column taps are computed once per call.
+void resize_bilinear_into(const Example& ex, const Window& win, int64_t oh, int64_t ow,
+                          uint8_t* dst, int64_t dst_w, int64_t top, int64_t left) {
+  const int64_t W = ex.width;
+  thread_local std::vector<Tap> cols;
+  cols.resize(static_cast<size_t>(ow));
+  for (int64_t x = 0; x < ow; ++x) cols[static_cast<size_t>(x)] = bilinear_tap(x, ow, win.w);
   for (int64_t y = 0; y < oh; ++y) {
-    const double sy = std::max(0.0, (y + 0.5) * static_cast<double>(H) / oh - 0.5);
-    const int64_t y0 = std::min<int64_t>(static_cast<int64_t>(sy), H - 1);
-    const int64_t y1 = std::min<int64_t>(y0 + 1, H - 1);
-    const double fy = sy - y0;
+    const Tap ty = bilinear_tap(y, oh, win.h);
+    const double fy = ty.f;
+    const uint8_t* r0 = ex.pixels + ((win.y + ty.i0) * W + win.x) * 3;
+    const uint8_t* r1 = ex.pixels + ((win.y + ty.i1) * W + win.x) * 3;
     uint8_t* row = dst + ((top + y) * dst_w + left) * 3;
     for (int64_t x = 0; x < ow; ++x) {
-      const double sx = std::max(0.0, (x + 0.5) * static_cast<double>(W) / ow - 0.5);
-      const int64_t x0 = std::min<int64_t>(static_cast<int64_t>(sx), W - 1);
-      const int64_t x1 = std::min<int64_t>(x0 + 1, W - 1);
-      const double fx = sx - x0;
+      const Tap& tx = cols[static_cast<size_t>(x)];
+      const double fx = tx.f;
+      const int64_t a = tx.i0 * 3, b = tx.i1 * 3;
       for (int c = 0; c < 3; ++c) {
-        auto px = [&](int64_t yy, int64_t xx) { return ex.pixels[(yy * W + xx) * 3 + c]; };
-        const double v = (1 - fy) * ((1 - fx) * px(y0, x0) + fx * px(y0, x1)) +
-                         fy * ((1 - fx) * px(y1, x0) + fx * px(y1, x1));
+        const double v = (1 - fy) * ((1 - fx) * r0[a + c] + fx * r0[b + c]) +
+                         fy * ((1 - fx) * r1[a + c] + fx * r1[b + c]);
         row[x * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
       }
     }
   }
 }
 
-// Nearest (pixel centres) into dst (oh, ow) at (top, left) of a row stride of dst_w.
-void resize_nearest_into(const uint8_t* src, int64_t H, int64_t W, int64_t oh, int64_t ow,
+// Nearest (pixel centres) from window win of src (a W-wide map) into dst (oh, ow) at (top, left)
+// of a row stride of dst_w.
+void resize_nearest_into(const uint8_t* src, int64_t W, const Window& win, int64_t oh, int64_t ow,
                          uint8_t* dst, int64_t dst_w, int64_t top, int64_t left) {
   for (int64_t y = 0; y < oh; ++y) {
-    const int64_t sy = std::min<int64_t>(static_cast<int64_t>((y + 0.5) * H / oh), H - 1);
+    const int64_t sy =
+        win.y + std::min<int64_t>(static_cast<int64_t>((y + 0.5) * win.h / oh), win.h - 1);
     for (int64_t x = 0; x < ow; ++x) {
-      const int64_t sx = std::min<int64_t>(static_cast<int64_t>((x + 0.5) * W / ow), W - 1);
+      const int64_t sx =
+          win.x + std::min<int64_t>(static_cast<int64_t>((x + 0.5) * win.w / ow), win.w - 1);
       dst[(top + y) * dst_w + left + x] = src[sy * W + sx];
     }
   }
 }
 
-// ex resized to (oh, ow) and placed at (top, left) of an (out_h, out_w) canvas filled with `fill`
-// (mask: kIgnoreIndex); boxes scaled by (ow / W, oh / H) and shifted. Returns the new example.
-Example resample(const Example& ex, int64_t oh, int64_t ow, int64_t out_h, int64_t out_w,
-                 int64_t top, int64_t left, uint8_t fill, Resampled& buf) {
+// Window win of ex resized to (oh, ow) and placed at (top, left) of an (out_h, out_w) canvas
+// filled with `fill` (mask: kIgnoreIndex); boxes shifted by the window, scaled by (ow / win.w,
+// oh / win.h) and shifted again (the fused pass clips them). Returns the new example.
+Example resample(const Example& ex, const Window& win, int64_t oh, int64_t ow, int64_t out_h,
+                 int64_t out_w, int64_t top, int64_t left, uint8_t fill, Resampled& buf) {
   buf.pixels.assign(static_cast<size_t>(out_h * out_w * 3), fill);
-  resize_bilinear_into(ex, oh, ow, buf.pixels.data(), out_w, top, left);
+  resize_bilinear_into(ex, win, oh, ow, buf.pixels.data(), out_w, top, left);
   Example r{buf.pixels.data(), out_h, out_w, ex.label};
   if (ex.mask) {
     buf.mask.assign(static_cast<size_t>(out_h * out_w), static_cast<uint8_t>(kIgnoreIndex));
-    resize_nearest_into(ex.mask, ex.height, ex.width, oh, ow, buf.mask.data(), out_w, top, left);
+    resize_nearest_into(ex.mask, ex.width, win, oh, ow, buf.mask.data(), out_w, top, left);
     r.mask = buf.mask.data();
   }
   if (ex.boxes) {
-    const float sx = static_cast<float>(ow) / static_cast<float>(ex.width);
-    const float sy = static_cast<float>(oh) / static_cast<float>(ex.height);
+    const float sx = static_cast<float>(ow) / static_cast<float>(win.w);
+    const float sy = static_cast<float>(oh) / static_cast<float>(win.h);
+    const float wx = static_cast<float>(win.x), wy = static_cast<float>(win.y);
     buf.boxes.resize(static_cast<size_t>(ex.num_boxes));
     for (int64_t k = 0; k < ex.num_boxes; ++k) {
       const Box& b = ex.boxes[k];
-      buf.boxes[static_cast<size_t>(k)] = {b.cls, b.x1 * sx + left, b.y1 * sy + top,
-                                           b.x2 * sx + left, b.y2 * sy + top, b.area};
+      buf.boxes[static_cast<size_t>(k)] = {b.cls,
+                                           (b.x1 - wx) * sx + left,
+                                           (b.y1 - wy) * sy + top,
+                                           (b.x2 - wx) * sx + left,
+                                           (b.y2 - wy) * sy + top,
+                                           b.area};
     }
     r.boxes = buf.boxes.data();
     r.num_boxes = ex.num_boxes;
   }
   return r;
+}
+Example resample(const Example& ex, int64_t oh, int64_t ow, int64_t out_h, int64_t out_w,
+                 int64_t top, int64_t left, uint8_t fill, Resampled& buf) {
+  return resample(ex, whole(ex), oh, ow, out_h, out_w, top, left, fill, buf);
+}
+
+// torchvision's RandomResizedCrop.get_params for an H x W image.
+Window random_resized_crop_window(const RandomResizedCrop& t, int64_t H, int64_t W, Rng& rng) {
+  const double area = static_cast<double>(H) * static_cast<double>(W);
+  const double lr0 = std::log(t.ratio_min), lr1 = std::log(t.ratio_max);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (t.scale_min + (t.scale_max - t.scale_min) * rng.uniform());
+    const double ratio = std::exp(lr0 + (lr1 - lr0) * rng.uniform());
+    const int64_t w = std::llround(std::sqrt(target * ratio));
+    const int64_t h = std::llround(std::sqrt(target / ratio));
+    if (w > 0 && w <= W && h > 0 && h <= H) {
+      const int64_t y = static_cast<int64_t>(rng.randint(static_cast<uint64_t>(H - h + 1)));
+      const int64_t x = static_cast<int64_t>(rng.randint(static_cast<uint64_t>(W - w + 1)));
+      return {y, x, h, w};
+    }
+  }
+  const double in_ratio = static_cast<double>(W) / static_cast<double>(H);
+  int64_t w = W, h = H;
+  if (in_ratio < t.ratio_min) {
+    h = std::min<int64_t>(H, std::llround(static_cast<double>(w) / t.ratio_min));
+  } else if (in_ratio > t.ratio_max) {
+    w = std::min<int64_t>(W, std::llround(static_cast<double>(h) * t.ratio_max));
+  }
+  return {(H - h) / 2, (W - w) / 2, std::max<int64_t>(h, 1), std::max<int64_t>(w, 1)};
+}
+
+// torchvision's Resize(size) with an int: the shorter side to size, the longer int(size l / s).
+std::array<int64_t, 2> shorter_side_to(int64_t size, int64_t H, int64_t W) {
+  if (H <= W) return {size, static_cast<int64_t>(static_cast<double>(size) * W / H)};
+  return {static_cast<int64_t>(static_cast<double>(size) * H / W), size};
 }
 
 // ---- Ultralytics' RandomPerspective (affine part) and RandomHSV ----
@@ -308,7 +371,7 @@ std::vector<uint8_t> resize_nearest(const uint8_t* src, int64_t height, int64_t 
   HPCNET_REQUIRE(height > 0 && width > 0 && out_height > 0 && out_width > 0,
                  "resize_nearest: sizes must be positive");
   std::vector<uint8_t> out(static_cast<size_t>(out_height * out_width));
-  resize_nearest_into(src, height, width, out_height, out_width, out.data(), out_width, 0, 0);
+  resize_nearest_into(src, width, Window{0, 0, height, width}, out_height, out_width, out.data(), out_width, 0, 0);
   return out;
 }
 
@@ -340,6 +403,23 @@ Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(tran
               HPCNET_REQUIRE(r.height > 0 && r.width > 0,
                              "transforms: Resize needs a positive size, got " +
                                  std::to_string(r.height) + "x" + std::to_string(r.width));
+            },
+            [&](const ResizeShorter& r) {
+              HPCNET_REQUIRE(is_first, "transforms: Resize(size) must come first");
+              HPCNET_REQUIRE(r.size > 0, "transforms: Resize needs a positive size");
+            },
+            [&](const RandomResizedCrop& r) {
+              HPCNET_REQUIRE(is_first, "transforms: RandomResizedCrop must come first");
+              HPCNET_REQUIRE(r.size > 0 && r.scale_min > 0 && r.scale_min <= r.scale_max &&
+                                 r.scale_max <= 1 && r.ratio_min > 0 &&
+                                 r.ratio_min <= r.ratio_max,
+                             "transforms: RandomResizedCrop needs size > 0, 0 < scale_min <= "
+                             "scale_max <= 1 and 0 < ratio_min <= ratio_max");
+            },
+            [&](const CenterCrop& c) {
+              HPCNET_REQUIRE(normalize == 0 && cutout == 0,
+                             "transforms: CenterCrop must come before Normalize and Cutout");
+              HPCNET_REQUIRE(c.size > 0, "transforms: CenterCrop needs size > 0");
             },
             [&](const Letterbox& l) {
               HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
@@ -437,6 +517,14 @@ std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) cons
     if (const auto* r = std::get_if<Resize>(&t)) {
       height = r->height;
       width = r->width;
+    } else if (const auto* rsh = std::get_if<ResizeShorter>(&t)) {
+      const std::array<int64_t, 2> hw = shorter_side_to(rsh->size, height, width);
+      height = hw[0];
+      width = hw[1];
+    } else if (const auto* rrc = std::get_if<RandomResizedCrop>(&t)) {
+      height = width = rrc->size;
+    } else if (const auto* cc = std::get_if<CenterCrop>(&t)) {
+      height = width = cc->size;
     } else if (const auto* l = std::get_if<Letterbox>(&t)) {
       height = width = l->size;
     } else if (const auto* rs = std::get_if<RandomScale>(&t)) {
@@ -465,9 +553,8 @@ void Compose::apply(const Example& ex, uint64_t sample_seed, float* out,
   apply_impl(ex, sample_seed, out, boxes_out, mask_out, false);
 }
 
-void Compose::apply(const Dataset& ds, int64_t index, uint64_t sample_seed, float* out,
-                    std::vector<Box>* boxes_out, int64_t* mask_out) const {
-  const Example first = ds.get(index);
+void Compose::apply(const Dataset& ds, int64_t index, const Example& first, uint64_t sample_seed,
+                    float* out, std::vector<Box>* boxes_out, int64_t* mask_out) const {
   const auto* mosaic = transforms_.empty() ? nullptr : std::get_if<Mosaic>(&transforms_.front());
   if (!mosaic) return apply_impl(first, sample_seed, out, boxes_out, mask_out, false);
   Rng rng(sample_seed, 3);  // its own stream: the later transforms' draws are unchanged
@@ -483,7 +570,8 @@ void Compose::apply(const Dataset& ds, int64_t index, uint64_t sample_seed, floa
   for (int k = 0; k < 4; ++k) {
     const int64_t idx = k == 0 ? index
                                : static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ds.size())));
-    Example e = k == 0 ? first : ds.get(idx);
+    thread_local ExampleBuffer other;  // each piece is copied into the canvas before the next
+    Example e = k == 0 ? first : ds.get(idx, other);
     const int64_t m = std::max(e.height, e.width);
     if (m != s) {  // long side to s, as RandomAffine's load
       const double r = static_cast<double>(s) / static_cast<double>(m);
@@ -534,6 +622,15 @@ void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
     if (const auto* r = std::get_if<Resize>(&transforms_.front())) {
       if (r->height != ex.height || r->width != ex.width)
         ex = resample(ex_in, r->height, r->width, r->height, r->width, 0, 0, 0, buf);
+    } else if (const auto* rsh = std::get_if<ResizeShorter>(&transforms_.front())) {
+      const std::array<int64_t, 2> hw = shorter_side_to(rsh->size, ex.height, ex.width);
+      if (hw[0] != ex.height || hw[1] != ex.width)
+        ex = resample(ex_in, hw[0], hw[1], hw[0], hw[1], 0, 0, 0, buf);
+    } else if (const auto* rrc = std::get_if<RandomResizedCrop>(&transforms_.front())) {
+      // The window has its own stream, so the draws of the transforms after it are unchanged.
+      Rng crop_rng(sample_seed, 1);
+      const Window w = random_resized_crop_window(*rrc, ex.height, ex.width, crop_rng);
+      ex = resample(ex_in, w, rrc->size, rrc->size, rrc->size, rrc->size, 0, 0, 0, buf);
     } else if (const auto* l = std::get_if<Letterbox>(&transforms_.front())) {
       const LetterboxGeometry g = letterbox_geometry(ex.height, ex.width, l->size);
       ex =
@@ -615,6 +712,12 @@ void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
           static_cast<int64_t>(rng.randint(static_cast<uint64_t>(pw - c->size + 1)));
       ay.crop(top - c->padding, c->size);
       ax.crop(left - c->padding, c->size);
+    } else if (const auto* cc = std::get_if<CenterCrop>(&t)) {
+      // Python's round() (half to even), as torchvision's center_crop.
+      const int64_t top = static_cast<int64_t>(std::nearbyint((ay.size - cc->size) / 2.0));
+      const int64_t left = static_cast<int64_t>(std::nearbyint((ax.size - cc->size) / 2.0));
+      ay.crop(top, cc->size);
+      ax.crop(left, cc->size);
     } else if (const auto* f = std::get_if<RandomHorizontalFlip>(&t)) {
       if (rng.uniform() < f->p) ax.flip();
     }
@@ -706,6 +809,15 @@ std::string Compose::str() const {
             [&](const Letterbox& l) {
               s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) + ")";
             },
+            [&](const ResizeShorter& r) { s += "Resize(" + std::to_string(r.size) + ")"; },
+            [&](const RandomResizedCrop& r) {
+              char b[128];
+              std::snprintf(b, sizeof b, "RandomResizedCrop(%lld, scale=(%g, %g), ratio=(%g, %g))",
+                            static_cast<long long>(r.size), r.scale_min, r.scale_max, r.ratio_min,
+                            r.ratio_max);
+              s += b;
+            },
+            [&](const CenterCrop& c) { s += "CenterCrop(" + std::to_string(c.size) + ")"; },
             [&](const Mosaic& m) {
               char b[64];
               std::snprintf(b, sizeof b, "Mosaic(%lld, p=%g)", static_cast<long long>(m.size), m.p);

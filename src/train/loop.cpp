@@ -38,6 +38,7 @@ namespace {
 struct Data {
   std::shared_ptr<const data::Dataset> train, val;
   std::vector<std::string> classes;
+  std::vector<std::string> notes;  // what --cache chose for each split, and why
 };
 
 Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
@@ -63,20 +64,28 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
     pg.set_timeout(timeout);
     if (!full) full = data::open_dataset(c.dataset, c.data, "train");
   }
+  // --cache: decoded images kept in ram, on disk, or decoded as read (the choice and why printed).
   Data d;
+  const data::CacheOptions co{c.cache, c.cache_dir, c.threads};
+  auto cached = [&](std::shared_ptr<const data::Dataset> ds, const char* split) {
+    data::CachedDataset r = data::cache_dataset(std::move(ds), co);
+    if (!r.line.empty()) d.notes.push_back(std::string(split) + " " + r.line);
+    return r.dataset;
+  };
+  std::shared_ptr<const data::Dataset> all = cached(full, "train");
   d.classes = full->classes();
   if (c.val_split > 0) {
     HPCNET_REQUIRE(c.val_split < full->size(),
                    "--val-split " + std::to_string(c.val_split) + " leaves no training images (" +
                        std::to_string(full->size()) + " in the training split)");
     auto split = data::split_train_val(full->size(), c.val_split);
-    d.train = std::make_shared<data::Subset>(full, split.train);
-    d.val = std::make_shared<data::Subset>(full, split.val);
+    d.train = std::make_shared<data::Subset>(all, split.train);
+    d.val = std::make_shared<data::Subset>(all, split.val);
   } else {
-    d.train = full;
+    d.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      d.val = data::open_dataset(c.dataset, c.data, "val");
+      d.val = cached(data::open_dataset(c.dataset, c.data, "val"), "val");
       HPCNET_REQUIRE(d.val->classes() == d.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
     }
@@ -366,6 +375,8 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
 
   Data d = load_data(cfg, pg);
+  if (!cfg.quiet)
+    for (const std::string& note : d.notes) out << note << std::endl;
   if (ckpt && !ckpt->meta.classes.empty() && ckpt->meta.classes != d.classes) {
     ModelMeta here = ckpt->meta;
     here.classes = d.classes;
@@ -624,10 +635,22 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     double running_loss = first ? st.running_loss : 0, epoch_loss = first ? st.epoch_loss : 0;
     int64_t epoch_steps = first;
     data::Batch batch;
+    double epoch_wait = 0;  // seconds the training thread waited for batches this epoch
+    int64_t epoch_images = 0;  // images this rank read this epoch
     auto next_batch = [&] {  // times how long the step waits for data
       auto t0 = clock::now();
       bool more = loader.next(batch);
-      res.data_wait_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+      const double w = std::chrono::duration<double>(clock::now() - t0).count();
+      res.data_wait_seconds += w;
+      epoch_wait += w;
+      epoch_images += more ? batch.size : 0;
+      // The bar says so when the loader, not the model, sets the pace.
+      const double so_far = std::chrono::duration<double>(clock::now() - t_epoch).count();
+      bar.set_note(so_far > 2 && epoch_wait > 0.2 * so_far
+                       ? "data-bound: waiting " + std::to_string(static_cast<int>(
+                                                      100 * epoch_wait / so_far)) +
+                             "%, add --workers or --cache"
+                       : "");
       return more;
     };
     for (int64_t i = first; next_batch(); ++i) {
@@ -750,7 +773,15 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         {"steps", epoch_steps},
         {"train_loss", epoch_steps ? epoch_loss / (epoch_steps * world) : 0.0},
         {"seconds", epoch_s},
-        {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size * world / epoch_s : 0}};
+        {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size * world / epoch_s : 0},
+        {"data_wait_seconds", epoch_wait},
+        {"data_wait_share", epoch_s > 0 ? epoch_wait / epoch_s : 0.0}};
+    {  // each rank's share of the images read (DistributedSampler): one number per rank
+      std::vector<double> per_rank(static_cast<size_t>(world), 0.0);
+      per_rank[static_cast<size_t>(rank)] = static_cast<double>(epoch_images);
+      if (world > 1) pg.allreduce_sum(per_rank.data(), per_rank.size());
+      rec["images_read_per_rank"] = per_rank;
+    }
     if (partial) break;  // a partial epoch is not checkpointed (a signal's was, above)
     st.epochs_done = epoch + 1;
     // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
@@ -803,7 +834,11 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                     rec["train_loss"].get<double>(), val_text.c_str(),
                     (lr != 0 && lr < 1e-3 ? fmt_lr("%.2e", lr) : fmt_lr("%.4f", lr)).c_str(),
                     epoch_s);
-      out << line << std::endl;
+      out << line;
+      // Waiting for data is worth a word only when it is a real part of the epoch.
+      if (epoch_s > 0 && epoch_wait >= 0.1 * epoch_s)
+        out << "  data wait " << static_cast<int>(100 * epoch_wait / epoch_s) << "%";
+      out << std::endl;
     }
   }
   if (partial && !stopped_by && lead) {

@@ -16,11 +16,13 @@ class ProgressBar {
   void update(int64_t done);
   // Erases the bar (before printing a normal line, and at the end).
   void clear();
+  // A remark shown after the label ("data-bound: ..."); "" for none.
+  void set_note(const std::string& note) { note_ = note; }
   ~ProgressBar() { clear(); }
 
  private:
   bool enabled_;
-  std::string label_;
+  std::string label_, note_;
   int64_t total_, images_per_step_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;

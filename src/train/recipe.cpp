@@ -298,6 +298,16 @@ const std::vector<RecipeField> kFields = {
      [](const C& c) {
        return need(c.workers >= 0 && c.workers <= 64, "--workers", "must be in [0, 64]", c.workers);
      }},
+    {"cache", &C::cache,
+     "decoded images: none (decoded as read), ram, disk (decoded once into --cache-dir and "
+     "memory-mapped) or auto (ram when they need under a quarter of the available memory)",
+     kSession, 0,
+     [](const C& c) {
+       return need(c.cache == "auto" || c.cache == "none" || c.cache == "ram" || c.cache == "disk",
+                   "--cache", "must be none, ram, disk or auto", c.cache);
+     }},
+    {"cache_dir", &C::cache_dir,
+     "folder of --cache disk's files (default $HPCNET_CACHE_DIR, else ~/.cache/hpcnet)", kSession},
     {"seed", &C::seed, "seed for initialisation, data order and augmentation", kRecipe, kRequired},
     {"log_every", &C::log_every, "mini-batches between loss lines", kRecipe, kRequired,
      [](const C& c) {

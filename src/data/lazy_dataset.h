@@ -1,0 +1,102 @@
+// Lazy datasets: an index of where each item's files lie (paths in a folder, or members of an
+// archive read by offset) and what its target is; get() reads and decodes one item into the
+// caller's ExampleBuffer. Memory holds the index only, O(files), never O(pixels).
+// Invariant: an item decodes to the same Example as the eager loaders produced (same pixels, the
+// same boxes to the bit), so --cache none, ram and disk train to identical weights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/data/internal.h"
+
+namespace hpcnet::data::detail {
+
+class TarFile;
+
+// Where the files of a dataset are read from: the filesystem, or one uncompressed tar.
+class FileStore {
+ public:
+  FileStore() = default;  // the filesystem
+  // Members of tar; messages name them "archive:member" (archive: the file the user gave, which
+  // may be the .tar.gz that tar was decompressed from).
+  FileStore(std::shared_ptr<const TarFile> tar, std::string archive)
+      : tar_(std::move(tar)), archive_(std::move(archive)) {}
+  // The file's bytes into out (its capacity reused). Thread-safe. InputError "<what>: cannot read
+  // FILE: reason" (FILE as display() writes it).
+  void read(const FileRef& f, std::vector<uint8_t>& out, const std::string& what) const;
+  // "path" or "ARCHIVE:member", for messages.
+  std::string display(const FileRef& f) const;
+  bool is_archive() const { return tar_ != nullptr; }
+  // The archive's identity for cache keys: its path, size and modification time ("" for folders).
+  std::string identity() const;
+
+ private:
+  std::shared_ptr<const TarFile> tar_;
+  std::string archive_;
+};
+
+struct LazyItem {
+  FileRef image;
+  FileRef mask;            // kMask
+  int64_t label = 0;       // kLabel
+  uint64_t first = 0;      // kBoxes: its rows (yolo) or boxes (coco) start here ...
+  uint64_t count = 0;      //   and number this many
+  int32_t width = 0;       // coco: the JSON's size (0: not checked)
+  int32_t height = 0;
+  std::string name;        // item_name()
+};
+
+class LazyDataset : public Dataset {
+ public:
+  // what: the loader's name in messages ("imagefolder", "detect", "segmentation").
+  LazyDataset(std::shared_ptr<const FileStore> store, std::vector<std::string> classes,
+              TargetKind kind, std::string what, std::string description);
+  // Items in dataset order. add_rows: a yolo image's label rows (boxes in pixels of whatever the
+  // image decodes to); add_boxes: boxes in pixels of an image of item.width x item.height.
+  void add(LazyItem item);
+  void add_rows(LazyItem item, const std::vector<YoloRow>& rows);
+  void add_boxes(LazyItem item, const std::vector<Box>& boxes);
+  void reserve(size_t items) { items_.reserve(items); }
+
+  int64_t size() const override { return static_cast<int64_t>(items_.size()); }
+  Example get(int64_t i, ExampleBuffer& buffer) const override;
+  const std::vector<std::string>& classes() const override { return classes_; }
+  TargetKind target_kind() const override { return kind_; }
+  std::string item_name(int64_t i) const override;
+  std::string describe() const override;
+
+  // Item i's target for its image decoded elsewhere (a cache), of height x width: ex gets label,
+  // boxes (into buffer.boxes) and, when mask is not null, the mask checked against the classes.
+  void fill_target(int64_t i, int64_t height, int64_t width, const uint8_t* mask,
+                   ExampleBuffer& buffer, Example& ex) const;
+  // Item i's mask decoded into buffer.mask (kMask), checked to be height x width.
+  void read_mask(int64_t i, int64_t height, int64_t width, ExampleBuffer& buffer) const;
+  // Boxes (or label rows) in the index.
+  int64_t objects() const;
+  // A digest of the index (store, names, files, targets) that changes when the data does.
+  std::string fingerprint() const;
+  const FileStore& store() const { return *store_; }
+
+ private:
+  std::shared_ptr<const FileStore> store_;
+  std::vector<std::string> classes_;
+  TargetKind kind_;
+  std::string what_, description_;
+  std::vector<LazyItem> items_;
+  std::vector<YoloRow> rows_;  // yolo
+  std::vector<Box> boxes_;     // coco
+  bool rows_mode_ = false;     // boxes come from rows_
+};
+
+// Checks boxes against an image of height x width and a class count (as InMemoryDataset's
+// add_boxes); InputError naming `who` ("dataset: image WHO box K ...").
+void check_boxes(const Box* boxes, size_t n, int64_t height, int64_t width, size_t classes,
+                 const std::string& who);
+// Checks a class mask (values < classes or kIgnoreIndex); InputError naming `who` and the pixel.
+void check_mask(const uint8_t* mask, int64_t height, int64_t width, size_t classes,
+                const std::string& who);
+
+}  // namespace hpcnet::data::detail
