@@ -1011,14 +1011,10 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
     const std::string box = "bbox [" + num_str(v[0]) + ", " + num_str(v[1]) + ", " + num_str(v[2]) +
                             ", " + num_str(v[3]) + "]";
     if (v[2] < 0 || v[3] < 0) throw r.error(where, box + " has a negative width or height");
-    if (crowd) {
-      c.crowd++;
-      continue;
-    }
-    if (v[2] == 0 || v[3] == 0) {
-      c.degenerate++;
-      continue;
-    }
+    // Crowd regions and boxes of zero width or height are kept, as pycocotools keeps them (an
+    // ignore region; an object nothing can match); detect::targets_of leaves them out of training.
+    c.crowd += crowd ? 1 : 0;
+    c.degenerate += !crowd && (v[2] == 0 || v[3] == 0) ? 1 : 0;
     // COCO's "area" (the object's mask area in make_scenes.py and COCO itself), for the metric's
     // area ranges; absent: the box's.
     float area = -1;
@@ -1037,7 +1033,7 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
     img.boxes.push_back({cls->second, static_cast<float>(std::clamp(v[0], 0.0, w)),
                          static_cast<float>(std::clamp(v[1], 0.0, h)),
                          static_cast<float>(std::clamp(v[0] + v[2], 0.0, w)),
-                         static_cast<float>(std::clamp(v[1] + v[3], 0.0, h)), area});
+                         static_cast<float>(std::clamp(v[1] + v[3], 0.0, h)), area, crowd == 1});
     c.annotations++;
   }
   std::sort(c.images.begin(), c.images.end(),
@@ -1063,10 +1059,10 @@ std::vector<std::string> DetectionReport::lines() const {
                   " (first: " + first_duplicate + ")");
   if (crowd > 0)
     out.push_back("detect: " + std::to_string(crowd) + " crowd annotations (iscrowd) of " + split +
-                  " skipped");
+                  ": ignore regions for the metric, as pycocotools; not trained on");
   if (degenerate > 0)
     out.push_back("detect: " + std::to_string(degenerate) + " boxes of zero width or height of " +
-                  split + " skipped");
+                  split + ": objects for the metric, as pycocotools; not trained on");
   for (const std::string& n : notes) out.push_back("detect: " + n);
   return out;
 }
