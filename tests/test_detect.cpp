@@ -632,9 +632,11 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   EXPECT_NE(r.out.find("Average Precision  (AP) @[ IoU=0.50:0.95"), std::string::npos) << r.out;
   const auto res = nlohmann::json::parse(read_file(dir / "res.json"));
   ASSERT_TRUE(res.is_array());
-  if (!res.empty()) {
-    EXPECT_TRUE(res[0].contains("bbox"));
-    EXPECT_LT(res[0]["image_id"].get<int64_t>(), 4);
+  for (const auto& x : res) {  // categories 1..nc, as Ultralytics numbers a YOLO dataset's
+    EXPECT_TRUE(x.contains("bbox"));
+    EXPECT_LT(x["image_id"].get<int64_t>(), 4);
+    EXPECT_GE(x["category_id"].get<int64_t>(), 1);
+    EXPECT_LE(x["category_id"].get<int64_t>(), 2);
   }
   r = run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val", "--json"}, dir);
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -370,7 +370,8 @@ TEST(DetectionData, CocoJsonGivesTheSameBoxesAsYolo) {
   EXPECT_EQ(coco.image_ids, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(coco.category_ids, (std::vector<int64_t>{10, 20, 30}));
   EXPECT_EQ(yolo.image_ids, (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_TRUE(yolo.category_ids.empty());
+  // A YOLO dataset's results use categories 1..nc, as Ultralytics' for a dataset not COCO's own.
+  EXPECT_EQ(yolo.category_ids, (std::vector<int64_t>{1, 2, 3}));
   // The crowd region is kept, flagged, after image 1's other box: an ignore region for the metric.
   EXPECT_EQ(coco.report.crowd, 1);
   EXPECT_EQ(coco.report.objects, 4);

@@ -254,7 +254,9 @@ struct DetectionData {
   std::shared_ptr<InMemoryDataset> dataset;  // kBoxes
   std::vector<std::string> classes;          // = dataset->classes()
   std::vector<int64_t> image_ids;            // (size,) coco: item i's image id; yolo: i
-  std::vector<int64_t> category_ids;         // coco: class k's category id; yolo: empty
+  // Class k's category id in a COCO results file: coco: the JSON's; yolo: k + 1 (Ultralytics'
+  // class_map for a dataset other than COCO itself).
+  std::vector<int64_t> category_ids;
   DetectionReport report;
 };
 DetectionData load_detection_dataset(const std::string& path, const std::string& split,

@@ -1075,7 +1075,11 @@ DetectionData load_detection_dataset(const std::string& path, const std::string&
   report.source = s.tree.display(s.where.file);
   report.split = split;
   if (s.where.coco) return load_coco(s, split, options, std::move(report));
-  return load_yolo(s, split, std::move(report));
+  DetectionData d = load_yolo(s, split, std::move(report));
+  // Ultralytics' class_map for a dataset other than COCO itself: class k is category k + 1.
+  for (size_t k = 0; k < d.classes.size(); ++k)
+    d.category_ids.push_back(static_cast<int64_t>(k) + 1);
+  return d;
 }
 
 bool detection_has_split(const std::string& path, const std::string& split) {
