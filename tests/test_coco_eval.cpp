@@ -1,6 +1,7 @@
 // Tests of the COCO box metric (src/task/detect/coco_eval.h): pycocotools' COCOeval and an
-// Ultralytics-style P/R on the cases of tests/golden/coco_eval_fixture.json (make_coco_eval.py) to
-// 1e-6, hand-made cases that fail for a wrong matching, serialize/merge, and refused input.
+// Ultralytics-style P/R on the cases of tests/golden/coco_eval_fixture.json (make_coco_eval.py)
+// and coco_dataset_fixture.json (crowd, zero-size, empty) to 1e-6, hand-made cases that fail for a
+// wrong matching, serialize/merge, and refused input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -148,6 +149,30 @@ TEST(CocoEval, MatchesPycocotools) {
     // Categories found from the boxes: the same stats (a category without gts counts nowhere).
     const CocoSummary found = case_evaluator(c, false).summarize();
     for (int i = 0; i < kCocoStatCount; ++i) EXPECT_EQ(found.stats[i], s.stats[i]) << i;
+  }
+}
+
+// The cases of coco_dataset_fixture.json (make_coco_dataset_cases.py: crowd regions, zero-size
+// boxes, images without ground truth or detections, absent categories) straight into the
+// evaluator, in COCO's ids: pycocotools' 12 numbers and per-class AP. (tests/test_detect.cpp reads
+// the same cases through the COCO reader and the loader.)
+TEST(CocoEval, CrowdAndZeroSizeCasesMatchPycocotools) {
+  std::ifstream f(std::string(HPCNET_SOURCE_DIR) + "/tests/golden/coco_dataset_fixture.json");
+  const nlohmann::json cases = nlohmann::json::parse(f)["cases"];
+  ASSERT_GE(cases.size(), 5u);
+  for (const auto& c : cases) {
+    const std::string name = c["name"];
+    CocoEvaluator ev(c["categories"].get<std::vector<int64_t>>());
+    for (const auto& im : c["images"]) ev.add_image(im["id"].get<int64_t>());
+    const nlohmann::json with_gts = {{"gts", c["annotations"]}};
+    for (const auto& g : case_gts(with_gts)) ev.add_ground_truth(g);
+    for (const auto& d : case_dets(c)) ev.add_detection(d);
+    const CocoSummary s = ev.summarize();
+    expect_stats_near(s, c["stats"], name);
+    for (size_t k = 0; k < s.category_ids.size(); ++k) {
+      EXPECT_NEAR(s.ap50[k], c["ap50"][k].get<double>(), kTol) << name << " " << k;
+      EXPECT_NEAR(s.ap50_95[k], c["ap50_95"][k].get<double>(), kTol) << name << " " << k;
+    }
   }
 }
 

@@ -1,11 +1,15 @@
-// The detection task around the model: NMS and the letterbox mapping (detect.h), Ultralytics'
-// augmentation (RandomAffine, RandomHSV), its training recipe (parameter groups, the linear
-// schedule with its warm-up, the EMA ramp, --optimizer auto, the nominal-batch weight decay), and
-// the whole `hpcnet train|eval|predict --task detect` on a tiny YOLO dataset made here.
+// The detection task around the model: NMS and the letterbox mapping (detect.h), the metric's
+// ground truth from a COCO dataset against pycocotools (coco_dataset_fixture.json) and the training
+// targets, Ultralytics' augmentation (RandomAffine, RandomHSV), its training recipe (parameter
+// groups, the linear schedule with its warm-up, the EMA ramp, --optimizer auto, the nominal-batch
+// weight decay), and the whole `hpcnet train|eval|predict --task detect` on a tiny YOLO dataset.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
@@ -22,6 +26,7 @@
 #include "hpcnet/train.h"
 #include "src/nn/models/models.h"
 #include "src/task/detect/detect.h"
+#include "src/task/detect/yolo_loss.h"
 #include "test_util.h"
 
 using namespace hpcnet;
@@ -87,6 +92,118 @@ TEST(DetectPost, UnletterboxMapsBackAndClips) {
   EXPECT_NEAR(b[1], 0, 1e-4);
   EXPECT_NEAR(b[2], 100, 1e-4);
   EXPECT_NEAR(b[3], 12.5, 1e-4);
+}
+
+// ---- the metric's ground truth ----------------------------------------------------------------
+
+namespace {
+
+// The cases of tests/golden/coco_dataset_fixture.json (make_coco_dataset_cases.py).
+const nlohmann::json& coco_dataset_cases() {
+  static const nlohmann::json j = [] {
+    std::ifstream f(std::string(HPCNET_SOURCE_DIR) + "/tests/golden/coco_dataset_fixture.json");
+    return nlohmann::json::parse(f);
+  }();
+  return j["cases"];
+}
+
+// A case as a COCO dataset in dir: annotations/instances_val.json and images/val/<id>.png.
+void write_coco_case(const fs::path& dir, const nlohmann::json& c) {
+  fs::create_directories(dir / "images" / "val");
+  fs::create_directories(dir / "annotations");
+  nlohmann::json coco = {{"images", nlohmann::json::array()},
+                         {"annotations", c["annotations"]},
+                         {"categories", nlohmann::json::array()}};
+  for (const auto& im : c["images"]) {
+    const int w = im["width"], h = im["height"];
+    const std::string file = "images/val/" + std::to_string(im["id"].get<int64_t>()) + ".png";
+    write_png_file(dir / file, w, h, noisy_pixels(w, h, 90, 120, 150, 7, 0, 10));
+    coco["images"].push_back({{"id", im["id"]}, {"file_name", file}, {"width", w}, {"height", h}});
+  }
+  for (const auto& k : c["categories"])
+    coco["categories"].push_back({{"id", k}, {"name", "c" + std::to_string(k.get<int64_t>())}});
+  write_file(dir / "annotations" / "instances_val.json", coco.dump());
+}
+
+}  // namespace
+
+// Each fixture case (crowd regions, zero-size boxes, images without ground truth or without
+// detections, categories absent from either side) read as a COCO dataset by the COCO reader,
+// letterboxed by the detect task's eval transform (to 320: scale 2, so exact) and mapped back by
+// batch_ground_truths, with the case's detections, gives pycocotools' 12 numbers and per-class AP:
+// crowd regions are ignore regions and zero-size boxes objects nothing matches, not dropped.
+TEST(DetectMetric, CocoGroundTruthThroughTheLoaderAsPycocotools) {
+  const auto& cases = coco_dataset_cases();
+  ASSERT_GE(cases.size(), 5u);
+  task::TaskOptions opt;
+  opt.imgsz = 320;
+  const auto t = task::make_task("detect", opt);
+  for (const auto& c : cases) {
+    const std::string name = c["name"];
+    TempDir d("coco_case");
+    write_coco_case(d.path(), c);
+    const data::DetectionData dd =
+        data::load_detection_dataset(d.str("annotations/instances_val.json"), "val");
+    int64_t crowd = 0, zero = 0;
+    for (const auto& a : c["annotations"]) {
+      const bool is_crowd = a["iscrowd"].get<int>() == 1;
+      crowd += is_crowd;
+      zero += !is_crowd && (a["bbox"][2].get<double>() == 0 || a["bbox"][3].get<double>() == 0);
+    }
+    EXPECT_EQ(dd.report.crowd, crowd) << name;
+    EXPECT_EQ(dd.report.degenerate, zero) << name;
+    EXPECT_EQ(dd.report.objects, static_cast<int64_t>(c["annotations"].size())) << name;
+
+    const int64_t K = static_cast<int64_t>(dd.category_ids.size());
+    std::vector<int64_t> classes(static_cast<size_t>(K));
+    std::iota(classes.begin(), classes.end(), 0);
+    det::CocoEvaluator ev(classes);  // as the metric: dataset indices and class indices
+    for (int64_t i = 0; i < dd.dataset->size(); ++i) ev.add_image(i);
+    data::DataLoaderOptions lo;
+    lo.batch_size = 4;
+    data::DataLoader loader(dd.dataset, t->eval_transform(), lo);
+    loader.begin_epoch(0);
+    data::Batch b;
+    while (loader.next(b))
+      for (int64_t i = 0; i < b.size; ++i)
+        for (const det::CocoGroundTruth& g : det::batch_ground_truths(b, i, opt.imgsz))
+          ev.add_ground_truth(g);
+    EXPECT_EQ(ev.ground_truths().size(), c["annotations"].size()) << name;
+    auto index_of = [](const std::vector<int64_t>& ids, int64_t id) {
+      return static_cast<int64_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+    };
+    for (const auto& x : c["dts"]) {
+      const auto& bb = x["bbox"];
+      ev.add_detection(
+          {index_of(dd.image_ids, x["image_id"]),
+           index_of(dd.category_ids, x["category_id"]),
+           {bb[0].get<double>(), bb[1].get<double>(), bb[2].get<double>(), bb[3].get<double>()},
+           x["score"].get<double>()});
+    }
+    const det::CocoSummary s = ev.summarize();
+    for (int k = 0; k < det::kCocoStatCount; ++k)
+      EXPECT_NEAR(s.stats[k], c["stats"][k].get<double>(), 1e-6)
+          << name << " " << det::kCocoStatNames[k];
+    for (int64_t k = 0; k < K; ++k) {
+      EXPECT_NEAR(s.ap50[k], c["ap50"][k].get<double>(), 1e-6) << name << " class " << k;
+      EXPECT_NEAR(s.ap50_95[k], c["ap50_95"][k].get<double>(), 1e-6) << name << " class " << k;
+    }
+  }
+}
+
+// Training learns from neither crowd regions nor boxes under a pixel (zero-size ones included),
+// which the loader keeps for the metric.
+TEST(DetectMetric, TrainingTargetsLeaveOutCrowdAndZeroSizeBoxes) {
+  data::Box crowd{1, 0, 0, 40, 40, 900.f, true};
+  const std::vector<std::vector<data::Box>> boxes = {
+      {{0, 1, 1, 9, 9}, crowd, {2, 5, 5, 5, 20}, {2, 5, 5, 5.5f, 20}, {1, 3, 4, 4, 5}}, {}};
+  const std::vector<det::ImageTargets> t = det::targets_of(boxes);
+  ASSERT_EQ(t.size(), 2u);
+  ASSERT_EQ(t[0].boxes.size(), 2u);
+  EXPECT_EQ(t[0].boxes[0], (std::array<float, 4>{1, 1, 9, 9}));
+  EXPECT_EQ(t[0].boxes[1], (std::array<float, 4>{3, 4, 4, 5}));  // exactly one pixel: kept
+  EXPECT_EQ(t[0].labels, (std::vector<int64_t>{0, 1}));
+  EXPECT_TRUE(t[1].boxes.empty());
 }
 
 // RandomAffine with nothing random is the identity (pixels and boxes); with scale and translate,
@@ -515,9 +632,11 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   EXPECT_NE(r.out.find("Average Precision  (AP) @[ IoU=0.50:0.95"), std::string::npos) << r.out;
   const auto res = nlohmann::json::parse(read_file(dir / "res.json"));
   ASSERT_TRUE(res.is_array());
-  if (!res.empty()) {
-    EXPECT_TRUE(res[0].contains("bbox"));
-    EXPECT_LT(res[0]["image_id"].get<int64_t>(), 4);
+  for (const auto& x : res) {  // categories 1..nc, as Ultralytics numbers a YOLO dataset's
+    EXPECT_TRUE(x.contains("bbox"));
+    EXPECT_LT(x["image_id"].get<int64_t>(), 4);
+    EXPECT_GE(x["category_id"].get<int64_t>(), 1);
+    EXPECT_LE(x["category_id"].get<int64_t>(), 2);
   }
   r = run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val", "--json"}, dir);
   ASSERT_EQ(r.rc, 0) << r.err;

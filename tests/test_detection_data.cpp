@@ -1,7 +1,8 @@
 // Object detection data (load_detection_dataset): Ultralytics' YAML + images/ + labels/ layout
 // (names as a map or a list, nc, folders and .tar.gz, missing and empty label files, polygon rows,
 // duplicate rows, every bad row named FILE:LINE) and COCO instances JSON (the same boxes as the
-// equivalent YOLO labels, split siblings, crowd annotations, a missing image, bad fields).
+// equivalent YOLO labels, split siblings, crowd and zero-size boxes kept, a missing image, bad
+// fields).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -61,7 +62,14 @@ std::vector<data::Box> boxes_of(const data::Dataset& ds, int64_t i) {
   return std::vector<data::Box>(e.boxes, e.boxes + e.num_boxes);
 }
 
-// Two datasets with the same images (pixels, names) and boxes.
+// The boxes of item i but crowd regions (which YOLO labels cannot express).
+std::vector<data::Box> objects_of(const data::Dataset& ds, int64_t i) {
+  std::vector<data::Box> out = boxes_of(ds, i);
+  std::erase_if(out, [](const data::Box& b) { return b.crowd; });
+  return out;
+}
+
+// Two datasets with the same images (pixels, names) and boxes, crowd regions aside.
 void expect_same(const data::Dataset& a, const data::Dataset& b) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(a.classes(), b.classes());
@@ -71,7 +79,7 @@ void expect_same(const data::Dataset& a, const data::Dataset& b) {
     ASSERT_EQ(x.height, y.height);
     ASSERT_EQ(x.width, y.width);
     EXPECT_EQ(std::memcmp(x.pixels, y.pixels, x.nbytes()), 0) << a.item_name(i);
-    EXPECT_EQ(boxes_of(a, i), boxes_of(b, i)) << a.item_name(i);
+    EXPECT_EQ(objects_of(a, i), objects_of(b, i)) << a.item_name(i);
   }
 }
 
@@ -362,11 +370,18 @@ TEST(DetectionData, CocoJsonGivesTheSameBoxesAsYolo) {
   EXPECT_EQ(coco.image_ids, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(coco.category_ids, (std::vector<int64_t>{10, 20, 30}));
   EXPECT_EQ(yolo.image_ids, (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_TRUE(yolo.category_ids.empty());
+  // A YOLO dataset's results use categories 1..nc, as Ultralytics' for a dataset not COCO's own.
+  EXPECT_EQ(yolo.category_ids, (std::vector<int64_t>{1, 2, 3}));
+  // The crowd region is kept, flagged, after image 1's other box: an ignore region for the metric.
   EXPECT_EQ(coco.report.crowd, 1);
-  EXPECT_EQ(coco.report.objects, 3);
+  EXPECT_EQ(coco.report.objects, 4);
+  ASSERT_EQ(test_util::item(*coco.dataset, 0).num_boxes, 2);
+  EXPECT_FALSE(test_util::item(*coco.dataset, 0).boxes[0].crowd);
+  EXPECT_EQ(test_util::item(*coco.dataset, 0).boxes[1], (data::Box{1, 1, 1, 3, 3, -1.f, true}));
   ASSERT_EQ(coco.report.lines().size(), 1u);
-  EXPECT_NE(coco.report.lines()[0].find("1 crowd annotations"), std::string::npos);
+  EXPECT_NE(coco.report.lines()[0].find("1 crowd annotations (iscrowd) of train: ignore regions"),
+            std::string::npos)
+      << coco.report.lines()[0];
   // The train JSON's path reads its val sibling for val; the folder prefers the YAML.
   expect_same(
       *data::load_detection_dataset(d.str("annotations/instances_train.json"), "val").dataset,
@@ -461,9 +476,15 @@ TEST(DetectionData, CocoMissingImageAndBadFields) {
   ASSERT_EQ(test_util::item(*ar.dataset, 0).num_boxes, 1);
   EXPECT_EQ(test_util::item(*ar.dataset, 0).boxes[0].area, 7.5f);
   EXPECT_EQ(test_util::item(*ar.dataset, 1).boxes[0].area, -1.f);
-  // Degenerate boxes are skipped and counted, as Ultralytics' COCO converter does.
-  with(ab, R"({"image_id": 1, "category_id": 1, "bbox": [3, 3, 0, 2]})");
+  // Boxes of zero width or height are kept and counted, as pycocotools counts them (training
+  // leaves them out, as Ultralytics' COCO converter does).
+  with(ab, R"({"image_id": 1, "category_id": 1, "bbox": [3, 3, 0, 2], "area": 0},
+              {"image_id": 1, "category_id": 1, "bbox": [3, 3, 5, 0], "iscrowd": 1})");
   data::DetectionData dd = data::load_detection_dataset(json.string(), "train");
   EXPECT_EQ(dd.report.degenerate, 1);
-  EXPECT_EQ(dd.report.objects, 0);
+  EXPECT_EQ(dd.report.crowd, 1);
+  EXPECT_EQ(dd.report.objects, 2);
+  ASSERT_EQ(test_util::item(*dd.dataset, 0).num_boxes, 2);
+  EXPECT_EQ(test_util::item(*dd.dataset, 0).boxes[0], (data::Box{0, 3, 3, 3, 5, 0.f, false}));
+  EXPECT_EQ(test_util::item(*dd.dataset, 0).boxes[1], (data::Box{0, 3, 3, 8, 3, -1.f, true}));
 }

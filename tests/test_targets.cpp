@@ -19,7 +19,8 @@
 // Boxes in GoogleTest's messages as {cls, x1, y1, x2, y2} rather than bytes.
 namespace hpcnet::data {
 inline void PrintTo(const Box& b, std::ostream* os) {
-  *os << "{" << b.cls << ", " << b.x1 << ", " << b.y1 << ", " << b.x2 << ", " << b.y2 << "}";
+  *os << "{" << b.cls << ", " << b.x1 << ", " << b.y1 << ", " << b.x2 << ", " << b.y2
+      << (b.crowd ? ", crowd}" : "}");
 }
 }  // namespace hpcnet::data
 
@@ -196,6 +197,79 @@ TEST(TargetsBoxes, TwoCropsClipToTheVisibleImage) {
     ASSERT_EQ(o.boxes, want) << "seed " << seed << " (" << t1 << ", " << l1 << ") "
                              << tg_str(o.boxes);
   }
+}
+
+// Boxes the metric needs ride through every transform: a crowd region keeps its flag (and its
+// COCO area where boxes keep theirs), and a box of zero or sub-pixel size in the image itself is
+// kept; only a crop that cuts a box to under a pixel drops it. Mosaic and RandomAffine keep the
+// flag too (their box_candidates rule drops small boxes, as Ultralytics').
+TEST(TargetsBoxes, CrowdFlagAndTinyBoxesRideThroughUnlessCut) {
+  const int H = 20, W = 30;
+  const Bytes px = tg_coord_image(H, W);
+  const std::vector<Box> boxes = {{0, 2, 2, 28, 18, 300.f, true},       // crowd
+                                  {1, 10, 5, 10, 15, 0.f},              // zero width
+                                  {1, 12.25f, 6, 12.75f, 6.5f, 0.25f},  // half a pixel
+                                  {2, 4, 4, 12, 12}};
+  const Example ex = tg_example(px, H, W, &boxes);
+  for (const Compose& t : {Compose({Letterbox{64}, ToTensor{}}),
+                           Compose({Resize{10, 15}, RandomHorizontalFlip{0.5}, ToTensor{}}),
+                           Compose({RandomHorizontalFlip{0.5}, ToTensor{}})})
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      const TgOut o = tg_apply(t, ex, seed);
+      ASSERT_EQ(o.boxes.size(), boxes.size()) << t.str() << ": " << tg_str(o.boxes);
+      for (size_t k = 0; k < boxes.size(); ++k) {
+        EXPECT_EQ(o.boxes[k].cls, boxes[k].cls) << t.str();
+        EXPECT_EQ(o.boxes[k].crowd, boxes[k].crowd) << t.str();
+        EXPECT_EQ(o.boxes[k].area, boxes[k].area) << t.str();
+      }
+      EXPECT_EQ(o.boxes[1].x1, o.boxes[1].x2) << t.str();  // still of zero width
+      EXPECT_GT(o.boxes[1].y2 - o.boxes[1].y1, 0.f) << t.str();
+    }
+  // A crop: a box is kept when the window shows all of it, or at least a pixel each way of it.
+  const int S = 10;
+  int kept_zero = 0, cut_zero = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    const TgOut o = tg_apply(Compose({RandomCrop{S, 0}, ToTensor{}}), ex, seed);
+    const int64_t dy = o.value(0, 0, 0) - 1, dx = o.value(1, 0, 0) - 1;  // the window's offset
+    std::vector<Box> want;
+    for (const Box& b : boxes) {
+      auto cx = [&](float v) { return std::clamp(v - static_cast<float>(dx), 0.f, float(S)); };
+      auto cy = [&](float v) { return std::clamp(v - static_cast<float>(dy), 0.f, float(S)); };
+      Box m = b;
+      m.x1 = cx(b.x1), m.y1 = cy(b.y1), m.x2 = cx(b.x2), m.y2 = cy(b.y2);
+      const bool whole =
+          m.x1 == b.x1 - dx && m.y1 == b.y1 - dy && m.x2 == b.x2 - dx && m.y2 == b.y2 - dy;
+      const bool keep = whole || (m.x2 - m.x1 >= 1 && m.y2 - m.y1 >= 1);
+      if (&b == &boxes[1]) (keep ? kept_zero : cut_zero)++;
+      if (keep) want.push_back(m);
+    }
+    ASSERT_EQ(o.boxes, want) << "seed " << seed << " offset (" << dy << ", " << dx << "): got "
+                             << tg_str(o.boxes) << "want " << tg_str(want);
+  }
+  EXPECT_GT(kept_zero, 0);
+  EXPECT_GT(cut_zero, 0);
+
+  // Mosaic then RandomAffine (through the DataLoader, which hands Mosaic the dataset): every box
+  // of class 0 that comes out is a crowd region, every other box is not.
+  auto ds = std::make_shared<InMemoryDataset>(std::vector<std::string>{"a", "b", "c"}, "boxes",
+                                              TargetKind::kBoxes);
+  for (int i = 0; i < 4; ++i) ds->add_boxes(px.data(), H, W, boxes);
+  DataLoaderOptions lo;
+  lo.batch_size = 4;
+  DataLoader loader(ds, Compose({Mosaic{32, 1.0}, RandomAffine{32, 0, 0, 0.2, 0}, ToTensor{}}), lo);
+  int crowd_seen = 0, others_seen = 0;
+  for (int64_t epoch = 0; epoch < 4; ++epoch) {
+    loader.begin_epoch(epoch);
+    Batch b;
+    while (loader.next(b))
+      for (const auto& list : b.boxes)
+        for (const Box& x : list) {
+          EXPECT_EQ(x.crowd, x.cls == 0) << tg_str(list);
+          (x.crowd ? crowd_seen : others_seen)++;
+        }
+  }
+  EXPECT_GT(crowd_seen, 0);
+  EXPECT_GT(others_seen, 0);
 }
 
 // Resize scales boxes by (new / old) per axis; a Resize to the image's own size is a no-op for

@@ -43,6 +43,9 @@ struct Box {
   // large ranges use it, as pycocotools does); < 0: none, the box's own area is used. Resize,
   // Letterbox, flips and crops keep it (the object's); Mosaic and RandomAffine drop it.
   float area = -1;
+  // A COCO crowd region (iscrowd 1): for the metric an ignore region, as pycocotools has it
+  // (detections inside it count for nothing); never a training target. Every transform keeps it.
+  bool crowd = false;
   bool operator==(const Box&) const = default;
 };
 
@@ -229,8 +232,10 @@ std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::s
 //                are dropped (both counted in DetectionReport, not refused).
 //   COCO         an instances JSON (`images` id/file_name/width/height, `annotations` image_id/
 //                category_id/bbox [x, y, w, h] in pixels/iscrowd, `categories` id/name). Class k
-//                is the k-th category by ascending id; crowd annotations and boxes of zero width
-//                or height are skipped (counted). file_name is looked for below
+//                is the k-th category by ascending id. Crowd annotations (Box::crowd) and boxes
+//                of zero width or height are kept (counted) for the metric, as pycocotools keeps
+//                them (an ignore region; an object nothing can match); training never learns
+//                from them (detect::targets_of). file_name is looked for below
 //                DetectionOptions::coco_images when given, else below the JSON's folder (its
 //                parent when that folder is `annotations/`, as COCO and `make_scenes.py` lay it
 //                out), directly, in images/<S>/ or in <S>/, S being the split word of the JSON's
@@ -268,8 +273,8 @@ struct DetectionReport {
   int64_t duplicate_files = 0;     //   in this many label files
   std::string first_duplicate;     //   FILE:LINE of the first one
   int64_t polygons = 0;            // yolo: polygon rows taken as their bounding box
-  int64_t crowd = 0;               // coco: iscrowd annotations skipped
-  int64_t degenerate = 0;          // coco: boxes of zero width or height skipped
+  int64_t crowd = 0;               // coco: iscrowd annotations (kept, Box::crowd)
+  int64_t degenerate = 0;          // coco: boxes of zero width or height (kept)
   std::vector<std::string> notes;  // other things worth saying once (e.g. a `path` not found)
   // One line each for missing labels, duplicates, crowd/degenerate boxes and notes ("detect:
   // 3 of 100 images of train have no label file (first: labels/train/x.txt); ..."); empty when
@@ -280,7 +285,9 @@ struct DetectionData {
   std::shared_ptr<Dataset> dataset;          // kBoxes, lazy (images decoded by get())
   std::vector<std::string> classes;          // = dataset->classes()
   std::vector<int64_t> image_ids;            // (size,) coco: item i's image id; yolo: i
-  std::vector<int64_t> category_ids;         // coco: class k's category id; yolo: empty
+  // Class k's category id in a COCO results file: coco: the JSON's; yolo: k + 1 (Ultralytics'
+  // class_map for a dataset other than COCO itself).
+  std::vector<int64_t> category_ids;
   DetectionReport report;
 };
 DetectionData load_detection_dataset(const std::string& path, const std::string& split,
@@ -406,9 +413,10 @@ TrainValSplit split_train_val(int64_t n_total, int64_t n_val);
 // ---------------------------------------------------------------------------------------------
 
 // Every transform moves the example's target with its pixels: boxes are mapped through the same
-// crops, flips and scalings (then clipped to the output; a box left narrower or shorter than one
-// pixel is dropped, as torchvision's SanitizeBoundingBoxes(min_size=1)), and masks are resampled
-// nearest on the same index map, with kIgnoreIndex where the output shows padding.
+// crops, flips and scalings (then clipped to the output; a box that clipping leaves narrower or
+// shorter than one pixel is dropped, as torchvision's SanitizeBoundingBoxes(min_size=1), while one
+// that small, or of zero size, in the image itself is kept: the metric counts it), and masks are
+// resampled nearest on the same index map, with kIgnoreIndex where the output shows padding.
 
 // Resizes to height x width, bilinear with align_corners=False and no antialiasing (as
 // torch.nn.functional.interpolate), rounding to uint8; masks nearest (source index

@@ -950,14 +950,10 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
     const std::string box = "bbox [" + num_str(v[0]) + ", " + num_str(v[1]) + ", " + num_str(v[2]) +
                             ", " + num_str(v[3]) + "]";
     if (v[2] < 0 || v[3] < 0) throw r.error(where, box + " has a negative width or height");
-    if (crowd) {
-      c.crowd++;
-      continue;
-    }
-    if (v[2] == 0 || v[3] == 0) {
-      c.degenerate++;
-      continue;
-    }
+    // Crowd regions and boxes of zero width or height are kept, as pycocotools keeps them (an
+    // ignore region; an object nothing can match); detect::targets_of leaves them out of training.
+    c.crowd += crowd ? 1 : 0;
+    c.degenerate += !crowd && (v[2] == 0 || v[3] == 0) ? 1 : 0;
     // COCO's "area" (the object's mask area in make_scenes.py and COCO itself), for the metric's
     // area ranges; absent: the box's.
     float area = -1;
@@ -976,7 +972,7 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
     img.boxes.push_back({cls->second, static_cast<float>(std::clamp(v[0], 0.0, w)),
                          static_cast<float>(std::clamp(v[1], 0.0, h)),
                          static_cast<float>(std::clamp(v[0] + v[2], 0.0, w)),
-                         static_cast<float>(std::clamp(v[1] + v[3], 0.0, h)), area});
+                         static_cast<float>(std::clamp(v[1] + v[3], 0.0, h)), area, crowd == 1});
     c.annotations++;
   }
   std::sort(c.images.begin(), c.images.end(),
@@ -1002,10 +998,10 @@ std::vector<std::string> DetectionReport::lines() const {
                   " (first: " + first_duplicate + ")");
   if (crowd > 0)
     out.push_back("detect: " + std::to_string(crowd) + " crowd annotations (iscrowd) of " + split +
-                  " skipped");
+                  ": ignore regions for the metric, as pycocotools; not trained on");
   if (degenerate > 0)
     out.push_back("detect: " + std::to_string(degenerate) + " boxes of zero width or height of " +
-                  split + " skipped");
+                  split + ": objects for the metric, as pycocotools; not trained on");
   for (const std::string& n : notes) out.push_back("detect: " + n);
   return out;
 }
@@ -1018,7 +1014,11 @@ DetectionData load_detection_dataset(const std::string& path, const std::string&
   report.source = s.tree.display(s.where.file);
   report.split = split;
   if (s.where.coco) return load_coco(s, split, options, std::move(report));
-  return load_yolo(s, split, std::move(report));
+  DetectionData d = load_yolo(s, split, std::move(report));
+  // Ultralytics' class_map for a dataset other than COCO itself: class k is category k + 1.
+  for (size_t k = 0; k < d.classes.size(); ++k)
+    d.category_ids.push_back(static_cast<int64_t>(k) + 1);
+  return d;
 }
 
 bool detection_has_split(const std::string& path, const std::string& split) {

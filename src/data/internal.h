@@ -163,7 +163,7 @@ struct CocoInstances {
   std::vector<int64_t> category_ids;  // (classes.size(),) ascending
   std::vector<CocoImage> images;      // ascending id
   int64_t annotations = 0;            // kept (boxes in all)
-  int64_t crowd = 0, degenerate = 0;  // skipped
+  int64_t crowd = 0, degenerate = 0;  // of those: crowd; others of zero width or height
 };
 // InputError "detect: FILE: <field>: ..." for JSON that does not parse, a missing or mistyped
 // field, duplicate image or category ids, an annotation of an unknown image or category, a bbox

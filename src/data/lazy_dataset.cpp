@@ -201,7 +201,8 @@ std::string LazyDataset::fingerprint() const {
     h = fnv1a(v, sizeof v, h);
   }
   for (const Box& b : boxes_) {
-    const float v[5] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2};
+    const float v[7] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2, b.area,
+                        b.crowd ? 1.f : 0.f};
     h = fnv1a(v, sizeof v, h);
   }
   return hex64(h);

@@ -48,11 +48,14 @@ struct Axis {
     sign = -sign;
   }
   // A box edge at source coordinate u (pixel s covers [s, s+1)) in output coordinates, clipped to
-  // the visible source window and to the output.
-  float map_edge(float u) const {
-    u = std::clamp(u, static_cast<float>(lo), static_cast<float>(hi));
-    const float v = sign > 0 ? u - static_cast<float>(offset) : static_cast<float>(offset + 1) - u;
-    return std::clamp(v, 0.f, static_cast<float>(size));
+  // the visible source window and to the output; *clipped is set when that moved it (by more than
+  // float rounding).
+  float map_edge(float u, bool* clipped) const {
+    const float c = std::clamp(u, static_cast<float>(lo), static_cast<float>(hi));
+    const float v = sign > 0 ? c - static_cast<float>(offset) : static_cast<float>(offset + 1) - c;
+    const float out = std::clamp(v, 0.f, static_cast<float>(size));
+    if (std::abs(c - u) + std::abs(out - v) > 1e-3f) *clipped = true;
+    return out;
   }
 };
 
@@ -141,13 +144,10 @@ Example resample(const Example& ex, const Window& win, int64_t oh, int64_t ow, i
     const float wx = static_cast<float>(win.x), wy = static_cast<float>(win.y);
     buf.boxes.resize(static_cast<size_t>(ex.num_boxes));
     for (int64_t k = 0; k < ex.num_boxes; ++k) {
-      const Box& b = ex.boxes[k];
-      buf.boxes[static_cast<size_t>(k)] = {b.cls,
-                                           (b.x1 - wx) * sx + left,
-                                           (b.y1 - wy) * sy + top,
-                                           (b.x2 - wx) * sx + left,
-                                           (b.y2 - wy) * sy + top,
-                                           b.area};
+      Box& o = buf.boxes[static_cast<size_t>(k)];
+      o = ex.boxes[k];  // class, area and crowd as they are
+      o.x1 = (o.x1 - wx) * sx + left, o.y1 = (o.y1 - wy) * sy + top;
+      o.x2 = (o.x2 - wx) * sx + left, o.y2 = (o.y2 - wy) * sy + top;
     }
     r.boxes = buf.boxes.data();
     r.num_boxes = ex.num_boxes;
@@ -292,7 +292,7 @@ Example warp_affine(const Example& ex, const Affine& A, int64_t size, uint8_t fi
       const double ar = std::max(w2 / (h2 + 1e-16), h2 / (w2 + 1e-16));
       if (w2 > 2 && h2 > 2 && w2 * h2 / (w1 * h1 + 1e-16) > 0.1 && ar < 100)
         kept.push_back({b.cls, static_cast<float>(lo_x), static_cast<float>(lo_y),
-                        static_cast<float>(hi_x), static_cast<float>(hi_y)});
+                        static_cast<float>(hi_x), static_cast<float>(hi_y), -1.f, b.crowd});
     }
     buf.boxes = std::move(kept);
     r.boxes = buf.boxes.data();
@@ -600,9 +600,10 @@ void Compose::apply(const Dataset& ds, int64_t index, const Example& first, uint
     const float padw = static_cast<float>(x1a - x1b), padh = static_cast<float>(y1a - y1b);
     const float lim = static_cast<float>(S);
     for (int64_t j = 0; j < e.num_boxes; ++j) {
-      const Box& b = e.boxes[j];
-      Box o{b.cls, std::clamp(b.x1 + padw, 0.f, lim), std::clamp(b.y1 + padh, 0.f, lim),
-            std::clamp(b.x2 + padw, 0.f, lim), std::clamp(b.y2 + padh, 0.f, lim)};
+      Box o = e.boxes[j];  // class and crowd as they are; the area is dropped
+      o.x1 = std::clamp(o.x1 + padw, 0.f, lim), o.y1 = std::clamp(o.y1 + padh, 0.f, lim);
+      o.x2 = std::clamp(o.x2 + padw, 0.f, lim), o.y2 = std::clamp(o.y2 + padh, 0.f, lim);
+      o.area = -1;
       if ((o.x2 - o.x1) * (o.y2 - o.y1) > 0) canvas.boxes.push_back(o);
     }
   }
@@ -774,12 +775,15 @@ void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
   if (boxes_out) {
     boxes_out->clear();
     for (int64_t k = 0; k < ex.num_boxes; ++k) {
-      const Box& b = ex.boxes[k];
-      float xa = ax.map_edge(b.x1), xb = ax.map_edge(b.x2);
-      float ya = ay.map_edge(b.y1), yb = ay.map_edge(b.y2);
-      Box o{b.cls, std::min(xa, xb), std::min(ya, yb), std::max(xa, xb), std::max(ya, yb),
-            b.area};
-      if (o.x2 - o.x1 >= 1.f && o.y2 - o.y1 >= 1.f) boxes_out->push_back(o);
+      Box o = ex.boxes[k];  // class, area and crowd as they are
+      bool clipped = false;
+      const float xa = ax.map_edge(o.x1, &clipped), xb = ax.map_edge(o.x2, &clipped);
+      const float ya = ay.map_edge(o.y1, &clipped), yb = ay.map_edge(o.y2, &clipped);
+      o.x1 = std::min(xa, xb), o.y1 = std::min(ya, yb);
+      o.x2 = std::max(xa, xb), o.y2 = std::max(ya, yb);
+      // Cut to under a pixel: gone from the picture. A box that small (or of zero size) in the
+      // image itself is kept, for the metric; training leaves it out (detect::targets_of).
+      if (!clipped || (o.x2 - o.x1 >= 1.f && o.y2 - o.y1 >= 1.f)) boxes_out->push_back(o);
     }
   }
 }

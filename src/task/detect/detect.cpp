@@ -80,6 +80,30 @@ std::array<float, 4> unletterbox(const std::array<float, 4>& b, int64_t imgsz, i
   return {fx(b[0]), fy(b[1]), fx(b[2]), fy(b[3])};
 }
 
+namespace {
+
+// Item i's original (height, width), and a box of its letterboxed input as a COCO box there.
+std::array<int64_t, 2> original_size(const data::Batch& b, int64_t i) {
+  if (b.sizes.empty()) return {b.images.size(2), b.images.size(3)};
+  return b.sizes[static_cast<size_t>(i)];
+}
+CocoBox coco_box(const std::array<float, 4>& xyxy, int64_t imgsz, std::array<int64_t, 2> hw) {
+  const auto q = unletterbox(xyxy, imgsz, hw[0], hw[1]);
+  return {q[0], q[1], static_cast<double>(q[2]) - q[0], static_cast<double>(q[3]) - q[1]};
+}
+
+}  // namespace
+
+std::vector<CocoGroundTruth> batch_ground_truths(const data::Batch& b, int64_t i, int64_t imgsz) {
+  const int64_t id = b.indices[static_cast<size_t>(i)];
+  const std::array<int64_t, 2> hw = original_size(b, i);
+  std::vector<CocoGroundTruth> out;
+  for (const data::Box& g : b.boxes[static_cast<size_t>(i)])
+    out.push_back({id, g.cls, coco_box({g.x1, g.y1, g.x2, g.y2}, imgsz, hw),
+                   g.area >= 0 ? std::optional<double>(g.area) : std::nullopt, g.crowd});
+  return out;
+}
+
 }  // namespace detect
 
 namespace {
@@ -104,21 +128,13 @@ class DetectMetric : public Metric {
     o.multi_label = true;
     for (int64_t i = 0; i < b.size; ++i) {
       const int64_t id = b.indices[static_cast<size_t>(i)];
-      const int64_t oh = b.sizes.empty() ? H : b.sizes[static_cast<size_t>(i)][0];
-      const int64_t ow = b.sizes.empty() ? W : b.sizes[static_cast<size_t>(i)][1];
-      auto coco = [&](const std::array<float, 4>& xyxy) {
-        const auto q = detect::unletterbox(xyxy, imgsz_, oh, ow);
-        return detect::CocoBox{q[0], q[1], static_cast<double>(q[2]) - q[0],
-                               static_cast<double>(q[3]) - q[1]};
-      };
       eval_.add_image(id);
-      for (const data::Box& g : b.boxes[static_cast<size_t>(i)])
-        eval_.add_ground_truth({id, g.cls, coco({g.x1, g.y1, g.x2, g.y2}),
-                                g.area >= 0 ? std::optional<double>(g.area) : std::nullopt,
-                                false});
+      for (const detect::CocoGroundTruth& g : detect::batch_ground_truths(b, i, imgsz_))
+        eval_.add_ground_truth(g);
+      const std::array<int64_t, 2> hw = detect::original_size(b, i);
       for (const detect::Detection& d :
            detect::nms(pred.data<float>() + i * (4 + nc) * A, A, nc, o))
-        eval_.add_detection({id, d.cls, coco(d.box), d.score});
+        eval_.add_detection({id, d.cls, detect::coco_box(d.box, imgsz_, hw), d.score});
     }
     summary_.reset();
   }

@@ -1,10 +1,14 @@
-// Post-processing of the detection task: class-aware NMS as Ultralytics' non_max_suppression and
-// the mapping of letterboxed boxes back to the original image (scale_boxes). Plain host code.
+// Post-processing of the detection task: class-aware NMS as Ultralytics' non_max_suppression, the
+// mapping of letterboxed boxes back to the original image (scale_boxes) and a batch's ground truth
+// as the COCO metric takes it. Plain host code.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <vector>
+
+#include "hpcnet/data.h"
+#include "src/task/detect/coco_eval.h"
 
 namespace hpcnet::task::detect {
 
@@ -36,5 +40,11 @@ std::vector<Detection> nms(const float* pred, int64_t A, int64_t nc, const NmsOp
 // clipped to it (Ultralytics' scale_boxes with the letterbox's own padding).
 std::array<float, 4> unletterbox(const std::array<float, 4>& box, int64_t imgsz, int64_t height,
                                  int64_t width);
+
+// The ground truth of item i of an evaluation batch (letterboxed to imgsz x imgsz; its original
+// size in b.sizes, none: the input's) for the COCO metric, as pycocotools reads the dataset: every
+// box in the original image's pixels (unletterbox), crowd regions and zero-size boxes included,
+// with COCO's area when the box has one; image id = the dataset index, category = the class.
+std::vector<CocoGroundTruth> batch_ground_truths(const data::Batch& b, int64_t i, int64_t imgsz);
 
 }  // namespace hpcnet::task::detect

@@ -35,6 +35,10 @@ std::vector<ImageTargets> targets_of(const std::vector<std::vector<data::Box>>& 
   std::vector<ImageTargets> out(boxes.size());
   for (size_t b = 0; b < boxes.size(); ++b)
     for (const data::Box& x : boxes[b]) {
+      // Crowd regions are not objects to learn (Ultralytics drops iscrowd annotations), nor is a
+      // box under a pixel wide or high (zero-size COCO boxes; the transforms keep them for the
+      // metric).
+      if (x.crowd || !(x.x2 - x.x1 >= 1.f && x.y2 - x.y1 >= 1.f)) continue;
       out[b].boxes.push_back({x.x1, x.y1, x.x2, x.y2});
       out[b].labels.push_back(x.cls);
     }

@@ -45,6 +45,8 @@ struct ImageTargets {
   std::vector<std::array<float, 4>> boxes;
   std::vector<int64_t> labels;
 };
+// The training targets of a batch's boxes: all but crowd regions and boxes under one pixel wide or
+// high (which the transforms keep for the metric).
 std::vector<ImageTargets> targets_of(const std::vector<std::vector<data::Box>>& boxes);
 
 // TaskAlignedAssigner(topk, nc, alpha, beta, stride=[8, 16, 32]) on one batch:
