@@ -66,6 +66,7 @@ struct FileRef {
   std::string path;     // the file's path, or the member's path inside the archive
   uint64_t offset = 0;  // archive: the member's data offset in the archive file
   uint64_t size = 0;    // archive: the member's size
+  uint32_t archive = 0; // archive: which of the store's archives
   bool empty() const { return path.empty(); }
 };
 

@@ -10,22 +10,32 @@
 
 namespace hpcnet::data::detail {
 
+uint32_t FileStore::add_archive(std::shared_ptr<const TarFile> tar, std::string name) {
+  HPCNET_CHECK(tar != nullptr, "FileStore: a null archive");
+  tars_.push_back(std::move(tar));
+  names_.push_back(std::move(name));
+  return static_cast<uint32_t>(tars_.size() - 1);
+}
+
 void FileStore::read(const FileRef& f, std::vector<uint8_t>& out, const std::string& what) const {
-  if (!tar_) return read_file_into(f.path, what, out);
-  tar_->read_into(TarMember{f.path, f.offset, f.size}, out);
+  if (tars_.empty()) return read_file_into(f.path, what, out);
+  HPCNET_CHECK(f.archive < tars_.size(), "FileRef of an archive the store does not hold");
+  tars_[f.archive]->read_into(TarMember{f.path, f.offset, f.size}, out);
 }
 
 std::string FileStore::display(const FileRef& f) const {
-  return tar_ ? archive_ + ":" + f.path : f.path;
+  if (tars_.empty() || f.archive >= names_.size()) return f.path;
+  return names_[f.archive] + ":" + f.path;
 }
 
 std::string FileStore::identity() const {
-  if (tar_) {
+  std::string id;
+  for (const auto& tar : tars_) {
     struct stat st {};
-    ::stat(tar_->path().c_str(), &st);
-    return tar_->path() + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime);
+    ::stat(tar->path().c_str(), &st);
+    id += tar->path() + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime) + ";";
   }
-  return "";
+  return id;
 }
 
 void check_boxes(const Box* boxes, size_t n, int64_t height, int64_t width, size_t classes,
@@ -192,7 +202,8 @@ std::string LazyDataset::fingerprint() const {
   h = fnv1a(std::to_string(static_cast<int>(kind_)), h);
   for (const std::string& c : classes_) h = fnv1a(c + "\n", h);
   for (const LazyItem& it : items_) {
-    h = fnv1a(it.image.path + "|" + it.mask.path + "|" + std::to_string(it.image.offset) + "|" +
+    h = fnv1a(it.image.path + "|" + it.mask.path + "|" + std::to_string(it.image.archive) + "|" +
+                  std::to_string(it.image.offset) + "|" +
                   std::to_string(it.image.size) + "|" + std::to_string(it.label) + "\n",
               h);
   }
