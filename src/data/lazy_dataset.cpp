@@ -111,7 +111,7 @@ Example LazyDataset::get(int64_t i, ExampleBuffer& b) const {
   // fresh decompressor, see ImageDecoder).
   thread_local ImageDecoder decoder;
   store_->read(it.image, b.file, what_);
-  const std::string e = decoder.decode(b.file.data(), b.file.size(), b.image);
+  const std::string e = decoder.decode(b.file.data(), b.file.size(), b.image, decode_min_side_);
   if (!e.empty())
     throw InputError(what_ + ": cannot decode image " + store_->display(it.image) + ": " + e +
                      "; replace or remove the file");
@@ -181,6 +181,11 @@ void LazyDataset::fill_target(int64_t i, int64_t height, int64_t width, const ui
   }
 }
 
+void LazyDataset::set_decode_min_side(int64_t min_side) {
+  // Boxes and masks are in the full image's pixels: only class labels allow a reduced decode.
+  decode_min_side_ = kind_ == TargetKind::kLabel ? std::max<int64_t>(0, min_side) : 0;
+}
+
 std::string LazyDataset::item_name(int64_t i) const {
   HPCNET_CHECK(i >= 0 && i < size(), "dataset index out of range");
   return items_[static_cast<size_t>(i)].name;
@@ -199,7 +204,7 @@ int64_t LazyDataset::objects() const {
 std::string LazyDataset::fingerprint() const {
   uint64_t h = fnv1a(store_->identity());
   h = fnv1a(description_, h);
-  h = fnv1a(std::to_string(static_cast<int>(kind_)), h);
+  h = fnv1a(std::to_string(static_cast<int>(kind_)) + "|" + std::to_string(decode_min_side_), h);
   for (const std::string& c : classes_) h = fnv1a(c + "\n", h);
   for (const LazyItem& it : items_) {
     h = fnv1a(it.image.path + "|" + it.mask.path + "|" + std::to_string(it.image.archive) + "|" +

@@ -65,6 +65,8 @@ class LazyDataset : public Dataset {
   void add_rows(LazyItem item, const std::vector<YoloRow>& rows);
   void add_boxes(LazyItem item, const std::vector<Box>& boxes);
   void reserve(size_t items) { items_.reserve(items); }
+  // See data::set_decode_min_side (a no-op for boxes and masks).
+  void set_decode_min_side(int64_t min_side);
 
   int64_t size() const override { return static_cast<int64_t>(items_.size()); }
   Example get(int64_t i, ExampleBuffer& buffer) const override;
@@ -94,6 +96,7 @@ class LazyDataset : public Dataset {
   std::vector<YoloRow> rows_;  // yolo
   std::vector<Box> boxes_;     // coco
   bool rows_mode_ = false;     // boxes come from rows_
+  int64_t decode_min_side_ = 0;
 };
 
 // Checks boxes against an image of height x width and a class count (as InMemoryDataset's
