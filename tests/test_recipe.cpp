@@ -168,7 +168,7 @@ TrainConfig rc_recipe() {
   c.seed = 12345678901234ULL;
   c.log_every = 10;
   c.val_split = 100;
-  c.augment = true;
+  c.augment = "true";
   c.threads = 3;
   return c;
 }
@@ -458,13 +458,13 @@ TEST(RecipeValidate, ResolvedTaskImgszAndTaskOptions) {
   EXPECT_EQ(train::resolved_imgsz(c), 32);
   c.model = "resnet20";
   c.imgsz = 48;
-  c.augment = true;
+  c.augment = "true";
   c.cutout = 8;
   c.label_smoothing = 0.1;
   EXPECT_EQ(train::resolved_imgsz(c), 48);
   const task::TaskOptions o = train::task_options(c);
   EXPECT_EQ(o.imgsz, 48);
-  EXPECT_TRUE(o.augment);
+  EXPECT_EQ(o.augment, "default");
   EXPECT_EQ(o.cutout, 8);
   EXPECT_EQ(o.label_smoothing, 0.1);
   c.imgsz = 0;

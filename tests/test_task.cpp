@@ -398,7 +398,7 @@ TEST(TaskClassify, TransformsBringAnyImageToImgsz) {
   task::TaskOptions o;
   o.imgsz = 24;
   auto plain = task::make_task("classify", o);
-  o.augment = true;
+  o.augment = "default";
   o.cutout = 8;
   auto aug = task::make_task("classify", o);
   for (auto [h, w] : {std::pair{50, 40}, std::pair{24, 24}, std::pair{7, 90}}) {

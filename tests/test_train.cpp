@@ -338,7 +338,7 @@ TEST_P(TrainResumeTest, ResumeIsBitExact) {
   auto [workers, augment, threads] = GetParam();
   auto c = config("straight");
   c.workers = workers;
-  c.augment = augment;
+  c.augment = augment ? "true" : "false";
   c.threads = threads;
   c.epochs = 2;
   std::string straight = train(c);

@@ -364,10 +364,20 @@ int64_t max_image_pixels();
 
 // Decodes a JPEG or PNG held in memory (format told by its first bytes). `name` is used in the
 // InputError thrown for data that is not a decodable JPEG/PNG or is over max_image_pixels().
-Image decode_image(const uint8_t* data, size_t size, const std::string& name);
+// min_side > 0: a JPEG is decoded at the smallest of libjpeg-turbo's DCT scales (1/8 ... 8/8)
+// whose shorter side is still at least min_side (see set_decode_min_side).
+Image decode_image(const uint8_t* data, size_t size, const std::string& name,
+                   int64_t min_side = 0);
 // Reads and decodes one file; InputError naming the file when unreadable or undecodable, when it
 // is not a regular file (a folder, FIFO or device) or when it is over 1 GiB.
-Image read_image_file(const std::string& path);
+Image read_image_file(const std::string& path, int64_t min_side = 0);
+// Decodes the JPEGs of a lazy dataset of class labels at the smallest DCT scale whose shorter
+// side is still at least min_side (0: full size; the task's decode_min_side()): decoding a
+// 400-pixel photograph for a 32-pixel model then computes an eighth of its rows and columns. Every
+// later reader (the loader, --cache ram and disk) sees the same reduced image. No effect on
+// datasets in memory nor on boxes or masks (whose pixels are the full image's). Call before the
+// dataset is shared.
+void set_decode_min_side(Dataset& dataset, int64_t min_side);
 // PNG files in memory: an RGB image (height, width, 3), or an 8-bit palette image whose pixel is
 // an index into `palette` (at most 256 colours; an index past it is an InputError). Error when
 // libpng fails.

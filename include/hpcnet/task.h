@@ -26,7 +26,10 @@ using nn::Outputs;
 // The recipe's fields a task reads (train::TrainConfig fills it).
 struct TaskOptions {
   int64_t imgsz = 32;                 // square input size of the model
-  bool augment = false;               // the task's training augmentation
+  // The training augmentation: "" none, "default" the task's own, or a policy the task names
+  // (classify: "cifar", "imagenet"; eval_transform follows the policy: imagenet evaluates as
+  // Resize(imgsz * 256 / 224) + CenterCrop(imgsz) with ImageNet's mean and std).
+  std::string augment;
   int64_t cutout = 0;                 // classify: Cutout(size) after the other transforms (0 = off)
   double label_smoothing = 0.0;       // classify: cross-entropy label smoothing
   std::string loss = "ce";            // segment: ce, dice or ce+dice (their sum)
@@ -104,6 +107,10 @@ class Task {
     return train_transform();
   }
   virtual data::Compose eval_transform() const = 0;
+  // The shorter side JPEGs may be decoded down to (data::set_decode_min_side) without changing
+  // what the transforms need: 0 (full size) unless the task says otherwise (classify: imgsz, or
+  // imgsz * 256 / 224 for the imagenet policy, the evaluation resize).
+  virtual int64_t decode_min_side() const { return 0; }
   // The batch size of the training loop's validation after each epoch, given --batch-size: 500,
   // for detect 2 x batch as Ultralytics' trainer (its val loader) uses, for segment the batch.
   virtual int64_t val_batch_size(int64_t train_batch_size) const { return 500; }

@@ -83,7 +83,10 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
   int64_t val_split = 0;     // images held out of the training split as "val"
-  bool augment = false;      // the task's augmentation (classify: RandomCrop(imgsz, 4) + flip)
+  // The task's augmentation: "false" (none), "true" (the task's own: classify as "cifar"; detect
+  // Ultralytics'; segment flip and scale), "cifar" (RandomCrop(imgsz, padding=4) + flip) or
+  // "imagenet" (RandomResizedCrop(imgsz) + flip, ImageNet's normalisation; classify).
+  std::string augment = "false";
   bool download = false;
   std::string download_url;  // empty: the official CIFAR-10 URL
   int threads = 0;           // 0 = all cores
@@ -234,6 +237,10 @@ struct ModelMeta {
   std::vector<std::string> classes;  // class names, label order
   int64_t imgsz = 0;                 // input size the model was trained at (0: not recorded)
   int64_t val_split = 0;             // images the run held out as "val"
+  // The augmentation policy that decides the evaluation transform: "imagenet" (Resize(imgsz * 256
+  // / 224) + CenterCrop(imgsz), ImageNet's mean and std), else "" (Resize(imgsz), mean and std
+  // 0.5). Recorded as hpcnet.augment; eval and predict apply it.
+  std::string eval_policy;
 };
 
 // Model weights with metadata (model name, task, class names, input size, normalisation) for
@@ -248,6 +255,7 @@ struct LoadedModel {
   int64_t val_split = 0;
   std::string task = "classify";
   int64_t imgsz = 32;
+  std::string eval_policy;  // ModelMeta::eval_policy
 };
 // Builds the model named in the file's metadata (or `model_name` when given; a mismatch is an
 // InputError) and loads its weights. Takes a model file or a checkpoint.
@@ -277,7 +285,24 @@ struct BenchConfig {
   std::string precision = "fp32";  // fp32 | bf16 (see TrainConfig::precision)
   std::string conv_algorithm = "auto";  // see TrainConfig::conv_algorithm
   bool profile = true;             // per-kernel table (adds a clock read around each kernel)
+  // --loader: the input pipeline alone over `data` (decode, augment, batch into float tensors).
+  bool loader = false;
+  std::string data, dataset = "imagefolder", augment = "imagenet", cache = "none";
+  int workers = 2;
+  int64_t epochs = 1;
 };
+// The input pipeline alone (`hpcnet bench --loader`): the classify task's training transforms
+// (its --augment policy at imgsz) over the train split of `data`, one shuffled pass per epoch
+// through a DataLoader of `workers` threads (with --cache as given).
+struct LoaderBenchResult {
+  int64_t images = 0;          // read per epoch
+  double seconds = 0;          // the last epoch's, wall clock
+  double images_per_sec = 0;   // the last epoch's
+  double start_seconds = 0;    // opening (listing or indexing) the dataset and the cache
+  double peak_rss_mb = 0;
+  std::string transform, cache_line;
+};
+LoaderBenchResult run_loader_bench(const BenchConfig& cfg);
 struct BenchResult {
   double seconds_per_step = 0;
   double images_per_sec = 0;

@@ -90,6 +90,8 @@ void add_recipe_flags(CLI::App& t, train::TrainConfig& tc) {
             if constexpr (std::is_arithmetic_v<T>) o->capture_default_str();
             if constexpr (std::is_same_v<T, std::string>)
               if (!field.empty()) o->capture_default_str();
+            // --augment alone means the task's own augmentation (its value may follow).
+            if (std::string(f.key) == "augment") o->expected(0, 1);
             return o;
           }
         },
@@ -154,6 +156,7 @@ struct EvalArgs {
 std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
   task::TaskOptions o;
   o.imgsz = m.imgsz;
+  o.augment = m.eval_policy;  // its evaluation transform follows (imagenet's Resize + CenterCrop)
   return task::make_task(m.task, o);
 }
 
@@ -174,6 +177,11 @@ int cmd_eval(const EvalArgs& a) {
   HPCNET_REQUIRE(a.save_json.empty() || task->name() == "detect",
                  "--save-json: COCO results are written for detection models only");
   std::shared_ptr<const data::Dataset> ds;
+  // Decoded as the task decodes them in training (a reduced JPEG scale where it changes nothing).
+  auto opened = [&](std::shared_ptr<data::Dataset> d) {
+    data::set_decode_min_side(*d, task->decode_min_side());
+    return d;
+  };
   data::DetectionData detection;  // detect: the image and category ids of the results file
   if (args.dataset == "detect" && (a.split == "test" || a.val_split < 0)) {
     detection = data::load_detection_dataset(a.data, a.split);
@@ -182,11 +190,11 @@ int cmd_eval(const EvalArgs& a) {
     ds = detection.dataset;
   } else if (a.split == "test" || (a.val_split < 0 && m.val_split == 0 &&
                                    data::has_split(args.dataset, a.data, a.split))) {
-    ds = data::open_dataset(args.dataset, a.data, a.split);  // the dataset's own split
+    ds = opened(data::open_dataset(args.dataset, a.data, a.split));  // the dataset's own split
   } else {
     int64_t vs = a.val_split >= 0 ? a.val_split : m.val_split;
     HPCNET_REQUIRE(vs > 0, "--split val needs --val-split N (the weights file records none)");
-    auto full = data::open_dataset(args.dataset, a.data, "train");
+    auto full = opened(data::open_dataset(args.dataset, a.data, "train"));
     HPCNET_REQUIRE(vs < full->size(), "--val-split is larger than the training split");
     ds = std::make_shared<data::Subset>(full, data::split_train_val(full->size(), vs).val);
   }
@@ -255,7 +263,7 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   for (const std::string& path : images) {
     data::Image im;
     try {
-      im = data::read_image_file(path);
+      im = data::read_image_file(path, task->decode_min_side());
     } catch (const InputError& e) {
       std::fflush(stdout);
       std::fprintf(stderr, "hpcnet: error: %s\n", e.what());
@@ -354,6 +362,32 @@ int cmd_export(const ExportArgs& a) {
               out.c_str(), m.name.c_str(), o.dynamic_batch ? "batch" : a.batch.c_str(),
               static_cast<long long>(o.height), static_cast<long long>(o.width),
               static_cast<long long>(r.nodes), static_cast<long long>(r.parameters));
+  return 0;
+}
+
+int cmd_bench_loader(const train::BenchConfig& c, bool json) {
+  const train::LoaderBenchResult r = train::run_loader_bench(c);
+  if (json) {
+    std::cout << nlohmann::json{{"data", c.data},
+                                {"workers", c.workers},
+                                {"batch_size", c.batch_size},
+                                {"transform", r.transform},
+                                {"cache", r.cache_line},
+                                {"images", r.images},
+                                {"seconds", r.seconds},
+                                {"start_seconds", r.start_seconds},
+                                {"images_per_sec", r.images_per_sec},
+                                {"peak_rss_mb", r.peak_rss_mb}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
+  std::printf("%s: %lld images, batch %lld, %d workers\n  %s\n  %s\n", c.data.c_str(),
+              static_cast<long long>(r.images), static_cast<long long>(c.batch_size), c.workers,
+              r.transform.c_str(), r.cache_line.c_str());
+  std::printf("  opened in %.2f s; one epoch in %.2f s; peak RSS %.0f MB\n", r.start_seconds,
+              r.seconds, r.peak_rss_mb);
+  std::printf("loader: %.1f images/s\n", r.images_per_sec);
   return 0;
 }
 
@@ -492,6 +526,17 @@ int main(int argc, char** argv) {
                 "float32 CPU convolutions: auto, direct or winograd")
       ->capture_default_str();
   b->add_flag("--no-profile", bnoprof, "time whole steps only (no per-kernel clock reads)");
+  b->add_flag("--loader", bc.loader,
+              "time the input pipeline alone over --data (decode, augment, batch); its last line "
+              "is 'loader: N images/s'");
+  b->add_option("--data", bc.data, "--loader: the dataset folder or archive");
+  b->add_option("--dataset", bc.dataset, "--loader: imagefolder or cifar10")->capture_default_str();
+  b->add_option("--augment", bc.augment, "--loader: imagenet, cifar, true or false")
+      ->capture_default_str();
+  b->add_option("--workers", bc.workers, "--loader: data-loading threads")->capture_default_str();
+  b->add_option("--cache", bc.cache, "--loader: none, ram, disk or auto")->capture_default_str();
+  b->add_option("--epochs", bc.epochs, "--loader: passes over the data (the last is timed)")
+      ->capture_default_str();
   b->add_flag("--json", bjson, "print one JSON object");
 
   ExportArgs xa;
@@ -537,6 +582,7 @@ int main(int argc, char** argv) {
       dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
       tc.progress = no_progress ? 0 : force_progress ? 1 : -1;
       tc.given = given_recipe_keys(*t);
+      if (tc.augment.empty()) tc.augment = "true";  // --augment without a value
       const train::TrainResult r = train::run_training(tc, std::cout);
       dist::finalize();
       return r.exit_code;  // 130 / 143 when SIGINT / SIGTERM stopped it (checkpoint written)
@@ -551,6 +597,10 @@ int main(int argc, char** argv) {
     }
     if (b->parsed()) {
       bc.profile = !bnoprof;
+      if (bc.loader) {
+        if (b->count("--batch-size") == 0) bc.batch_size = 64;
+        return cmd_bench_loader(bc, bjson);
+      }
       return cmd_bench(bc, bjson);
     }
     if (x->parsed()) return cmd_export(xa);

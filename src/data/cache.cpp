@@ -243,6 +243,10 @@ void write_cache_file(const Dataset& ds, const std::string& path, int threads) {
 }  // namespace
 }  // namespace detail
 
+void set_decode_min_side(Dataset& ds, int64_t min_side) {
+  if (auto* lazy = dynamic_cast<detail::LazyDataset*>(&ds)) lazy->set_decode_min_side(min_side);
+}
+
 std::string default_cache_dir() {
   if (const char* d = std::getenv("HPCNET_CACHE_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hpcnet";

@@ -181,7 +181,8 @@ namespace {
 
 // Returns nullptr on success or the error text. Holds setjmp: no C++ objects in this frame.
 const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8_t* data,
-                        size_t size, std::vector<uint8_t>* pixels, int64_t* h, int64_t* w) {
+                        size_t size, std::vector<uint8_t>* pixels, int64_t* h, int64_t* w,
+                        int64_t min_side) {
   err->truncated = false;
   err->too_large = false;
   err->message[0] = '\0';
@@ -205,6 +206,15 @@ const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8
     return err->message;
   }
   cinfo->out_color_space = JCS_RGB;
+  if (min_side > 0) {
+    // The smallest DCT scale n/8 whose output (ceil(side n / 8), as libjpeg sizes it) keeps the
+    // shorter side at least min_side: the IDCT then computes only the pixels needed.
+    const uint64_t shorter = std::min(cinfo->image_width, cinfo->image_height);
+    unsigned n = 1;
+    while (n < 8 && (shorter * n + 7) / 8 < static_cast<uint64_t>(min_side)) ++n;
+    cinfo->scale_num = n;
+    cinfo->scale_denom = 8;
+  }
   jpeg_start_decompress(cinfo);
   if (cinfo->output_components != 3) {
     std::snprintf(err->message, sizeof(err->message), "unsupported JPEG (%d components, %ux%u)",
@@ -227,7 +237,7 @@ const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8
 
 }  // namespace
 
-std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out) {
+std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out, int64_t min_side) {
   out.height = out.width = 0;
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
     // A fresh decompressor per image (0.2 us): libjpeg keeps the quantization and Huffman tables
@@ -237,7 +247,8 @@ std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out) {
     jpeg_destroy_decompress(&jpeg_->cinfo);
     jpeg_create_decompress(&jpeg_->cinfo);
     const char* e =
-        decode_jpeg(&jpeg_->cinfo, &jpeg_->err, data, size, &out.pixels, &out.height, &out.width);
+        decode_jpeg(&jpeg_->cinfo, &jpeg_->err, data, size, &out.pixels, &out.height, &out.width,
+                    min_side);
     if (e && jpeg_->err.too_large) return e;
     if (e) return std::string("bad JPEG data (") + e + ")";
     return {};
@@ -279,18 +290,18 @@ void set_max_image_pixels(int64_t n) {
 
 int64_t max_image_pixels() { return detail::g_max_pixels.load(std::memory_order_relaxed); }
 
-Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
+Image decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t min_side) {
   detail::ImageDecoder dec;
   Image img;
-  std::string err = dec.decode(data, size, img);
+  std::string err = dec.decode(data, size, img, min_side);
   if (!err.empty())
     throw InputError("cannot decode image " + name + ": " + err + "; replace or remove the file");
   return img;
 }
 
-Image read_image_file(const std::string& path) {
+Image read_image_file(const std::string& path, int64_t min_side) {
   std::vector<uint8_t> bytes = detail::read_whole_file(path, "image");
-  return decode_image(bytes.data(), bytes.size(), path);
+  return decode_image(bytes.data(), bytes.size(), path, min_side);
 }
 
 std::vector<std::string> list_image_files(const std::string& path) {

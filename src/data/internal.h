@@ -179,8 +179,10 @@ class ImageDecoder {
   ~ImageDecoder();
   ImageDecoder(const ImageDecoder&) = delete;
   ImageDecoder& operator=(const ImageDecoder&) = delete;
-  // Decodes into out (resized). Returns "" on success, else the reason (no throw).
-  std::string decode(const uint8_t* data, size_t size, Image& out);
+  // Decodes into out (resized). min_side > 0: a JPEG is decoded at the smallest of libjpeg's DCT
+  // scales n/8 whose shorter side is still at least min_side (PNGs at full size). Returns "" on
+  // success, else the reason (no throw).
+  std::string decode(const uint8_t* data, size_t size, Image& out, int64_t min_side = 0);
   // A class mask: an 8-bit (or 1/2/4-bit) gray or palette PNG whose values (palette indices, not
   // colours) are the classes, into pixels (height * width bytes, one per pixel). RGB masks,
   // 16-bit masks and JPEGs are refused (the reason says what to save instead).

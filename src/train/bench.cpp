@@ -34,6 +34,47 @@ double peak_fp32_gflops(int threads, std::string* how) {
   return peak;
 }
 
+LoaderBenchResult run_loader_bench(const BenchConfig& cfg) {
+  HPCNET_REQUIRE(!cfg.data.empty(), "bench --loader: --data DIR is required");
+  HPCNET_REQUIRE(cfg.batch_size >= 1 && cfg.epochs >= 1 && cfg.workers >= 0,
+                 "bench --loader: --batch-size and --epochs must be positive, --workers >= 0");
+  using clock = std::chrono::steady_clock;
+  LoaderBenchResult r;
+  const auto t0 = clock::now();
+  task::TaskOptions o;
+  o.imgsz = cfg.imgsz > 0 ? cfg.imgsz : 224;
+  o.augment = cfg.augment == "false" || cfg.augment == "none" ? ""
+              : cfg.augment == "true"                          ? "default"
+                                                               : cfg.augment;
+  const std::unique_ptr<task::Task> task = task::make_task("classify", o);
+  std::shared_ptr<data::Dataset> ds = data::open_dataset(cfg.dataset, cfg.data, "train");
+  data::set_decode_min_side(*ds, task->decode_min_side());
+  data::CachedDataset cached = data::cache_dataset(ds, {cfg.cache, "", cfg.threads});
+  r.cache_line = cached.line;
+  r.start_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  data::DataLoaderOptions lo;
+  lo.batch_size = cfg.batch_size;
+  lo.shuffle = true;
+  lo.num_workers = cfg.workers;
+  lo.prefetch_factor = cfg.workers > 0 ? std::max<int64_t>(2, 16 / cfg.workers) : 2;
+  data::Compose tf = task->train_transform();
+  r.transform = tf.str();
+  data::DataLoader loader(cached.dataset, std::move(tf), lo);
+  for (int64_t e = 0; e < cfg.epochs; ++e) {
+    const auto te = clock::now();
+    loader.begin_epoch(e);
+    data::Batch b;
+    r.images = 0;
+    while (loader.next(b)) r.images += b.size;
+    r.seconds = std::chrono::duration<double>(clock::now() - te).count();
+  }
+  r.images_per_sec = r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0;
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  r.peak_rss_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
+  return r;
+}
+
 BenchResult run_bench(const BenchConfig& cfg) {
   HPCNET_REQUIRE(cfg.batch_size >= 1 && cfg.steps >= 1 && cfg.warmup >= 0,
                  "bench: --batch-size and --steps must be positive");

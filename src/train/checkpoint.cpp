@@ -16,15 +16,20 @@ namespace hpcnet::train {
 namespace {
 
 constexpr const char* kNormalize = "{\"mean\":[0.5,0.5,0.5],\"std\":[0.5,0.5,0.5]}";
+constexpr const char* kImageNetNormalize =
+    "{\"mean\":[0.485,0.456,0.406],\"std\":[0.229,0.224,0.225]}";
 
 std::map<std::string, std::string> meta_strings(const ModelMeta& m) {
   std::map<std::string, std::string> s = {{"format", "pt"},
                                           {"hpcnet.model", m.model},
                                           {"hpcnet.classes", nlohmann::json(m.classes).dump()},
-                                          {"hpcnet.normalize", kNormalize},
+                                          {"hpcnet.normalize", m.eval_policy == "imagenet"
+                                                                   ? kImageNetNormalize
+                                                                   : kNormalize},
                                           {"hpcnet.val_split", std::to_string(m.val_split)}};
   if (!m.task.empty()) s["hpcnet.task"] = m.task;
   if (m.imgsz > 0) s["hpcnet.imgsz"] = std::to_string(m.imgsz);  // 0: not recorded
+  if (!m.eval_policy.empty()) s["hpcnet.augment"] = m.eval_policy;
   return s;
 }
 
@@ -190,6 +195,10 @@ RunFile read_run_file(const std::string& path) {
     r.meta.imgsz = parse_int(s, path, "hpcnet.imgsz");
     HPCNET_REQUIRE(r.meta.imgsz >= 1, path + ": corrupt metadata: hpcnet.imgsz " + s);
   }
+  r.meta.eval_policy = get("hpcnet.augment");
+  HPCNET_REQUIRE(r.meta.eval_policy.empty() || r.meta.eval_policy == "imagenet",
+                 path + ": unknown hpcnet.augment '" + r.meta.eval_policy +
+                     "' (a newer hpcnet wrote it?)");
   if (std::string s = get("hpcnet.val_split"); !s.empty())
     r.meta.val_split = parse_int(s, path, "hpcnet.val_split");
   const bool is_checkpoint = get("hpcnet.format") == kCheckpointFormat;
@@ -359,6 +368,7 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
   m.val_split = f.meta.val_split;
   m.task = f.meta.task.empty() ? nn::model_info(m.name).task : f.meta.task;
   m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;
+  m.eval_policy = f.meta.eval_policy;
   nn::ModelOptions mo{static_cast<int64_t>(m.classes.size())};
   // A model saved with an auxiliary head (deeplabv3 trained with --aux-loss) is rebuilt with it.
   for (const auto& [key, t] : f.model)

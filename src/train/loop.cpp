@@ -41,7 +41,9 @@ struct Data {
   std::vector<std::string> notes;  // what --cache chose for each split, and why
 };
 
-Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
+// decode_min_side: the task's (JPEGs decoded at a reduced DCT scale where that changes nothing it
+// needs).
+Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_side) {
   std::shared_ptr<data::Dataset> full;
   // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
   const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
@@ -67,7 +69,8 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
   // --cache: decoded images kept in ram, on disk, or decoded as read (the choice and why printed).
   Data d;
   const data::CacheOptions co{c.cache, c.cache_dir, c.threads};
-  auto cached = [&](std::shared_ptr<const data::Dataset> ds, const char* split) {
+  auto cached = [&](std::shared_ptr<data::Dataset> ds, const char* split) {
+    data::set_decode_min_side(*ds, decode_min_side);
     data::CachedDataset r = data::cache_dataset(std::move(ds), co);
     if (!r.line.empty()) d.notes.push_back(std::string(split) + " " + r.line);
     return r.dataset;
@@ -374,7 +377,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   }
   const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
 
-  Data d = load_data(cfg, pg);
+  Data d = load_data(cfg, pg, task->decode_min_side());
   if (!cfg.quiet)
     for (const std::string& note : d.notes) out << note << std::endl;
   if (ckpt && !ckpt->meta.classes.empty() && ckpt->meta.classes != d.classes) {
@@ -398,6 +401,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   meta.task = task->name();
   meta.classes = d.classes;
   meta.imgsz = task->options().imgsz;
+  if (task->options().augment == "imagenet") meta.eval_policy = "imagenet";
   meta.val_split = cfg.val_split;
   model->to_(device);
   const nn::NamedTensors trainable = apply_freeze(cfg, *model);

@@ -317,9 +317,19 @@ const std::vector<RecipeField> kFields = {
      kRecipe, kRequired,
      [](const C& c) { return need(c.val_split >= 0, "--val-split", "must be >= 0", c.val_split); }},
     {"augment", &C::augment,
-     "the task's augmentation (classify: RandomCrop(imgsz, padding=4) and "
-     "RandomHorizontalFlip)",
-     kRecipe, kRequired},
+     "augmentation: alone or 'true', the task's own (classify: cifar); cifar: RandomCrop(imgsz, "
+     "padding=4) + flip; imagenet: RandomResizedCrop(imgsz, scale=(0.08, 1)) + flip with "
+     "ImageNet's mean/std, evaluated as Resize(imgsz*256/224) + CenterCrop(imgsz); false: none",
+     kRecipe, kRequired,
+     [](const C& c) {
+       const std::string& a = c.augment;
+       std::string msg = need(a == "false" || a == "true" || a == "cifar" || a == "imagenet",
+                              "--augment", "must be true, false, cifar or imagenet", a);
+       if (msg.empty() && (a == "cifar" || a == "imagenet") && resolved_task(c) != "classify")
+         msg = "--augment " + a + " is for classification; use --augment (true) for " +
+               resolved_task(c);
+       return msg;
+     }},
     {"download", &C::download, "fetch CIFAR-10 into --data when it is missing", kSession},
     {"download_url", &C::download_url, "where --download fetches from", kSession},
     {"threads", &C::threads, "CPU threads for the kernels (0 = all cores)", kRun, 0,
@@ -425,7 +435,7 @@ int64_t resolved_imgsz(const TrainConfig& c) {
 task::TaskOptions task_options(const TrainConfig& c) {
   task::TaskOptions o;
   o.imgsz = resolved_imgsz(c);
-  o.augment = c.augment;
+  o.augment = c.augment == "false" ? "" : c.augment == "true" ? "default" : c.augment;
   o.cutout = c.cutout;
   o.label_smoothing = c.label_smoothing;
   o.loss = c.loss;
@@ -468,7 +478,7 @@ void apply_task_defaults(TrainConfig& c) {
   set("ema_decay", &C::ema_decay, 0.9999);
   set("ema_tau", &C::ema_tau, 2000.0);
   set("clip_grad_norm", &C::clip_grad_norm, 10.0);
-  set("augment", &C::augment, true);
+  set("augment", &C::augment, std::string("true"));
   set("mosaic", &C::mosaic, 1.0);
   set("close_mosaic", &C::close_mosaic, int64_t{10});
   set("log_every", &C::log_every, int64_t{50});
@@ -576,7 +586,14 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
           if (!saved.contains(f.key) && f.absent) value = nlohmann::json::parse(f.absent).get<T>();
           if (saved.contains(f.key)) {
             try {
-              value = saved.at(f.key).get<T>();
+              const nlohmann::json& v = saved.at(f.key);
+              if constexpr (std::is_same_v<T, std::string>) {
+                // A field that was a bool before it took words (--augment) reads "true"/"false".
+                value = v.is_boolean() ? std::string(v.get<bool>() ? "true" : "false")
+                                       : v.get<T>();
+              } else {
+                value = v.get<T>();
+              }
             } catch (const nlohmann::json::exception&) {
               throw InputError(where + ": corrupt checkpoint: config " + f.key +
                                " has the wrong type");

@@ -89,24 +89,41 @@ class ClassifyTask : public Task {
   std::string name() const override { return "classify"; }
   data::TargetKind target_kind() const override { return data::TargetKind::kLabel; }
 
-  // Resize (a no-op for images already imgsz x imgsz), [RandomCrop(imgsz, padding=4),
-  // RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5), [Cutout].
+  // cifar (and the default): Resize (a no-op for images already imgsz x imgsz),
+  // [RandomCrop(imgsz, padding=4), RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5),
+  // [Cutout]. imagenet: torchvision's ImageNet training transforms, RandomResizedCrop(imgsz,
+  // scale=(0.08, 1), ratio=(3/4, 4/3)), RandomHorizontalFlip, ToTensor, Normalize(ImageNet's).
   data::Compose train_transform() const override {
     const TaskOptions& o = options();
-    std::vector<data::Transform> t{data::Resize{o.imgsz, o.imgsz}};
-    if (o.augment) {
-      t.push_back(data::RandomCrop{o.imgsz, 4});
-      t.push_back(data::RandomHorizontalFlip{0.5});
+    std::vector<data::Transform> t;
+    if (o.augment == "imagenet") {
+      t = {data::RandomResizedCrop{o.imgsz}, data::RandomHorizontalFlip{0.5}, data::ToTensor{},
+           kImageNet};
+    } else {
+      t = {data::Resize{o.imgsz, o.imgsz}};
+      if (!o.augment.empty()) {
+        t.push_back(data::RandomCrop{o.imgsz, 4});
+        t.push_back(data::RandomHorizontalFlip{0.5});
+      }
+      t.push_back(data::ToTensor{});
+      t.push_back(kNormalize);
     }
-    t.push_back(data::ToTensor{});
-    t.push_back(kNormalize);
     if (o.cutout > 0) t.push_back(data::Cutout{o.cutout});
     return data::Compose(t);
   }
-  // The tutorial's normalisation, Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)).
+  // The tutorial's normalisation, Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)), after a Resize to
+  // imgsz; for a model trained with --augment imagenet, torchvision's ImageNet evaluation:
+  // Resize(imgsz * 256 / 224) (the shorter side), CenterCrop(imgsz), Normalize(ImageNet's).
   data::Compose eval_transform() const override {
     const int64_t s = options().imgsz;
+    if (options().augment == "imagenet")
+      return data::Compose({data::ResizeShorter{s * 256 / 224}, data::CenterCrop{s},
+                            data::ToTensor{}, kImageNet});
     return data::Compose({data::Resize{s, s}, data::ToTensor{}, kNormalize});
+  }
+  int64_t decode_min_side() const override {
+    const int64_t s = options().imgsz;
+    return options().augment == "imagenet" ? s * 256 / 224 : s;
   }
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
     return F::cross_entropy(outputs.at(0), batch.labels, options().label_smoothing);
@@ -147,6 +164,7 @@ class ClassifyTask : public Task {
 
  private:
   static constexpr data::Normalize kNormalize{{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+  static constexpr data::Normalize kImageNet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
 };
 
 }  // namespace

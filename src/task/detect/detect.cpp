@@ -239,7 +239,7 @@ class DetectTask : public Task {
   // epochs - close_mosaic on, so close_mosaic >= epochs means never).
   data::Compose train_transform(int64_t epoch, int64_t epochs) const override {
     const TaskOptions& o = options();
-    if (!o.augment) return eval_transform();
+    if (o.augment.empty()) return eval_transform();
     const bool closed = o.close_mosaic > 0 && epoch >= epochs - o.close_mosaic;
     std::vector<data::Transform> t;
     if (o.mosaic > 0 && !closed) t.push_back(data::Mosaic{o.imgsz, o.mosaic});

@@ -137,11 +137,11 @@ class SegmentTask : public Task {
   data::Compose train_transform() const override {
     const TaskOptions& o = options();
     const int64_t s = o.imgsz;
-    const bool scale = o.augment && (o.scale_min != 1 || o.scale_max != 1);
+    const bool scale = !o.augment.empty() && (o.scale_min != 1 || o.scale_max != 1);
     std::vector<data::Transform> t{
         scale ? data::Transform{data::RandomScale{s, o.scale_min, o.scale_max}}
               : data::Transform{data::Resize{s, s}}};
-    if (o.augment) t.push_back(data::RandomHorizontalFlip{0.5});
+    if (!o.augment.empty()) t.push_back(data::RandomHorizontalFlip{0.5});
     t.push_back(data::ToTensor{});
     t.push_back(kNormalize);
     return data::Compose(t);
