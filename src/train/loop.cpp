@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -28,6 +28,7 @@
 #include "src/train/checkpoint.h"
 #include "src/train/evaluate.h"
 #include "src/train/progress.h"
+#include "src/train/run_lock.h"
 #include "src/train/run_metrics.h"
 
 namespace fs = std::filesystem;
@@ -300,10 +301,15 @@ nn::NamedTensors apply_freeze(const TrainConfig& c, nn::Module& model) {
   return trainable;
 }
 
-// A --out that holds files is another run's unless --resume or --exist-ok say otherwise.
+// A --out that holds files is another run's unless --resume or --exist-ok say otherwise (a
+// folder holding only the lock file of an ended run counts as empty).
 void check_run_directory(const TrainConfig& c) {
   std::error_code ec;
-  if (!c.resume.empty() || !fs::is_directory(c.out, ec) || fs::is_empty(c.out, ec)) return;
+  if (!c.resume.empty() || !fs::is_directory(c.out, ec)) return;
+  bool empty = true;
+  for (const auto& e : fs::directory_iterator(c.out, ec))
+    if (e.path().filename() != kRunLockFile) empty = false;
+  if (empty) return;
   if (!c.exist_ok)
     throw InputError("--out " + c.out + " is not empty (another run?): continue it with --resume " +
                      c.out + ", replace it with --exist-ok, or choose another --out");
@@ -348,6 +354,13 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const bool lead = rank == 0;
   std::ostream null_out(nullptr);  // other ranks print nothing
   std::ostream& out = lead ? out_all : null_out;
+  // One writer per run folder (rank 0's): an existing folder is locked at once, before the data
+  // is read, so a second `--exist-ok` or `--resume` of a run still training is refused before
+  // it touches anything; a new folder is locked when it is created, below.
+  RunLock run_lock;
+  const std::string out_flag = (cfg.resume.empty() ? "--out " : "--resume ") + cfg.out;
+  if (std::error_code ec; lead && fs::is_directory(cfg.out, ec))
+    run_lock.acquire(cfg.out, out_flag);
   HPCNET_REQUIRE(world == 1 || device.is_cpu(),
                  "--device " + cfg.device + " with " + std::to_string(world) +
                      " ranks needs the NCCL process group, which is not implemented yet; use "
@@ -540,6 +553,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     if (ec || !fs::is_directory(cfg.out))
       throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
+    run_lock.acquire(cfg.out, out_flag);
     // Temporary files of writers that died mid-write (NAME.tmp.PID of a process that is gone).
     for (const auto& e : fs::directory_iterator(cfg.out, ec)) {
       const std::string name = e.path().filename().string();
