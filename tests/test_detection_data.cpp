@@ -261,6 +261,23 @@ TEST(DetectionData, BadRowsNameFileAndLine) {
   EXPECT_EQ(rows[1].y2, 0.75);
 }
 
+// A UTF-8 byte order mark (Windows tools write one) before the first row is not part of it; one
+// anywhere else is still an error naming the line.
+TEST(DetectionData, AByteOrderMarkBeforeTheFirstRowIsAccepted) {
+  TempDir d("det");
+  write_split(d.path(), "train",
+              {{"a",
+                "\xEF\xBB\xBF"
+                "2 0.5 0.5 0.5 0.5\r\n1 0.5 0.5 0.25 0.5\r\n"}});
+  write_file(d / "data.yaml", kMapYaml);
+  data::DetectionData dd = data::load_detection_dataset(d.str(), "train");
+  EXPECT_EQ(boxes_of(*dd.dataset, 0), (std::vector<data::Box>{{2, 4, 2, 12, 6}, {1, 6, 2, 10, 6}}));
+  EXPECT_NE(parse_error("0 0.5 0.5 0.1 0.1\n\xEF\xBB\xBF"
+                        "1 0.5 0.5 0.1 0.1")
+                .find("lab.txt:2: column 1"),
+            std::string::npos);
+}
+
 TEST(DetectionData, PolygonRowsTakeTheirBoundingBox) {
   TempDir d("det");
   // A triangle (0.25,0.25) (0.75,0.5) (0.5,1) and a quadrilateral; 2 and 4 columns stay errors.

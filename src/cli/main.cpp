@@ -217,12 +217,27 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
+// --save DIR, as Ultralytics' increment_path: DIR itself when it does not exist or is empty (or
+// with --exist-ok), else the first of DIR2, DIR3, ... that does not exist, so that the pictures
+// of an earlier predict are never overwritten (*renamed says which).
+std::string fresh_save_dir(std::string dir, bool exist_ok, bool* renamed) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::error_code ec;
+  *renamed = false;
+  if (exist_ok || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    return dir;
+  *renamed = true;
+  for (int n = 2;; ++n)
+    if (std::string d = dir + std::to_string(n); !fs::exists(d, ec)) return d;
+}
+
 // Predicts every image of every path (a file, or a folder's images in sorted order). An image
 // that cannot be read is reported on its own line and the others are still predicted; the exit
 // code is then 2.
 int cmd_predict(const std::string& weights, const std::string& model_name,
                 const std::vector<std::string>& paths, int top, bool json, int threads,
-                const std::string& device, const std::string& save, task::PredictOptions po) {
+                const std::string& device, const std::string& save_arg, bool exist_ok,
+                task::PredictOptions po) {
   const Device dev = train::resolve_device(device);
   HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(threads);
@@ -241,6 +256,8 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
     images.insert(images.end(), files.begin(), files.end());
   }
   std::optional<MetricsLog> saved_lines;  // --save: predictions.jsonl beside the pictures
+  bool renamed = false;
+  const std::string save = save_arg.empty() ? "" : fresh_save_dir(save_arg, exist_ok, &renamed);
   if (!save.empty()) {
     std::error_code ec;
     fs::create_directories(save, ec);
@@ -311,6 +328,12 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
       std::cout << j.dump() << std::endl;
     else
       std::printf("%s:%s\n", path.c_str(), p.line.c_str());
+  }
+  if (!save.empty()) {
+    std::fflush(stdout);
+    const std::string why =
+        renamed ? " (" + save_arg + " holds earlier results; --exist-ok writes into it)" : "";
+    std::fprintf(stderr, "hpcnet: results saved to %s%s\n", save.c_str(), why.c_str());
   }
   if (failed > 0 && images.size() > 1) {  // one image: its own line says it all
     std::fflush(stdout);
@@ -456,7 +479,7 @@ int main(int argc, char** argv) {
   std::string pw, pm, pdevice = "auto";
   std::vector<std::string> images;
   int top = 3, pthreads = 0;
-  bool pjson = false;
+  bool pjson = false, pexist_ok = false;
   CLI::App* p = app.add_subcommand("predict", "predict images (JPEG or PNG): files or folders");
   p->add_option("--weights", pw, "model.safetensors")->required();
   p->add_option("--model", pm, "model name (default: from the weights file)");
@@ -474,7 +497,11 @@ int main(int argc, char** argv) {
   p->add_option("--save", psave,
                 "write pictures of the predictions there (segment: NAME_mask.png, an index PNG, "
                 "and NAME_overlay.png; detect: NAME_boxes.png, the boxes drawn with class and "
-                "score) and predictions.jsonl");
+                "score) and predictions.jsonl; a folder that holds files is kept and the "
+                "results go into a new one beside it, NAME2, NAME3, ... (as Ultralytics)");
+  p->add_flag("--exist-ok", pexist_ok,
+              "--save into the folder given even when it holds earlier results (files of the "
+              "same names are replaced)");
   p->add_option("images", images, "image files, or folders (every image in them, sorted)")
       ->required();
 
@@ -547,7 +574,7 @@ int main(int argc, char** argv) {
     }
     if (p->parsed()) {
       data::set_max_image_pixels(pmax_pixels);
-      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave, popt);
+      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave, pexist_ok, popt);
     }
     if (b->parsed()) {
       bc.profile = !bnoprof;

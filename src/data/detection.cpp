@@ -698,7 +698,9 @@ std::vector<YoloRow> parse_yolo_label(const std::string& text, const std::string
   std::vector<std::string_view> tok;
   std::vector<double> v;
   int64_t line_no = 0;
-  for (size_t pos = 0; pos <= text.size();) {
+  // A UTF-8 byte order mark (files from Windows tools) is not part of the first row.
+  const size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  for (size_t pos = start; pos <= text.size();) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
     const std::string_view line(text.data() + pos, end - pos);
