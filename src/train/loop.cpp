@@ -42,13 +42,25 @@ struct Data {
   std::vector<std::string> notes;  // what --cache chose for each split, and why
 };
 
+// A split of --data (open_dataset's), where detection's report goes to stderr and a training split
+// without a single object is refused: there is nothing to learn from (Ultralytics: "No labels
+// found"), and the run would end at mAP 0 without a word.
+std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::string& split) {
+  if (c.dataset != "detect") return data::open_dataset(c.dataset, c.data, split);
+  data::DetectionData d = data::load_detection_dataset(c.data, split);
+  if (const std::string none = d.report.no_objects(); !none.empty() && split == "train")
+    throw InputError(none + "; there is nothing to train on");
+  for (const std::string& line : d.report.lines()) std::fprintf(stderr, "%s\n", line.c_str());
+  return d.dataset;
+}
+
 Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
   std::shared_ptr<data::Dataset> full;
   // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
   const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
   if (!shared_download || pg.rank() == 0) {
     try {
-      full = data::open_dataset(c.dataset, c.data, "train");
+      full = open_split(c, "train");
     } catch (const InputError& e) {
       if (!c.download || c.dataset != "cifar10") throw;
       std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
@@ -86,7 +98,7 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
     d.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      d.val = cached(data::open_dataset(c.dataset, c.data, "val"), "val");
+      d.val = cached(open_split(c, "val"), "val");
       HPCNET_REQUIRE(d.val->classes() == d.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
     }
