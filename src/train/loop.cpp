@@ -101,6 +101,12 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg) {
       d.val = cached(open_split(c, "val"), "val");
       HPCNET_REQUIRE(d.val->classes() == d.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
+    } else if ((c.dataset == "segmentation" || c.dataset == "voc") && pg.rank() == 0) {
+      std::fprintf(stderr,
+                   "hpcnet: --data %s has no val split (images/val/, or a VOC "
+                   "ImageSets/Segmentation/val.txt): training without validation (no val_miou, "
+                   "no best.safetensors); --val-split N holds out N training images\n",
+                   c.data.c_str());
     }
   }
   return d;
