@@ -666,6 +666,12 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(split_lines(r.out).back());
   EXPECT_TRUE(j.contains("map50_95") && j.contains("coco") && j.contains("per_class")) << r.out;
+  // Without --split: the data.yaml has no test split, so eval takes val and says so.
+  r = run_hpcnet({"eval", "--weights", w, "--data", yaml}, dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("eval: " + yaml + " has no test split; evaluating val"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(split_lines(r.out).back().rfind("val: mAP50-95: 0.", 0), 0u) << r.out;
 
   r = run_hpcnet({"predict", "--weights", w, "--conf", "0.0001", "--save", (dir / "pred").string(),
                   (dir / "data" / "images" / "val").string()},

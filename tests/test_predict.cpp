@@ -213,6 +213,20 @@ TEST_F(PredictTest, SaveNeverOverwritesEarlierResults) {
   EXPECT_FALSE(fs::exists(dir_ / "out4"));
 }
 
+// --imgsz: the size images are brought to, by default the model file's (lenet: 32, which its
+// classifier needs, so another size fails in the model and not in the argument parser).
+TEST_F(PredictTest, ImgszDefaultsToTheModelFilesSize) {
+  make_folder();
+  const RunResult plain = run({"imgs/a.png"});
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  RunResult r = run({"--imgsz", "32", "imgs/a.png"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  r = run({"--imgsz", "48", "imgs/a.png"});
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_EQ(r.err.find("--imgsz"), std::string::npos) << r.err;  // parsed, then used
+}
+
 // An undecodable file among good ones: the good ones are predicted, the bad one is named on a
 // line of its own (and a summary line counts it), and the exit code is 2.
 TEST_F(PredictTest, AnUnreadableImageAmongGoodOnes) {
