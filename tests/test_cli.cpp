@@ -239,7 +239,26 @@ TEST_F(CliTest, HelpVersionAndInfo) {
   EXPECT_NE(r.out.find("lenet"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
   r = run({});
-  expect_refused(r, "no subcommand", {"subcommand"});
+  expect_refused(r, "no command", {"a command is required; commands: train, eval, predict"});
+}
+
+// A mistyped command or flag: one line naming the commands, or the closest flag of the command
+// (by edit distance), exit 2.
+TEST_F(CliTest, UnknownCommandsAndMistypedFlagsAreNamed) {
+  RunResult r = run({"trian", "--epochs", "1"});
+  expect_refused(
+      r, "unknown command",
+      {"unknown command 'trian'; commands: train, eval, predict", "did you mean train?"});
+  r = run({"frobnicate"});
+  expect_refused(r, "unknown command", {"unknown command 'frobnicate'"});
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+  r = run({"train", "--epoch", "3"});
+  expect_refused(r, "a flag mistyped", {"--epoch: did you mean --epochs?"});
+  r = run({"eval", "--weights", "w", "--data", "d", "--splt=val"});
+  expect_refused(r, "a flag mistyped", {"--splt: did you mean --split?"});
+  r = run({"train", "--completely-unknown", "1"});
+  expect_refused(r, "an unknown flag", {"--completely-unknown"});
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
 }
 
 // ---- train

@@ -578,6 +578,30 @@ TEST(DetectRecipe, AutoOptimizerAndNominalBatch) {
 
 // train (Ultralytics' defaults where not given), eval (the table, its last line, --json,
 // --save-json) and predict (pictures, YOLO rows) of yolov8n on 64-pixel images; bad labels exit 2.
+// A training split without a single object (no label files, or empty ones) is refused before
+// anything is written: there is nothing to learn from (the run would end at mAP 0 silently).
+TEST(DetectCli, TrainingWithoutOneLabelIsRefused) {
+  TempDir tmp{"detect_nolabels"};
+  const fs::path dir = tmp.path();
+  write_tiny_detect(dir / "data", 4, 2);
+  const std::string yaml = (dir / "data" / "data.yaml").string();
+  const fs::path labels = dir / "data" / "labels" / "train";
+  for (bool empty : {false, true}) {
+    fs::remove_all(labels);
+    fs::create_directories(labels);
+    for (const char* name : {"000", "001", "002", "003"})
+      if (empty || std::string(name) == "003")
+        write_file(labels / (name + std::string(".txt")), "");
+    RunResult r = run_hpcnet({"train", "--model", "yolov8n", "--data", yaml, "--imgsz", "64",
+                              "--epochs", "1", "--out", (dir / "run").string()},
+                             dir);
+    expect_refused(r, empty ? "empty label files" : "no label files",
+                   {"no labels found in " + yaml, "every image of train (4) has no objects",
+                    "check " + labels.string() + "/", "nothing to train on"});
+    EXPECT_FALSE(fs::exists(dir / "run"));
+  }
+}
+
 TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   TempDir tmp{"detect_cli"};  // removed at the end
   const fs::path dir = tmp.path();
@@ -642,6 +666,12 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(split_lines(r.out).back());
   EXPECT_TRUE(j.contains("map50_95") && j.contains("coco") && j.contains("per_class")) << r.out;
+  // Without --split: the data.yaml has no test split, so eval takes val and says so.
+  r = run_hpcnet({"eval", "--weights", w, "--data", yaml}, dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("eval: " + yaml + " has no test split; evaluating val"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(split_lines(r.out).back().rfind("val: mAP50-95: 0.", 0), 0u) << r.out;
 
   r = run_hpcnet({"predict", "--weights", w, "--conf", "0.0001", "--save", (dir / "pred").string(),
                   (dir / "data" / "images" / "val").string()},

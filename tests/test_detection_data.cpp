@@ -211,6 +211,36 @@ TEST(DetectionData, MissingLabelsCountedOnceAndEmptyFiles) {
   EXPECT_NE(lines[0].find("labels/train/a.txt"), std::string::npos) << lines[0];
 }
 
+// A split without a single object says so in one line, naming the label folder to check (the
+// training loop refuses such a train split: tests/test_detect.cpp).
+TEST(DetectionData, ASplitWithoutOneObjectSaysSo) {
+  TempDir d("det");
+  write_split(d.path(), "val", {{"a", std::nullopt}, {"b", std::nullopt}, {"c", "\n"}});
+  write_file(d / "data.yaml", kMapYaml);
+  data::DetectionData dd = data::load_detection_dataset(d.str(), "val");
+  EXPECT_EQ(dd.report.objects, 0);
+  const std::string labels = (d / "labels" / "val").string();
+  EXPECT_EQ(dd.report.lines(),
+            std::vector<std::string>{
+                "detect: no labels found in " + (d / "data.yaml").string() +
+                ": every image of val (3) has no objects: 2 have no label file (first: " + labels +
+                "/a.txt), 1 has an empty one; check " + labels +
+                "/ (one NAME.txt per image NAME.jpg, rows 'class cx cy w h')"});
+  // Only empty label files; and one object anywhere is enough.
+  TempDir e("det");
+  write_split(e.path(), "train", {{"a", ""}, {"b", "\n"}});
+  write_file(e / "data.yaml", kMapYaml);
+  dd = data::load_detection_dataset(e.str(), "train");
+  ASSERT_EQ(dd.report.lines().size(), 1u);
+  EXPECT_NE(dd.report.lines()[0].find(": 2 have an empty one (first: " +
+                                      (e / "labels" / "train" / "a.txt").string() + ")"),
+            std::string::npos)
+      << dd.report.lines()[0];
+  write_file(e / "labels" / "train" / "b.txt", "1 0.5 0.5 0.5 0.5\n");
+  dd = data::load_detection_dataset(e.str(), "train");
+  EXPECT_TRUE(dd.report.lines().empty());
+}
+
 TEST(DetectionData, BadRowsNameFileAndLine) {
   // Through the loader: the label file's path and line.
   TempDir d("det");
@@ -259,6 +289,23 @@ TEST(DetectionData, BadRowsNameFileAndLine) {
   EXPECT_EQ(rows[1].line, 2);
   EXPECT_EQ(rows[1].x1, 0.25);
   EXPECT_EQ(rows[1].y2, 0.75);
+}
+
+// A UTF-8 byte order mark (Windows tools write one) before the first row is not part of it; one
+// anywhere else is still an error naming the line.
+TEST(DetectionData, AByteOrderMarkBeforeTheFirstRowIsAccepted) {
+  TempDir d("det");
+  write_split(d.path(), "train",
+              {{"a",
+                "\xEF\xBB\xBF"
+                "2 0.5 0.5 0.5 0.5\r\n1 0.5 0.5 0.25 0.5\r\n"}});
+  write_file(d / "data.yaml", kMapYaml);
+  data::DetectionData dd = data::load_detection_dataset(d.str(), "train");
+  EXPECT_EQ(boxes_of(*dd.dataset, 0), (std::vector<data::Box>{{2, 4, 2, 12, 6}, {1, 6, 2, 10, 6}}));
+  EXPECT_NE(parse_error("0 0.5 0.5 0.1 0.1\n\xEF\xBB\xBF"
+                        "1 0.5 0.5 0.1 0.1")
+                .find("lab.txt:2: column 1"),
+            std::string::npos);
 }
 
 TEST(DetectionData, PolygonRowsTakeTheirBoundingBox) {

@@ -187,6 +187,46 @@ TEST_F(PredictTest, JsonGivesOneObjectPerImage) {
   EXPECT_EQ(nlohmann::json::parse(lines[4]).at("top").size(), 2u);
 }
 
+// --save DIR twice: the second run keeps the first's results and writes into DIR2 (then DIR3), as
+// Ultralytics does, saying where on stderr; --exist-ok writes into DIR itself.
+TEST_F(PredictTest, SaveNeverOverwritesEarlierResults) {
+  make_folder();
+  RunResult r = run({"--save", "out", "imgs"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "hpcnet: results saved to out\n");
+  const std::string first = read_file(dir_ / "out" / "predictions.jsonl");
+  ASSERT_EQ(split_lines(first).size(), kSorted.size());
+  r = run({"--save", "out/", "imgs/a.png"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "hpcnet: results saved to out2 (out/ holds earlier results; --exist-ok "
+            "writes into it)\n");
+  EXPECT_EQ(read_file(dir_ / "out" / "predictions.jsonl"), first);
+  EXPECT_EQ(split_lines(read_file(dir_ / "out2" / "predictions.jsonl")).size(), 1u);
+  r = run({"--save", "out", "imgs/a.png"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "out3" / "predictions.jsonl"));
+  r = run({"--save", "out", "--exist-ok", "imgs/a.png"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "hpcnet: results saved to out\n");
+  EXPECT_EQ(split_lines(read_file(dir_ / "out" / "predictions.jsonl")).size(), 1u);
+  EXPECT_FALSE(fs::exists(dir_ / "out4"));
+}
+
+// --imgsz: the size images are brought to, by default the model file's (lenet: 32, which its
+// classifier needs, so another size fails in the model and not in the argument parser).
+TEST_F(PredictTest, ImgszDefaultsToTheModelFilesSize) {
+  make_folder();
+  const RunResult plain = run({"imgs/a.png"});
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  RunResult r = run({"--imgsz", "32", "imgs/a.png"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  r = run({"--imgsz", "48", "imgs/a.png"});
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_EQ(r.err.find("--imgsz"), std::string::npos) << r.err;  // parsed, then used
+}
+
 // An undecodable file among good ones: the good ones are predicted, the bad one is named on a
 // line of its own (and a summary line counts it), and the exit code is 2.
 TEST_F(PredictTest, AnUnreadableImageAmongGoodOnes) {

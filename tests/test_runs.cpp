@@ -5,13 +5,16 @@
 // summary line per epoch; and nothing non-finite is written, trained on, evaluated or predicted
 // with.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hpcnet/io.h"
@@ -169,6 +172,54 @@ TEST_F(RunsTest, SaveEveryThenSigkillResumesFromTheLastSavedStep) {
   fs::remove(live);
   EXPECT_TRUE(read_file(dir_ / "cut" / "model.safetensors") ==
               read_file(dir_ / "straight" / "model.safetensors"));
+}
+
+// One writer per run folder: while a run trains (here hanging before step 3, with the checkpoint
+// of step 2), a second `--out X --exist-ok` and a `--resume X` are refused at once (exit 2)
+// naming the first's PID, and leave its files alone; once the first is killed with kill -9 the
+// kernel has released its lock (RUN/.lock stays, unlocked) and --resume continues the run.
+TEST_F(RunsTest, OneWriterPerRunFolderAndAKilledRunLeavesNoLock) {
+  const fs::path run_dir = dir_ / "a", log = dir_ / "first.log", pid_file = dir_ / "first.pid";
+  std::string cmd = "(cd " + shell_quote(dir_.str()) +
+                    " && exec env -u SLURM_NTASKS -u SLURM_PROCID -u SLURM_LOCALID -u WORLD_SIZE "
+                    "-u RANK -u LOCAL_RANK " +
+                    hpcnet_command();
+  for (const auto& a :
+       with(rn_args(data(), run_dir, 2), {"--save-every", "1", "--fail-at-step", "0:3:hang"}))
+    cmd += " " + shell_quote(a);
+  cmd += ") </dev/null >" + shell_quote(log.string()) + " 2>&1 & echo $! >" +
+         shell_quote(pid_file.string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const pid_t pid = std::stoi(read_file(pid_file));
+  struct Killer {  // the first run never ends by itself
+    pid_t pid;
+    ~Killer() { ::kill(pid, SIGKILL); }
+  } killer{pid};
+  const auto t0 = std::chrono::steady_clock::now();
+  while (read_file(log).find("hang before step 3") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120)) << read_file(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string ckpt = read_file(run_dir / "checkpoint.safetensors");
+  ASSERT_FALSE(ckpt.empty());
+  const std::string holder = "PID " + std::to_string(pid) + " on host ";
+  RunResult r = run(with(rn_args(data(), run_dir, 2), {"--exist-ok"}));
+  expect_refused(r, "a second writer with --exist-ok", {"--out " + run_dir.string(), holder});
+  r = run({"train", "--resume", run_dir.string()});
+  expect_refused(r, "--resume of a run still training", {"--resume " + run_dir.string(), holder});
+  EXPECT_TRUE(read_file(run_dir / "checkpoint.safetensors") == ckpt);
+  EXPECT_EQ(read_file(run_dir / ".lock").rfind(std::to_string(pid) + " ", 0), 0u);
+  // kill -9: no chance to clean up, and still no stale lock.
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto alive = [&] {  // a zombie has closed its files
+    return ::kill(pid, 0) == 0 &&
+           read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") == std::string::npos;
+  };
+  for (int i = 0; i < 200 && alive(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  r = run({"train", "--resume", run_dir.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
 }
 
 // One summary line per epoch, after the tutorial's loss lines; with a val split it carries the

@@ -197,6 +197,38 @@ TEST(SegmentTask, MetricIsTorchvisionsConfusionMatrix) {
   EXPECT_THROW(m->set_state({1, 2}), InputError);
 }
 
+// A class in neither the masks nor the predictions has no IoU: mIoU is the mean over the others
+// (mmseg's nanmean, torchmetrics), the report names it, and no NaN is printed or written.
+TEST(SegmentTask, AClassAbsentFromTheSplitIsLeftOutOfTheMeanAndNamed) {
+  auto t = task::make_task("segment");
+  // Targets [0 1 1 / 1 255 0]; predictions [0 1 0 / 1 0 0]; class b nowhere.
+  data::Batch b;
+  b.size = 1;
+  b.masks = Tensor::from_labels({0, 1, 1, 1, 255, 0}).view_nograd({1, 2, 3});
+  std::vector<float> l(3 * 6, 0.f);
+  const int pred[6] = {0, 1, 0, 1, 0, 0};
+  for (int p = 0; p < 6; ++p) l[static_cast<size_t>(pred[p] * 6 + p)] = 1.f;
+  auto m = t->make_metric({"bg", "a", "b"});
+  m->add({Tensor::from_vector(l, {1, 3, 2, 3})}, b);
+  // IoU: bg 2/(2+3-2) = 2/3, a 2/(3+2-2) = 2/3, b none: mIoU over 2 classes.
+  EXPECT_NEAR(m->value(), 200.0 / 3.0, 1e-12);
+  EXPECT_EQ(m->value_text(), "val_miou 66.67% (over 2 of 3 classes; absent: b)");
+  const std::string r = m->report("val");
+  EXPECT_NE(r.find("IoU for class: b            is n/a (absent from val)\n"), std::string::npos)
+      << r;
+  EXPECT_NE(r.find("mIoU: 66.67% pixel accuracy: 80.00% (over 2 of 3 classes; absent: b)\n"),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(r.find("nan"), std::string::npos) << r;
+  const nlohmann::json j = m->to_json();
+  EXPECT_NEAR(j.at("miou").get<double>(), 200.0 / 3.0, 1e-12);
+  EXPECT_EQ(j.at("absent_classes"), nlohmann::json::array({"b"}));
+  // No labelled pixel at all: n/a, not NaN.
+  auto empty = t->make_metric({"bg", "a", "b"});
+  EXPECT_EQ(empty->value_text(), "val_miou n/a (no labelled pixels)");
+  EXPECT_EQ(empty->report("val").find("nan"), std::string::npos) << empty->report("val");
+}
+
 TEST(SegmentTask, LossIgnoresPixelsAndPicturesAreImages) {
   auto t = task::make_task("segment", task::TaskOptions{16});
   data::Batch b;
@@ -323,6 +355,23 @@ std::vector<std::string> sg_train_args(const fs::path& data, const fs::path& out
 }
 
 }  // namespace
+
+// A segmentation dataset without a val split (no images/val/, no VOC val.txt) trains, saying that
+// it goes on without validation. (A class absent from val: SegmentTask.AClassAbsent... above; a
+// model this briefly trained still predicts every class somewhere, so the CLI cannot show it.)
+TEST(SegmentCli, TrainingWithoutAValSplitSaysSo) {
+  TempDir d("segnoval");
+  sg_tiny_set(d / "data");
+  std::vector<std::string> args = sg_train_args(d / "data", d / "run", 1);
+  fs::remove_all(d / "data" / "images" / "val");
+  fs::remove_all(d / "data" / "masks" / "val");
+  args.insert(args.end(), {"--steps", "1"});
+  RunResult r = run_hpcnet(args, d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("has no val split"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ImageSets/Segmentation/val.txt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("training without validation"), std::string::npos) << r.err;
+}
 
 TEST(SegmentCli, TrainEvalPredictAndExactResume) {
   TempDir d("segcli");

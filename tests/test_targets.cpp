@@ -555,7 +555,14 @@ TEST(TargetsDataset, RefusesBadTargetsNamingTheImage) {
     EXPECT_NE(e.find("m1.png"), std::string::npos) << e;
     EXPECT_NE(e.find("class " + std::to_string(bad)), std::string::npos) << e;
     EXPECT_NE(e.find("(1, 1)"), std::string::npos) << e;
+    // The range as the user reads it: the last class's number, not an expression.
+    EXPECT_NE(e.find("outside 0..2 and not 255 (ignore)"), std::string::npos) << e;
   }
+  EXPECT_TRUE(input_error(
+      [&] {
+        InMemoryDataset({"a", "b"}).add(px.data(), 4, 5, 2, "l.png");
+      },
+      "label 2 of image l.png is outside 0..1"));
   ASSERT_EQ(masks.size(), 1);
   // The dataset keeps its own copy of the mask.
   m[0] = 0;

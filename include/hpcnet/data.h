@@ -269,6 +269,7 @@ struct DetectionReport {
   int64_t missing_labels = 0;      // yolo: images without a label file (used without objects)
   std::string first_missing;       //   the first such label file's path
   int64_t empty_labels = 0;        // yolo: label files without a row
+  std::string first_empty;         //   the first such label file's path
   int64_t duplicates = 0;          // yolo: duplicate rows dropped
   int64_t duplicate_files = 0;     //   in this many label files
   std::string first_duplicate;     //   FILE:LINE of the first one
@@ -278,8 +279,14 @@ struct DetectionReport {
   std::vector<std::string> notes;  // other things worth saying once (e.g. a `path` not found)
   // One line each for missing labels, duplicates, crowd/degenerate boxes and notes ("detect:
   // 3 of 100 images of train have no label file (first: labels/train/x.txt); ..."); empty when
-  // nothing needs saying (empty label files and polygons are normal and not reported).
+  // nothing needs saying (empty label files and polygons are normal and not reported). A split
+  // of images without a single object gets no_objects() instead of the missing-labels line.
   std::vector<std::string> lines() const;
+  // "" when the split has an object (or no image); else what is wrong, for a warning (val) or a
+  // refusal (train: nothing to learn from): "no labels found in data.yaml: every image of train
+  // (8) has no objects: 8 have no label file (first: labels/train/a.txt); check labels/train/
+  // (one NAME.txt per image NAME.jpg, rows 'class cx cy w h')".
+  std::string no_objects() const;
 };
 struct DetectionData {
   std::shared_ptr<Dataset> dataset;          // kBoxes, lazy (images decoded by get())

@@ -108,6 +108,67 @@ std::set<std::string> given_recipe_keys(const CLI::App& t) {
   return keys;
 }
 
+// The edit distance (Levenshtein) between a and b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The closest of names to word, when it is close enough to be a likely typo ("" otherwise).
+std::string closest(const std::string& word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& n : names)
+    if (const size_t d = edit_distance(word, n); d < best_d) {
+      best = n;
+      best_d = d;
+    }
+  return best;
+}
+
+// CLI11's parse error made useful: an unknown command gets "unknown command 'X'; commands: ...",
+// and an unknown --flag of a command the closest flag it has. `args` in command-line order.
+std::string explain_parse_error(CLI::App& app, const std::vector<std::string>& args,
+                                const std::string& what) {
+  std::vector<std::string> commands;
+  for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+    commands.push_back(s->get_name());
+  const std::string list = fmt::format("{}", fmt::join(commands, ", "));
+  if (args.empty() || args[0].empty() || args[0][0] == '-') {
+    if (what.find("subcommand") == std::string::npos) return what;
+    return "a command is required; commands: " + list;
+  }
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+    if (s->get_name() == args[0]) sub = s;
+  if (!sub) {
+    const std::string near = closest(args[0], commands);
+    return "unknown command '" + args[0] + "'; commands: " + list +
+           (near.empty() ? "" : " (did you mean " + near + "?)");
+  }
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+  std::string out = what;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string flag = args[i].substr(0, args[i].find('='));
+    if (flag.rfind("--", 0) != 0 || flag.size() < 3 || sub->get_option_no_throw(flag)) continue;
+    if (const std::string near = closest(flag, flags); !near.empty())
+      out += "; " + flag + ": did you mean " + near + "?";
+  }
+  return out;
+}
+
 // Prints the one-line error and returns the exit code. In a job of several ranks it names the rank
 // and ends every rank with that code: the others would otherwise wait in their next collective.
 int exit_with_error(int code, const std::string& line) {
@@ -148,7 +209,7 @@ struct EvalArgs {
   int64_t val_split = -1, batch_size = 500;
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   int workers = 2, threads = 0;
-  bool json = false, tta_flip = false, dataset_given = false;
+  bool json = false, tta_flip = false, dataset_given = false, split_given = false;
   std::string device = "auto", save_json;
 };
 
@@ -160,20 +221,28 @@ std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
   return task::make_task(m.task, o);
 }
 
-int cmd_eval(const EvalArgs& a) {
-  const Device dev = train::resolve_device(a.device);
-  HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
-  HPCNET_REQUIRE(a.workers >= 0 && a.workers <= 64, "--workers must be in [0, 64]");
-  ops::set_num_threads(a.threads);
-  HPCNET_REQUIRE(a.split == "test" || a.split == "val",
-                 "--split must be test or val (got '" + a.split + "')");
-  HPCNET_REQUIRE(a.batch_size >= 1, "--batch-size must be at least 1");
-  data::set_max_image_pixels(a.max_image_pixels);
-  train::LoadedModel m = train::load_model(a.weights, a.model);
+int cmd_eval(const EvalArgs& given) {
+  const Device dev = train::resolve_device(given.device);
+  HPCNET_REQUIRE(given.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  HPCNET_REQUIRE(given.workers >= 0 && given.workers <= 64, "--workers must be in [0, 64]");
+  ops::set_num_threads(given.threads);
+  HPCNET_REQUIRE(given.split == "test" || given.split == "val",
+                 "--split must be test or val (got '" + given.split + "')");
+  HPCNET_REQUIRE(given.batch_size >= 1, "--batch-size must be at least 1");
+  data::set_max_image_pixels(given.max_image_pixels);
+  train::LoadedModel m = train::load_model(given.weights, given.model);
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
-  EvalArgs args = a;
-  if (!a.dataset_given && task->name() == "detect") args.dataset = "detect";
+  EvalArgs args = given;
+  if (!given.dataset_given && task->name() == "detect") args.dataset = "detect";
+  // The default split, test, falls back to val on a dataset that has no test split (a data.yaml
+  // without `test:`, a segmentation folder without images/test/), saying so.
+  if (!given.split_given && data::has_split(args.dataset, args.data, "val") &&
+      !data::has_split(args.dataset, args.data, "test")) {
+    args.split = "val";
+    std::fprintf(stderr, "eval: %s has no test split; evaluating val\n", args.data.c_str());
+  }
+  const EvalArgs& a = args;
   HPCNET_REQUIRE(a.save_json.empty() || task->name() == "detect",
                  "--save-json: COCO results are written for detection models only");
   std::shared_ptr<const data::Dataset> ds;
@@ -225,18 +294,35 @@ int cmd_eval(const EvalArgs& a) {
   return 0;
 }
 
+// --save DIR, as Ultralytics' increment_path: DIR itself when it does not exist or is empty (or
+// with --exist-ok), else the first of DIR2, DIR3, ... that does not exist, so that the pictures
+// of an earlier predict are never overwritten (*renamed says which).
+std::string fresh_save_dir(std::string dir, bool exist_ok, bool* renamed) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::error_code ec;
+  *renamed = false;
+  if (exist_ok || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    return dir;
+  *renamed = true;
+  for (int n = 2;; ++n)
+    if (std::string d = dir + std::to_string(n); !fs::exists(d, ec)) return d;
+}
+
 // Predicts every image of every path (a file, or a folder's images in sorted order). An image
 // that cannot be read is reported on its own line and the others are still predicted; the exit
 // code is then 2.
 int cmd_predict(const std::string& weights, const std::string& model_name,
                 const std::vector<std::string>& paths, int top, bool json, int threads,
-                const std::string& device, const std::string& save, task::PredictOptions po) {
+                const std::string& device, const std::string& save_arg, bool exist_ok,
+                int64_t imgsz, task::PredictOptions po) {
   const Device dev = train::resolve_device(device);
   HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(threads);
   HPCNET_REQUIRE(top >= 1, "--top must be at least 1");
+  HPCNET_REQUIRE(imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   train::LoadedModel m = train::load_model(weights, model_name);
   m.module->to_(dev);
+  if (imgsz > 0) m.imgsz = imgsz;
   const std::unique_ptr<task::Task> task = task_of(m);
   const data::Compose tf = task->eval_transform();
   po.top = top;
@@ -249,6 +335,8 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
     images.insert(images.end(), files.begin(), files.end());
   }
   std::optional<MetricsLog> saved_lines;  // --save: predictions.jsonl beside the pictures
+  bool renamed = false;
+  const std::string save = save_arg.empty() ? "" : fresh_save_dir(save_arg, exist_ok, &renamed);
   if (!save.empty()) {
     std::error_code ec;
     fs::create_directories(save, ec);
@@ -319,6 +407,12 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
       std::cout << j.dump() << std::endl;
     else
       std::printf("%s:%s\n", path.c_str(), p.line.c_str());
+  }
+  if (!save.empty()) {
+    std::fflush(stdout);
+    const std::string why =
+        renamed ? " (" + save_arg + " holds earlier results; --exist-ok writes into it)" : "";
+    std::fprintf(stderr, "hpcnet: results saved to %s%s\n", save.c_str(), why.c_str());
   }
   if (failed > 0 && images.size() > 1) {  // one image: its own line says it all
     std::fflush(stdout);
@@ -472,7 +566,9 @@ int main(int argc, char** argv) {
   e->add_option("--save-json", ea.save_json,
                 "detect: also write the detections as a COCO results file (pycocotools' loadRes)");
   e->add_option("--data", ea.data, "dataset folder or archive")->required();
-  e->add_option("--split", ea.split, "test or val")->capture_default_str();
+  e->add_option("--split", ea.split,
+                "test or val (default: test; val where the dataset has no test split)")
+      ->capture_default_str();
   e->add_option("--val-split", ea.val_split, "size of the val split (default: from the weights file)");
   e->add_option("--batch-size", ea.batch_size, "evaluation batch size")->capture_default_str();
   e->add_option("--workers", ea.workers, "data-loading threads")->capture_default_str();
@@ -490,11 +586,15 @@ int main(int argc, char** argv) {
   std::string pw, pm, pdevice = "auto";
   std::vector<std::string> images;
   int top = 3, pthreads = 0;
-  bool pjson = false;
+  int64_t pimgsz = 0;
+  bool pjson = false, pexist_ok = false;
   CLI::App* p = app.add_subcommand("predict", "predict images (JPEG or PNG): files or folders");
   p->add_option("--weights", pw, "model.safetensors")->required();
   p->add_option("--model", pm, "model name (default: from the weights file)");
   p->add_option("--top", top, "classes to show per image")->capture_default_str();
+  p->add_option("--imgsz", pimgsz,
+                "input size the images are brought to (default: the size in the model file, "
+                "the one it was trained at)");
   p->add_option("--threads", pthreads, "CPU threads (0 = all cores)");
   p->add_option("--device", pdevice, "auto, cpu or cuda")->capture_default_str();
   int64_t pmax_pixels = data::kDefaultMaxImagePixels;
@@ -508,7 +608,11 @@ int main(int argc, char** argv) {
   p->add_option("--save", psave,
                 "write pictures of the predictions there (segment: NAME_mask.png, an index PNG, "
                 "and NAME_overlay.png; detect: NAME_boxes.png, the boxes drawn with class and "
-                "score) and predictions.jsonl");
+                "score) and predictions.jsonl; a folder that holds files is kept and the "
+                "results go into a new one beside it, NAME2, NAME3, ... (as Ultralytics)");
+  p->add_flag("--exist-ok", pexist_ok,
+              "--save into the folder given even when it holds earlier results (files of the "
+              "same names are replaced)");
   p->add_option("images", images, "image files, or folders (every image in them, sorted)")
       ->required();
 
@@ -558,6 +662,7 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("info", "build, backends and library versions");
 
+  std::vector<std::string> in_order;  // the arguments, for messages
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     try {
@@ -566,12 +671,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hpcnet: error: %s\n", err.what());
       return 2;
     }
+    in_order = args;
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
     app.parse(args);
   } catch (const CLI::ParseError& err) {
     if (err.get_exit_code() == 0) return app.exit(err);  // --help, --version
     // One line, like every other error (CLI11's own printer adds a second "Run with --help" line).
-    std::string msg = err.what();
+    std::string msg = explain_parse_error(app, in_order, err.what());
     std::replace(msg.begin(), msg.end(), '\n', ' ');
     while (!msg.empty() && msg.back() == ' ') msg.pop_back();
     std::fprintf(stderr, "hpcnet: error: %s (see hpcnet --help)\n", msg.c_str());
@@ -589,11 +695,13 @@ int main(int argc, char** argv) {
     }
     if (e->parsed()) {
       ea.dataset_given = e->count("--dataset") > 0;
+      ea.split_given = e->count("--split") > 0;
       return cmd_eval(ea);
     }
     if (p->parsed()) {
       data::set_max_image_pixels(pmax_pixels);
-      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave, popt);
+      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave, pexist_ok, pimgsz,
+                         popt);
     }
     if (b->parsed()) {
       bc.profile = !bnoprof;

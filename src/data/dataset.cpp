@@ -71,7 +71,7 @@ void InMemoryDataset::add(const uint8_t* hwc, int64_t height, int64_t width, int
   HPCNET_REQUIRE(label >= 0 && label < static_cast<int64_t>(classes_.size()),
                  "dataset: label " + std::to_string(label) + " of image " +
                      (name.empty() ? "#" + std::to_string(items_.size()) : name) +
-                     " is outside 0.." + std::to_string(classes_.size()) + " - 1");
+                     " is outside 0.." + std::to_string(static_cast<int64_t>(classes_.size()) - 1));
   add_item(hwc, height, width, label, std::move(name));
 }
 

@@ -539,7 +539,8 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
     int64_t dups = 0, dup_line = 0;
     items[i].rows =
         detail::parse_yolo_label(t.text(labels[i]), t.display(labels[i]), nc, &dups, &dup_line);
-    if (items[i].rows.empty() && dups == 0) report.empty_labels++;
+    if (items[i].rows.empty() && dups == 0 && report.empty_labels++ == 0)
+      report.first_empty = t.display(labels[i]);
     if (dups > 0) {
       if (report.duplicate_files++ == 0)
         report.first_duplicate = t.display(labels[i]) + ":" + std::to_string(dup_line);
@@ -698,7 +699,9 @@ std::vector<YoloRow> parse_yolo_label(const std::string& text, const std::string
   std::vector<std::string_view> tok;
   std::vector<double> v;
   int64_t line_no = 0;
-  for (size_t pos = 0; pos <= text.size();) {
+  // A UTF-8 byte order mark (files from Windows tools) is not part of the first row.
+  const size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  for (size_t pos = start; pos <= text.size();) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
     const std::string_view line(text.data() + pos, end - pos);
@@ -986,9 +989,28 @@ CocoInstances parse_coco_instances(const std::string& text, const std::string& f
 // The public API.
 // ---------------------------------------------------------------------------------------------
 
+std::string DetectionReport::no_objects() const {
+  if (objects > 0 || images == 0) return "";
+  std::string s = "no labels found in " + source + ": every image of " + split + " (" +
+                  std::to_string(images) + ") has no objects";
+  if (format == "coco") return s + "; check that its annotations name these images' ids";
+  const std::string first = missing_labels > 0 ? first_missing : first_empty;
+  auto have = [](int64_t n) { return std::to_string(n) + (n == 1 ? " has" : " have"); };
+  if (missing_labels > 0)
+    s += ": " + have(missing_labels) + " no label file (first: " + first_missing + ")";
+  if (empty_labels > 0)
+    s += std::string(missing_labels > 0 ? ", " : ": ") + have(empty_labels) + " an empty one" +
+         (missing_labels > 0 ? "" : " (first: " + first_empty + ")");
+  const std::string dir = fs::path(first).parent_path().string();
+  return s + "; check " + (dir.empty() ? std::string("the labels folder") : dir + "/") +
+         " (one NAME.txt per image NAME.jpg, rows 'class cx cy w h')";
+}
+
 std::vector<std::string> DetectionReport::lines() const {
   std::vector<std::string> out;
-  if (missing_labels > 0)
+  if (const std::string none = no_objects(); !none.empty())
+    out.push_back("detect: " + none);
+  else if (missing_labels > 0)
     out.push_back("detect: " + std::to_string(missing_labels) + " of " + std::to_string(images) +
                   " images of " + split + " have no label file and are used without objects " +
                   "(first: " + first_missing + ")");

@@ -44,7 +44,8 @@ void check_boxes(const Box* boxes, size_t n, int64_t height, int64_t width, size
     const Box& b = boxes[k];
     HPCNET_REQUIRE(b.cls >= 0 && b.cls < static_cast<int64_t>(classes),
                    "dataset: image " + who + " box " + std::to_string(k) + " has class " +
-                       std::to_string(b.cls) + ", outside 0.." + std::to_string(classes) + " - 1");
+                       std::to_string(b.cls) + ", outside 0.." +
+                       std::to_string(static_cast<int64_t>(classes) - 1));
     HPCNET_REQUIRE(b.x1 >= 0 && b.y1 >= 0 && b.x1 <= b.x2 && b.y1 <= b.y2 &&
                        b.x2 <= static_cast<float>(width) && b.y2 <= static_cast<float>(height),
                    "dataset: image " + who + " box " + std::to_string(k) +
@@ -60,8 +61,9 @@ void check_mask(const uint8_t* mask, int64_t height, int64_t width, size_t class
     HPCNET_REQUIRE(mask[p] < classes || mask[p] == kIgnoreIndex,
                    "dataset: mask of image " + who + " has class " + std::to_string(mask[p]) +
                        " at pixel (" + std::to_string(p / width) + ", " +
-                       std::to_string(p % width) + "), outside 0.." + std::to_string(classes) +
-                       " - 1 and not " + std::to_string(kIgnoreIndex) + " (ignore)");
+                       std::to_string(p % width) + "), outside 0.." +
+                       std::to_string(static_cast<int64_t>(classes) - 1) + " and not " +
+                       std::to_string(kIgnoreIndex) + " (ignore)");
 }
 
 LazyDataset::LazyDataset(std::shared_ptr<const FileStore> store, std::vector<std::string> classes,
@@ -79,7 +81,7 @@ void LazyDataset::add(LazyItem item) {
   HPCNET_CHECK(kind_ != TargetKind::kMask || !item.mask.empty(), "mask item without a mask");
   HPCNET_REQUIRE(item.label >= 0 && item.label < static_cast<int64_t>(classes_.size()),
                  "dataset: label " + std::to_string(item.label) + " of image " + item.name +
-                     " is outside 0.." + std::to_string(classes_.size()) + " - 1");
+                     " is outside 0.." + std::to_string(static_cast<int64_t>(classes_.size()) - 1));
   items_.push_back(std::move(item));
 }
 

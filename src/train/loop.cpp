@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -28,6 +28,7 @@
 #include "src/train/checkpoint.h"
 #include "src/train/evaluate.h"
 #include "src/train/progress.h"
+#include "src/train/run_lock.h"
 #include "src/train/run_metrics.h"
 
 namespace fs = std::filesystem;
@@ -41,6 +42,18 @@ struct Data {
   std::vector<std::string> notes;  // what --cache chose for each split, and why
 };
 
+// A split of --data (open_dataset's), where detection's report goes to stderr and a training split
+// without a single object is refused: there is nothing to learn from (Ultralytics: "No labels
+// found"), and the run would end at mAP 0 without a word.
+std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::string& split) {
+  if (c.dataset != "detect") return data::open_dataset(c.dataset, c.data, split);
+  data::DetectionData d = data::load_detection_dataset(c.data, split);
+  if (const std::string none = d.report.no_objects(); !none.empty() && split == "train")
+    throw InputError(none + "; there is nothing to train on");
+  for (const std::string& line : d.report.lines()) std::fprintf(stderr, "%s\n", line.c_str());
+  return d.dataset;
+}
+
 // decode_min_side: the task's (JPEGs decoded at a reduced DCT scale where that changes nothing it
 // needs).
 Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_side) {
@@ -49,7 +62,7 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_
   const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
   if (!shared_download || pg.rank() == 0) {
     try {
-      full = data::open_dataset(c.dataset, c.data, "train");
+      full = open_split(c, "train");
     } catch (const InputError& e) {
       if (!c.download || c.dataset != "cifar10") throw;
       std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
@@ -88,9 +101,15 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_
     d.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      d.val = cached(data::open_dataset(c.dataset, c.data, "val"), "val");
+      d.val = cached(open_split(c, "val"), "val");
       HPCNET_REQUIRE(d.val->classes() == d.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
+    } else if ((c.dataset == "segmentation" || c.dataset == "voc") && pg.rank() == 0) {
+      std::fprintf(stderr,
+                   "hpcnet: --data %s has no val split (images/val/, or a VOC "
+                   "ImageSets/Segmentation/val.txt): training without validation (no val_miou, "
+                   "no best.safetensors); --val-split N holds out N training images\n",
+                   c.data.c_str());
     }
   }
   return d;
@@ -303,10 +322,15 @@ nn::NamedTensors apply_freeze(const TrainConfig& c, nn::Module& model) {
   return trainable;
 }
 
-// A --out that holds files is another run's unless --resume or --exist-ok say otherwise.
+// A --out that holds files is another run's unless --resume or --exist-ok say otherwise (a
+// folder holding only the lock file of an ended run counts as empty).
 void check_run_directory(const TrainConfig& c) {
   std::error_code ec;
-  if (!c.resume.empty() || !fs::is_directory(c.out, ec) || fs::is_empty(c.out, ec)) return;
+  if (!c.resume.empty() || !fs::is_directory(c.out, ec)) return;
+  bool empty = true;
+  for (const auto& e : fs::directory_iterator(c.out, ec))
+    if (e.path().filename() != kRunLockFile) empty = false;
+  if (empty) return;
   if (!c.exist_ok)
     throw InputError("--out " + c.out + " is not empty (another run?): continue it with --resume " +
                      c.out + ", replace it with --exist-ok, or choose another --out");
@@ -351,6 +375,13 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const bool lead = rank == 0;
   std::ostream null_out(nullptr);  // other ranks print nothing
   std::ostream& out = lead ? out_all : null_out;
+  // One writer per run folder (rank 0's): an existing folder is locked at once, before the data
+  // is read, so a second `--exist-ok` or `--resume` of a run still training is refused before
+  // it touches anything; a new folder is locked when it is created, below.
+  RunLock run_lock;
+  const std::string out_flag = (cfg.resume.empty() ? "--out " : "--resume ") + cfg.out;
+  if (std::error_code ec; lead && fs::is_directory(cfg.out, ec))
+    run_lock.acquire(cfg.out, out_flag);
   HPCNET_REQUIRE(world == 1 || device.is_cpu(),
                  "--device " + cfg.device + " with " + std::to_string(world) +
                      " ranks needs the NCCL process group, which is not implemented yet; use "
@@ -544,6 +575,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     if (ec || !fs::is_directory(cfg.out))
       throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
+    run_lock.acquire(cfg.out, out_flag);
     // Temporary files of writers that died mid-write (NAME.tmp.PID of a process that is gone).
     for (const auto& e : fs::directory_iterator(cfg.out, ec)) {
       const std::string name = e.path().filename().string();

@@ -1,8 +1,10 @@
 // The semantic-segmentation task: a class per pixel (masks with 255 = ignore). Loss: per-pixel
 // cross-entropy of the logits (N, C, H, W) with ignore_index 255; metric: the confusion matrix
 // of torchvision's segmentation reference (pixels whose target is 255 left out) and from it
-// per-class IoU, mIoU and pixel accuracy; predict: the share of each class's pixels, and as
-// pictures the mask (a palette PNG, index = class) and a coloured overlay on the photograph.
+// per-class IoU, mIoU (the mean over the classes present, as mmseg and torchmetrics: a class in
+// neither the masks nor the predictions has no IoU, and is named instead) and pixel accuracy;
+// predict: the share of each class's pixels, and as pictures the mask (a palette PNG, index =
+// class) and a coloured overlay on the photograph.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -75,11 +77,41 @@ class SegmentMetric : public Metric {
     }
     return iu;
   }
-  // torchvision's mean over every class (NaN when a class is absent from both).
+  // The mean over the classes that have an IoU (mmseg's nanmean; torchmetrics leaves out a class
+  // in neither target nor prediction too). torchvision's reference means over every class, NaN
+  // as soon as one is absent; both agree when every class is present. NaN with no labelled pixel.
   double miou() const {
     double s = 0;
-    for (double v : iou()) s += v;
-    return 100.0 * s / static_cast<double>(n_);
+    int64_t k = 0;
+    for (double v : iou())
+      if (std::isfinite(v)) {
+        s += v;
+        ++k;
+      }
+    return k > 0 && count() > 0 ? 100.0 * s / static_cast<double>(k) : std::nan("");
+  }
+  // The classes without an IoU (no pixel of theirs in the masks, none predicted): "b, c".
+  std::string absent() const {
+    std::string out;
+    const std::vector<double> iu = iou();
+    for (size_t c = 0; c < n_; ++c)
+      if (!std::isfinite(iu[c])) out += (out.empty() ? "" : ", ") + classes_[c];
+    return out;
+  }
+  // "" when every class has an IoU; else " (over 2 of 3 classes; absent: b)".
+  std::string absent_note() const {
+    const std::string a = absent();
+    if (a.empty() || count() == 0) return "";
+    int64_t k = 0;
+    for (double v : iou()) k += std::isfinite(v) ? 1 : 0;
+    return " (over " + std::to_string(k) + " of " + std::to_string(n_) + " classes; absent: " + a +
+           ")";
+  }
+  std::string value_text() const override {
+    if (count() == 0) return "val_miou n/a (no labelled pixels)";
+    char b[64];
+    std::snprintf(b, sizeof b, "val_miou %.2f%%", miou());
+    return b + absent_note();
   }
   double pixel_accuracy() const {
     double d = 0, all = 0;
@@ -102,20 +134,29 @@ class SegmentMetric : public Metric {
     out += line;
     const std::vector<double> iu = iou();
     for (size_t c = 0; c < n_; ++c) {
-      std::snprintf(line, sizeof line, "IoU for class: %-12s is %.2f %%\n", classes_[c].c_str(),
-                    100.0 * iu[c]);
+      if (std::isfinite(iu[c]))
+        std::snprintf(line, sizeof line, "IoU for class: %-12s is %.2f %%\n", classes_[c].c_str(),
+                      100.0 * iu[c]);
+      else  // no pixel of it in the masks, none predicted
+        std::snprintf(line, sizeof line, "IoU for class: %-12s is n/a (absent from %s)\n",
+                      classes_[c].c_str(), split.c_str());
       out += line;
     }
-    std::snprintf(line, sizeof line, "mIoU: %.2f%% pixel accuracy: %.2f%%\n", miou(),
+    if (count() == 0) return out + "mIoU: n/a pixel accuracy: n/a (no labelled pixels)\n";
+    std::snprintf(line, sizeof line, "mIoU: %.2f%% pixel accuracy: %.2f%%", miou(),
                   pixel_accuracy());
-    return out + line;
+    return out + line + absent_note() + "\n";
   }
   nlohmann::json to_json() const override {
     nlohmann::json per = nlohmann::json::object();
     const std::vector<double> iu = iou();
     for (size_t c = 0; c < n_; ++c) per[classes_[c]] = 100.0 * iu[c];  // NaN is written as null
+    std::vector<std::string> absent_classes;
+    for (size_t c = 0; c < n_; ++c)
+      if (!std::isfinite(iu[c])) absent_classes.push_back(classes_[c]);
     return {{"pixels", count()},
             {"miou", miou()},
+            {"absent_classes", absent_classes},  // without an IoU: left out of miou
             {"pixel_accuracy", pixel_accuracy()},
             {"per_class_iou", per}};
   }
