@@ -20,9 +20,9 @@ namespace hpcnet::data {
 // `{N..M}` or `{N..M..STEP}`, counting down when N > M, zero-padded to the longer of N and M when
 // either has a leading zero; `{a..e}` letters); "{x,y}" alternatives (nested braces allowed).
 // Requires: every '{' closed, no stray '}', no empty group or range end, a group with a range or
-// at least one comma ("{a}" is refused, not kept literally), at most 1,000,000 names in all.
+// at least one comma ("{a}" is refused, not kept literally), at most max_names names in all.
 // InputError "PATTERN: ..." saying what is wrong otherwise. A pattern without braces is itself.
-std::vector<std::string> expand_braces(const std::string& pattern);
+std::vector<std::string> expand_braces(const std::string& pattern, size_t max_names = 1'000'000);
 
 // Whether `path` names WebDataset shards by its form alone (what --dataset auto-detects):
 //   - a pattern with a '{' whose expansion ends in .tar ("shards/train-{000000..000146}.tar");

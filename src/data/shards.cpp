@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 namespace hpcnet::data {
 namespace {
 
-constexpr size_t kMaxNames = 1'000'000;
 constexpr int64_t kMaxClasses = 100'000;  // as a dataset YAML
 constexpr uint64_t kMaxTextMember = 64ull << 20;
 
@@ -37,7 +36,7 @@ bool is_digits(const std::string& s, size_t from = 0) {
 bool is_integer(const std::string& s) { return is_digits(s, !s.empty() && s[0] == '-' ? 1 : 0); }
 
 // "{N..M[..S]}" or "{a..e[..S]}" as braceexpand; false when body is not a range.
-bool expand_range(const std::string& body, const std::string& pattern,
+bool expand_range(const std::string& body, const std::string& pattern, size_t limit,
                   std::vector<std::string>* out) {
   std::vector<std::string> parts;
   for (size_t from = 0;;) {
@@ -65,9 +64,9 @@ bool expand_range(const std::string& body, const std::string& pattern,
   const uint64_t count = static_cast<uint64_t>(start <= end ? end - start : start - end) /
                              static_cast<uint64_t>(step) +
                          1;
-  HPCNET_REQUIRE(count <= kMaxNames, "webdataset: " + pattern + ": {" + body + "} names " +
-                                         std::to_string(count) + " shards, over " +
-                                         std::to_string(kMaxNames));
+  HPCNET_REQUIRE(count <= limit, "webdataset: " + pattern + ": {" + body + "} names " +
+                                     std::to_string(count) + " shards, over " +
+                                     std::to_string(limit));
   int width = 0;
   auto padded = [](const std::string& s) {
     return s != "0" && s != "-0" && (s.rfind('0', 0) == 0 || s.rfind("-0", 0) == 0);
@@ -88,13 +87,14 @@ bool expand_range(const std::string& body, const std::string& pattern,
 }
 
 // The alternatives of a group's body: a range, or items split at top-level commas.
-std::vector<std::string> group_items(const std::string& body, const std::string& pattern) {
+std::vector<std::string> group_items(const std::string& body, const std::string& pattern,
+                                     size_t limit) {
   HPCNET_REQUIRE(
       !body.empty(),
       "webdataset: " + pattern + ": an empty {}; write a range {000000..000009} or a list {a,b}");
   std::vector<std::string> items;
   if (body.find(',') == std::string::npos && body.find('{') == std::string::npos &&
-      expand_range(body, pattern, &items))
+      expand_range(body, pattern, limit, &items))
     return items;
   int depth = 0;
   size_t from = 0;
@@ -112,7 +112,7 @@ std::vector<std::string> group_items(const std::string& body, const std::string&
   return items;
 }
 
-std::vector<std::string> expand(const std::string& s, const std::string& pattern) {
+std::vector<std::string> expand(const std::string& s, const std::string& pattern, size_t limit) {
   const size_t open = s.find('{'), stray = s.find('}');
   if (open == std::string::npos) {
     HPCNET_REQUIRE(stray == std::string::npos,
@@ -131,13 +131,13 @@ std::vector<std::string> expand(const std::string& s, const std::string& pattern
   }
   HPCNET_REQUIRE(close != std::string::npos, "webdataset: " + pattern + ": a '{' without its '}'");
   const std::string prefix = s.substr(0, open);
-  const std::vector<std::string> tails = expand(s.substr(close + 1), pattern);
+  const std::vector<std::string> tails = expand(s.substr(close + 1), pattern, limit);
   std::vector<std::string> out;
-  for (const std::string& item : group_items(s.substr(open + 1, close - open - 1), pattern))
-    for (const std::string& head : expand(item, pattern))
+  for (const std::string& item : group_items(s.substr(open + 1, close - open - 1), pattern, limit))
+    for (const std::string& head : expand(item, pattern, limit))
       for (const std::string& tail : tails) {
-        HPCNET_REQUIRE(out.size() < kMaxNames, "webdataset: " + pattern + " names over " +
-                                                   std::to_string(kMaxNames) + " shards");
+        HPCNET_REQUIRE(out.size() < limit, "webdataset: " + pattern + " names over " +
+                                               std::to_string(limit) + " shards");
         out.push_back(prefix + head + tail);
       }
   return out;
@@ -199,8 +199,8 @@ std::vector<std::string> read_classes(const std::vector<std::string>& folders, s
 
 }  // namespace
 
-std::vector<std::string> expand_braces(const std::string& pattern) {
-  return expand(pattern, pattern);
+std::vector<std::string> expand_braces(const std::string& pattern, size_t max_names) {
+  return expand(pattern, pattern, max_names);
 }
 
 bool is_webdataset_path(const std::string& path) {
