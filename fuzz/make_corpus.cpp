@@ -316,6 +316,21 @@ int main(int argc, char** argv) {
       "coco_json", "minimal.json",
       R"({"images":[{"id":1,"file_name":"x.jpg","width":4,"height":4}],"categories":[{"id":1,"name":"a"}]})");
 
+  // WebDataset shards (byte 0: 0 a brace pattern, 1 a member list, 2 a tar): ranges, padding and
+  // lists; keys with dots in folders, a hidden name, metadata; a shard as webdataset writes one.
+  const std::string b0(1, '\0');
+  seed("shard_keys", "braces.txt", b0 + "s/train-{000000..000146}.tar");
+  seed("shard_keys", "braces_list.txt", b0 + "x{a,b{1,2}}-{08..10..2}-{c..a}.tar");
+  seed("shard_keys", "members.txt",
+       "\x01a.jpg\na.cls\n__info__\nd.e/b.PNG\nd.e/b.seg.png\nd/.x\nc.jpeg\nc.json\nc.txt");
+  seed("shard_keys", "shard.tar",
+       "\x02" + tar({{"000.png", bytes_of(data::encode_png_rgb(px.data(), 4, 4)), false},
+                     {"000.cls", "1\n", false},
+                     {"001.jpg", jpeg(4, 4, false, false), false},
+                     {"001.cls", " 7 ", false},
+                     {"001.txt", "0 0.5 0.5 0.2 0.2\n", false}},
+                    false, pax));
+
   fs::remove_all(tmp);
   return 0;
 }

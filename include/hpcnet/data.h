@@ -311,6 +311,9 @@ bool detection_has_split(const std::string& path, const std::string& split);
 //                 (a folder with train/ or test/).
 //   "imagefolder" load_image_folder(path, split).
 //   "segmentation" load_segmentation(path, split) (also "voc": the same loader).
+//   "webdataset"  load_webdataset(path) (hpcnet/shards.h); any name reads a path that
+//                 is_webdataset_path recognises (a brace pattern of .tar shards, a shard list,
+//                 a folder of .tar files) as WebDataset shards.
 // split: "train" or "test" ("val" too for segmentation). Unknown name/split or unusable path:
 // InputError.
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& path,

@@ -22,6 +22,7 @@
 #include "hpcnet/export.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
+#include "hpcnet/shards.h"
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "src/cli/build_info.h"
@@ -252,7 +253,8 @@ int cmd_eval(const EvalArgs& given) {
     return d;
   };
   data::DetectionData detection;  // detect: the image and category ids of the results file
-  if (args.dataset == "detect" && (a.split == "test" || a.val_split < 0)) {
+  if (args.dataset == "detect" && !data::is_webdataset_path(a.data) &&
+      (a.split == "test" || a.val_split < 0)) {
     detection = data::load_detection_dataset(a.data, a.split);
     for (const std::string& line : detection.report.lines())
       std::fprintf(stderr, "%s\n", line.c_str());
@@ -533,6 +535,39 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
   return 0;
 }
 
+struct ShardArgs {
+  std::string data, out, dataset, split = "train", shard_size = "1GB";
+  bool shuffle = false;
+  uint64_t seed = 0;
+};
+
+int cmd_shard(const ShardArgs& a) {
+  data::ShardOptions o;
+  o.out = a.out;
+  o.prefix = a.split;
+  o.shard_size = data::parse_byte_size(a.shard_size, "--shard-size");
+  o.shuffle = a.shuffle;
+  o.seed = a.seed;
+  const std::string name =
+      a.dataset.empty() ? data::guess_dataset_name(a.data, a.split) : a.dataset;
+  std::shared_ptr<data::Dataset> ds = data::open_dataset(name, a.data, a.split);
+  std::printf("shard: %s (--dataset %s)\n", ds->describe().c_str(), name.c_str());
+  const data::ShardReport r = data::write_shards(
+      *ds, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+  std::printf(
+      "shard: %lld samples in %zu shard%s, %.1f MB%s; classes in %s; read them with "
+      "--data '%s'\n",
+      static_cast<long long>(r.samples), r.shards.size(), r.shards.size() == 1 ? "" : "s",
+      static_cast<double>(r.bytes) / 1e6,
+      r.reencoded ? fmt::format(" ({} images encoded as PNG: no source file)", r.reencoded).c_str()
+                  : "",
+      r.classes_file.c_str(), r.pattern.c_str());
+  if (r.dropped_crowd)
+    std::printf("shard: %lld COCO crowd boxes not written (YOLO rows have no crowd flag)\n",
+                static_cast<long long>(r.dropped_crowd));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -560,8 +595,8 @@ int main(int argc, char** argv) {
   e->add_option("--weights", ea.weights, "model.safetensors (or checkpoint.safetensors)")->required();
   e->add_option("--model", ea.model, "model name (default: from the weights file)");
   e->add_option("--dataset", ea.dataset,
-                "cifar10, imagefolder, segmentation, voc or detect (default: detect for a "
-                "detection model, else cifar10)")
+                "cifar10, imagefolder, segmentation, voc, detect or webdataset (default: detect "
+                "for a detection model, else cifar10; shards are recognised from --data)")
       ->capture_default_str();
   e->add_option("--save-json", ea.save_json,
                 "detect: also write the detections as a COCO results file (pycocotools' loadRes)");
@@ -660,6 +695,30 @@ int main(int argc, char** argv) {
   pl->add_option("rundir", plot_dir, "the run folder (train's --out)")->required();
   pl->add_option("--out", plot_out, "the PNG file (default: RUNDIR/results.png)");
 
+  ShardArgs sa;
+  CLI::App* sh = app.add_subcommand(
+      "shard", "write a dataset as WebDataset tar shards (OUT/SPLIT-000000.tar, ...)");
+  sh->footer(
+      "Each sample is KEY.jpg|png (the source file's bytes), KEY.cls (classification), KEY.txt\n"
+      "(YOLO rows, normalised) or KEY.mask.png (segmentation), and KEY.json ({\"source\": ...});\n"
+      "keys are sample numbers (000000123); OUT/classes.txt names the classes. Read the shards\n"
+      "with: hpcnet train --data 'OUT/train-{000000..000009}.tar' ... (see docs/data.md)");
+  sh->add_option("--data", sa.data,
+                 "the dataset to write: any folder, archive or file hpcnet reads")
+      ->required();
+  sh->add_option("--out", sa.out, "the folder for the shards (created; must hold no SPLIT-*.tar)")
+      ->required();
+  sh->add_option("--dataset", sa.dataset,
+                 "cifar10, imagefolder, detect, segmentation, voc or webdataset (default: "
+                 "guessed from --data)");
+  sh->add_option("--split", sa.split, "the split to write, also the shards' name prefix")
+      ->capture_default_str();
+  sh->add_option("--shard-size", sa.shard_size,
+                 "close a shard before it would pass this size (1GB, 500MB, 64KiB, bytes)")
+      ->capture_default_str();
+  sh->add_flag("--shuffle", sa.shuffle, "write the samples in a random order (of --seed)");
+  sh->add_option("--seed", sa.seed, "the shuffle's seed")->capture_default_str();
+
   app.add_subcommand("info", "build, backends and library versions");
 
   std::vector<std::string> in_order;  // the arguments, for messages
@@ -712,6 +771,7 @@ int main(int argc, char** argv) {
       return cmd_bench(bc, bjson);
     }
     if (x->parsed()) return cmd_export(xa);
+    if (sh->parsed()) return cmd_shard(sa);
     if (pl->parsed()) {
       std::printf("%s\n", train::plot_run(plot_dir, plot_out).c_str());
       return 0;

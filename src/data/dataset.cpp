@@ -1,11 +1,12 @@
 // In-memory datasets, subsets, the fixed train/validation split and the dataset factory that
 // recognises the CIFAR-10 binary layout, its archive, and image folders (unpacked or archived).
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
 #include "hpcnet/rng.h"
+#include "hpcnet/shards.h"
 #include "src/data/internal.h"
 #include "src/data/lazy_dataset.h"
 
@@ -235,6 +236,8 @@ std::shared_ptr<Dataset> open_cifar10(const std::string& path, const std::string
 
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& path,
                                       const std::string& split) {
+  // WebDataset shards are known by their form whatever the name (see is_webdataset_path).
+  if (name == "webdataset" || is_webdataset_path(path)) return load_webdataset(path);
   if (name == "cifar10") return open_cifar10(path, split);
   if (name == "imagefolder") return load_image_folder(path, split);
   if (name == "segmentation" || name == "voc") return load_segmentation(path, split);
@@ -244,10 +247,11 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
     return d.dataset;
   }
   throw InputError("unknown dataset '" + name +
-                   "'; use cifar10, imagefolder, segmentation or detect");
+                   "'; use cifar10, imagefolder, segmentation, detect or webdataset");
 }
 
 bool has_split(const std::string& name, const std::string& path, const std::string& split) {
+  if (name == "webdataset" || is_webdataset_path(path)) return false;  // the shards are the split
   if (name == "detect") return detection_has_split(path, split);
   if (name != "segmentation" && name != "voc") return false;
   return detail::segmentation_has_split(path, split);

@@ -193,6 +193,25 @@ std::string LazyDataset::item_name(int64_t i) const {
   return items_[static_cast<size_t>(i)].name;
 }
 
+const LazyItem& LazyDataset::item(int64_t i) const {
+  HPCNET_CHECK(i >= 0 && i < size(), "dataset index out of range");
+  return items_[static_cast<size_t>(i)];
+}
+
+std::vector<YoloRow> LazyDataset::rows_of(int64_t i) const {
+  const LazyItem& it = item(i);
+  if (kind_ != TargetKind::kBoxes || !rows_mode_) return {};
+  return {rows_.begin() + static_cast<std::ptrdiff_t>(it.first),
+          rows_.begin() + static_cast<std::ptrdiff_t>(it.first + it.count)};
+}
+
+std::vector<Box> LazyDataset::boxes_of(int64_t i) const {
+  const LazyItem& it = item(i);
+  if (kind_ != TargetKind::kBoxes || rows_mode_) return {};
+  return {boxes_.begin() + static_cast<std::ptrdiff_t>(it.first),
+          boxes_.begin() + static_cast<std::ptrdiff_t>(it.first + it.count)};
+}
+
 std::string LazyDataset::describe() const {
   // No image is decoded for a description: the index says what there is.
   return description_ + ": " + std::to_string(size()) + " images, " +

@@ -86,6 +86,12 @@ class LazyDataset : public Dataset {
   // A digest of the index (store, names, files, targets) that changes when the data does.
   std::string fingerprint() const;
   const FileStore& store() const { return *store_; }
+  // For tools that copy the source files (hpcnet shard): item i as indexed (its files, label,
+  // width/height), and its objects: label rows (a yolo index, normalised corners; empty for coco)
+  // or boxes (a coco index, pixels of item.width x item.height; empty for yolo).
+  const LazyItem& item(int64_t i) const;
+  std::vector<YoloRow> rows_of(int64_t i) const;
+  std::vector<Box> boxes_of(int64_t i) const;
 
  private:
   std::shared_ptr<const FileStore> store_;

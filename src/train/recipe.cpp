@@ -50,18 +50,20 @@ const std::vector<RecipeField> kFields = {
      [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
     {"dataset", &C::dataset,
      "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC; detect: "
-     "an Ultralytics data.yaml or COCO instances JSON (the default with a detect model)",
+     "an Ultralytics data.yaml or COCO instances JSON (the default with a detect model); "
+     "webdataset: tar shards (any task; also recognised from --data, see docs/data.md)",
      kRecipe, kRequired,
      [](const C& c) {
        return c.dataset == "cifar10" || c.dataset == "imagefolder" || c.dataset == "segmentation" ||
-                      c.dataset == "voc" || c.dataset == "detect"
+                      c.dataset == "voc" || c.dataset == "detect" || c.dataset == "webdataset"
                   ? std::string()
                   : "unknown dataset '" + c.dataset +
-                        "' (known: cifar10, imagefolder, segmentation, voc, detect)";
+                        "' (known: cifar10, imagefolder, segmentation, voc, detect, webdataset)";
      }},
     {"data", &C::data,
      "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an image "
-     "folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz",
+     "folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz; WebDataset shards: "
+     "'DIR/train-{000000..000009}.tar', a list file of .tar paths or a folder of .tar files",
      kRun, 0,
      [](const C& c) {
        return c.data.empty() ? "--data is required: the dataset folder or archive" : "";
@@ -118,8 +120,8 @@ const std::vector<RecipeField> kFields = {
      "per-step warm-up from 0 (biases from --warmup-bias-lr, SGD momentum from "
      "--warmup-momentum)",
      kRecipe, kRequired},
-    {"lrf", &C::lrf, "linear schedule: the last epochs' rate as a fraction of --lr (Ultralytics' lrf)",
-     kRecipe, 0,
+    {"lrf", &C::lrf,
+     "linear schedule: the last epochs' rate as a fraction of --lr (Ultralytics' lrf)", kRecipe, 0,
      [](const C& c) { return need(c.lrf > 0 && c.lrf <= 1, "--lrf", "must be in (0, 1]", c.lrf); }},
     {"warmup_bias_lr", &C::warmup_bias_lr,
      "linear schedule: the biases' starting rate in the warm-up (0 with --optimizer auto)", kRecipe,
@@ -127,8 +129,8 @@ const std::vector<RecipeField> kFields = {
      [](const C& c) {
        return need(c.warmup_bias_lr >= 0, "--warmup-bias-lr", "must be >= 0", c.warmup_bias_lr);
      }},
-    {"warmup_momentum", &C::warmup_momentum, "linear schedule: SGD's starting momentum in the warm-up",
-     kRecipe, 0,
+    {"warmup_momentum", &C::warmup_momentum,
+     "linear schedule: SGD's starting momentum in the warm-up", kRecipe, 0,
      [](const C& c) {
        return need(c.warmup_momentum >= 0 && c.warmup_momentum < 1, "--warmup-momentum",
                    "must be in [0, 1)", c.warmup_momentum);
@@ -388,7 +390,8 @@ const std::vector<RecipeField> kFields = {
      "(torch.nn.SyncBatchNorm, torchvision's --sync-bn), so that N ranks at batch B train as one "
      "process at batch N x B; without it each rank's own batch",
      kRecipe},
-    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int|nan]", kSession, kHidden},
+    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int|nan]", kSession,
+     kHidden},
 };
 
 bool given(const C& c, const RecipeField& f) { return !c.given || c.given->count(f.key) > 0; }
