@@ -935,3 +935,24 @@ TEST(DataDownload, LocalServer) {
 }
 
 }  // namespace
+
+// ImageNet's layout: synset folders named by LOC_synset_mapping.txt beside train/ (a name used
+// twice keeps its folder); a file that leaves a folder unnamed names none.
+TEST(DataImageFolder, ClassNamesFromASynsetMapping) {
+  TempDir tmp("data");
+  for (const char* d : {"n01", "n02", "n03"}) {
+    fs::create_directories(tmp.path() / "train" / d);
+    std::ofstream(tmp.path() / "train" / d / "a.png", std::ios::binary)
+        << std::string(reinterpret_cast<const char*>(encode_png(Bytes(6 * 5, 7), 6, 5,
+                                                                PNG_COLOR_TYPE_GRAY, 8)
+                                                         .data()),
+                       encode_png(Bytes(6 * 5, 7), 6, 5, PNG_COLOR_TYPE_GRAY, 8).size());
+  }
+  std::ofstream(tmp.path() / "LOC_synset_mapping.txt")
+      << "n01 tench, Tinca tinca\nn02 crane\r\nn03 crane\nn99 unused\n";
+  EXPECT_EQ(load_image_folder(tmp.str(), "train")->classes(),
+            (std::vector<std::string>{"tench, Tinca tinca", "crane (n02)", "crane (n03)"}));
+  std::ofstream(tmp.path() / "LOC_synset_mapping.txt") << "n01 tench\n";
+  EXPECT_EQ(load_image_folder(tmp.str(), "train")->classes(),
+            (std::vector<std::string>{"n01", "n02", "n03"}));
+}

@@ -888,3 +888,58 @@ TEST_F(TrainTest, ResumeWithAScheduleIsBitExact) {
         << kind;
   }
 }
+
+// ---- lazy data and --cache -------------------------------------------------------------------
+
+// A photograph-like image folder (JPEGs and PNGs of several sizes, larger than the model's input,
+// so JPEGs decode at a reduced DCT scale), trained with --cache none, ram and disk and from the
+// same files as an uncompressed tar: the weights are the same bytes every time, and the epoch's
+// record says how many images this rank read.
+TEST_F(TrainTest, CacheModesAndATarTrainToIdenticalWeights) {
+  const fs::path root = dir_ / "photos";
+  for (int k = 0; k < 24; ++k) {
+    const int w = 70 + 7 * (k % 5), h = 64 + 5 * (k % 3);
+    const fs::path f = root / "train" / (k % 2 ? "cat" : "dog") /
+                       ("img" + std::to_string(k) + (k % 4 == 3 ? ".png" : ".jpg"));
+    fs::create_directories(f.parent_path());
+    const std::vector<uint8_t> px = noisy_pixels(w, h, k % 2 ? 200 : 60, 120, k % 2 ? 40 : 190,
+                                                 static_cast<uint64_t>(k), 0, 40);
+    if (k % 4 == 3)
+      write_png_file(f, w, h, px);
+    else
+      write_jpeg_file(f, w, h, px);
+  }
+  ASSERT_EQ(std::system(("tar -cf " + shell_quote((dir_ / "photos.tar").string()) + " -C " +
+                         shell_quote(root.string()) + " train")
+                            .c_str()),
+            0);
+  auto run_with = [&](const std::string& name, const std::string& data, const std::string& cache) {
+    auto c = config(name);
+    c.model = "lenet";
+    c.dataset = "imagefolder";
+    c.data = data;
+    c.imgsz = 32;
+    c.augment = "cifar";
+    c.workers = 2;
+    c.cache = cache;
+    c.cache_dir = (dir_ / "cache").string();
+    const std::string out = train(c);
+    EXPECT_NE(out.find("cache: " + cache), std::string::npos) << out;
+    return read_file(run(name) / "model.safetensors");
+  };
+  const std::string none = run_with("none", root.string(), "none");
+  EXPECT_EQ(run_with("ram", root.string(), "ram"), none);
+  EXPECT_EQ(run_with("disk", root.string(), "disk"), none);
+  EXPECT_EQ(run_with("disk_again", root.string(), "disk"), none);  // the cache file reused
+  EXPECT_EQ(run_with("tar", (dir_ / "photos.tar").string(), "none"), none);
+  std::ifstream metrics(run("none") / "metrics.jsonl");
+  bool seen = false;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.value("event", "") != "epoch") continue;
+    seen = true;
+    EXPECT_EQ(j.at("images_read_per_rank"), nlohmann::json::array({24.0}));
+    EXPECT_GE(j.at("data_wait_share").get<double>(), 0.0);
+  }
+  EXPECT_TRUE(seen);
+}

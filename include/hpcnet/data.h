@@ -191,7 +191,9 @@ std::shared_ptr<InMemoryDataset> load_cifar10_binary(const std::string& path,
                                                      const std::string& split);
 
 // torchvision-style ImageFolder: ROOT/<split>/<class>/<files>, split "train" or "test". Classes
-// are the sorted sub-folder names of ROOT/<split> (hidden ones skipped), label = position;
+// are the sorted sub-folder names of ROOT/<split> (hidden ones skipped), label = position, named
+// by ROOT/LOC_synset_mapping.txt or ROOT/classes.txt when it maps every folder ("n01440764
+// tench, Tinca tinca" lines, as ImageNet ships it);
 // images are ordered by class, then as torchvision orders them (by folder path, then file name;
 // sub-folders inside a class folder are included). Files ending .jpg/.jpeg/.png (any case) are
 // images, other files and hidden names (".*") are skipped; JPEG and PNG are told apart by

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 #include <filesystem>
 
 #include "src/data/internal.h"
@@ -34,7 +36,34 @@ std::string join(const std::vector<std::string>& parts, size_t begin, size_t end
 
 const char* kImageKinds = "(.jpg, .jpeg, .png)";
 
+std::string text_of(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
+
 }  // namespace
+
+std::vector<std::string> readable_class_names(const std::vector<std::string>& folders,
+                                              const std::string& text) {
+  std::map<std::string, std::string> names;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    const size_t sp = line.find_first_of(" \t");
+    if (sp == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", sp);
+    if (start != std::string::npos) names[line.substr(0, sp)] = line.substr(start);
+  }
+  std::vector<std::string> out;
+  std::map<std::string, int> uses;
+  for (const std::string& f : folders) {
+    auto it = names.find(f);
+    if (it == names.end()) return folders;  // a partial mapping names nothing
+    uses[it->second]++;
+    out.push_back(it->second);
+  }
+  // ImageNet names two synsets "crane" and two "maillot": the folder keeps such names apart.
+  for (size_t k = 0; k < out.size(); ++k)
+    if (uses[out[k]] > 1) out[k] += " (" + folders[k] + ")";
+  return out;
+}
 
 std::shared_ptr<Dataset> build_image_folder(std::vector<std::string> classes,
                                             const std::vector<std::string>& class_dirs,
@@ -134,6 +163,11 @@ std::shared_ptr<Dataset> image_folder_from_tar(const std::string& archive,
     f.ref = FileRef{m->path, m->offset, m->size};
     files.push_back(std::move(f));
   }
+  for (const char* names_file : {"LOC_synset_mapping.txt", "classes.txt"})
+    if (const TarMember* m = tar->find(prefix + names_file)) {
+      classes = readable_class_names(classes, text_of(tar->read(*m)));
+      break;
+    }
   return build_image_folder(std::move(classes), class_dirs, std::move(files),
                             std::make_shared<FileStore>(std::move(tar), archive),
                             "imagefolder " + split + " from " + archive);
@@ -218,6 +252,13 @@ std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::s
       files.push_back(std::move(f));
     }
   }
+  for (const char* names_file : {"LOC_synset_mapping.txt", "classes.txt"})
+    if (std::error_code nec; fs::is_regular_file(root / names_file, nec)) {
+      classes = detail::readable_class_names(
+          classes, detail::text_of(detail::read_whole_file((root / names_file).string(),
+                                                           "imagefolder")));
+      break;
+    }
   return detail::build_image_folder(std::move(classes), class_dirs, std::move(files),
                                     std::make_shared<detail::FileStore>(),
                                     "imagefolder " + split + " from " + path);

@@ -86,6 +86,12 @@ std::shared_ptr<Dataset> build_image_folder(std::vector<std::string> classes,
                                             std::shared_ptr<const FileStore> store,
                                             std::string description);
 
+// Readable class names for an image folder's class folders from a LOC_synset_mapping.txt or
+// classes.txt beside <split>/ ("n01440764 tench, Tinca tinca": the folder, then its name): the
+// folders themselves unless the file names every one; a name used twice gets its folder added.
+std::vector<std::string> readable_class_names(const std::vector<std::string>& folders,
+                                              const std::string& text);
+
 // The image-folder layout of an indexed tar (archive: the file the user named, for messages).
 std::shared_ptr<Dataset> image_folder_from_tar(const std::string& archive, const std::string& split,
                                                std::shared_ptr<const TarFile> tar);
