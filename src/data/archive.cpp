@@ -17,10 +17,8 @@
 
 namespace hpcnet::data::detail {
 
-namespace {
-
 // What a stat mode is, for "not a regular file (...)".
-const char* file_kind(mode_t mode) {
+const char* file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a folder";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
@@ -34,8 +32,6 @@ std::string limit_str(uint64_t bytes) {
   if (bytes % (uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
   return std::to_string(bytes) + " bytes";
 }
-
-}  // namespace
 
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes) {

@@ -22,6 +22,10 @@ inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
 // more than max_bytes.
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes = kMaxInputFileBytes);
+// What a stat mode is, for "not a regular file (...)": "a folder", "a FIFO", ...
+const char* file_kind(unsigned mode);
+// A byte limit for messages: "1 GiB", "64 MiB" or "N bytes".
+std::string limit_str(uint64_t bytes);
 // The same into out, whose capacity is reused (a loader's per-thread buffer).
 void read_file_into(const std::string& path, const std::string& what, std::vector<uint8_t>& out,
                     uint64_t max_bytes = kMaxInputFileBytes);

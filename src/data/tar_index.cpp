@@ -51,21 +51,6 @@ std::string printable(std::string_view s) {
   return s.size() > 200 ? out + "..." : out;
 }
 
-std::string limit_str(uint64_t bytes) {
-  if (bytes % (uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
-  return std::to_string(bytes >> 20) + " MiB";
-}
-
-// What a stat mode is, for "not a regular file (...)".
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
-
 // "./a/b/" -> "a/b": leading "./" and "/" and trailing "/" removed (as scan_archive does).
 std::string normalise_member_path(std::string p) {
   size_t i = 0;
