@@ -75,38 +75,59 @@ Window whole(const Example& ex) { return {0, 0, ex.height, ex.width}; }
 // One output coordinate's two source taps and the second's weight (align_corners=False).
 struct Tap {
   int64_t i0, i1;
-  double f;
+  double f, g;  // g = 1 - f
 };
 Tap bilinear_tap(int64_t o, int64_t out, int64_t in) {
   const double s = std::max(0.0, (o + 0.5) * static_cast<double>(in) / out - 0.5);
   const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(s), in - 1);
-  return {i0, std::min<int64_t>(i0 + 1, in - 1), s - i0};
+  return {i0, std::min<int64_t>(i0 + 1, in - 1), s - i0, 1 - (s - i0)};
+}
+
+// std::lround of v in [0, 255] (half away from zero), without the libm call: v - floor(v) is
+// exact in double for such v.
+inline uint8_t round_half_up(double v) {
+  const int r = static_cast<int>(v);
+  return static_cast<uint8_t>(v - r >= 0.5 ? r + 1 : r);
 }
 
 // Bilinear, align_corners=False, no antialiasing, from window win of ex into dst (oh, ow, 3) at
 // (top, left) of a dst row stride of dst_w pixels. The column taps are computed once per call.
 void resize_bilinear_into(const Example& ex, const Window& win, int64_t oh, int64_t ow,
                           uint8_t* dst, int64_t dst_w, int64_t top, int64_t left) {
-  const int64_t W = ex.width;
+  const int64_t W = ex.width, n = ow * 3;
   thread_local std::vector<Tap> cols;
+  thread_local std::vector<double> rows[2];  // source rows interpolated along x, (ow * 3,)
   cols.resize(static_cast<size_t>(ow));
   for (int64_t x = 0; x < ow; ++x) cols[static_cast<size_t>(x)] = bilinear_tap(x, ow, win.w);
-  for (int64_t y = 0; y < oh; ++y) {
-    const Tap ty = bilinear_tap(y, oh, win.h);
-    const double fy = ty.f;
-    const uint8_t* r0 = ex.pixels + ((win.y + ty.i0) * W + win.x) * 3;
-    const uint8_t* r1 = ex.pixels + ((win.y + ty.i1) * W + win.x) * 3;
-    uint8_t* row = dst + ((top + y) * dst_w + left) * 3;
+  int64_t held[2] = {-1, -1};  // the source row each of rows[] holds
+  // The slot of rows[] holding source row sy interpolated along x, filled now unless it is held
+  // (an upscale reads each source row for several output rows); the slot holding `other` (the
+  // output row's other source row) is kept.
+  auto slot_of = [&](int64_t sy, int64_t other) -> int {
+    for (int k = 0; k < 2; ++k)
+      if (held[k] == sy) return k;
+    const int k = held[0] == other ? 1 : 0;
+    rows[k].resize(static_cast<size_t>(n));
+    const uint8_t* src = ex.pixels + ((win.y + sy) * W + win.x) * 3;
+    double* out = rows[k].data();
     for (int64_t x = 0; x < ow; ++x) {
       const Tap& tx = cols[static_cast<size_t>(x)];
-      const double fx = tx.f;
-      const int64_t a = tx.i0 * 3, b = tx.i1 * 3;
-      for (int c = 0; c < 3; ++c) {
-        const double v = (1 - fy) * ((1 - fx) * r0[a + c] + fx * r0[b + c]) +
-                         fy * ((1 - fx) * r1[a + c] + fx * r1[b + c]);
-        row[x * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
-      }
+      const uint8_t* a = src + tx.i0 * 3;
+      const uint8_t* b = src + tx.i1 * 3;
+      for (int c = 0; c < 3; ++c) out[x * 3 + c] = tx.g * a[c] + tx.f * b[c];
     }
+    held[k] = sy;
+    return k;
+  };
+  for (int64_t y = 0; y < oh; ++y) {
+    const Tap ty = bilinear_tap(y, oh, win.h);
+    const double fy = ty.f, gy = ty.g;
+    const int k0 = slot_of(ty.i0, ty.i1);
+    const double* h0 = rows[k0].data();
+    const double* h1 = rows[slot_of(ty.i1, ty.i0)].data();
+    uint8_t* row = dst + ((top + y) * dst_w + left) * 3;
+    for (int64_t i = 0; i < n; ++i)
+      row[i] = round_half_up(std::clamp(gy * h0[i] + fy * h1[i], 0.0, 255.0));
   }
 }
 
