@@ -58,7 +58,9 @@ inline data::Example item(const data::Dataset& ds, int64_t i) {
 // Every item of a dataset read and decoded, in order: the errors a lazy dataset gives only when an
 // item is read (an undecodable image, a mask of the wrong size) surface here.
 inline std::shared_ptr<const data::Dataset> decode_all(std::shared_ptr<const data::Dataset> ds) {
-  return data::cache_dataset(std::move(ds), data::CacheOptions{"ram", "", 1}).dataset;
+  data::ExampleBuffer b;
+  for (int64_t i = 0; i < ds->size(); ++i) ds->get(i, b);
+  return ds;
 }
 
 // ---- files -------------------------------------------------------------------------------------

@@ -330,9 +330,10 @@ bool has_split(const std::string& name, const std::string& path, const std::stri
 
 // none  every image is decoded when the loader reads it: memory holds the index and what is in
 //       flight (workers x prefetch x batch), whatever the dataset's size.
-// ram   every image is decoded once now (on `threads` threads) into one InMemoryDataset; first
-//       the memory it needs is estimated (from up to 16 images spread over the dataset) and the
-//       cache is refused with that figure when the machine has less available (MemAvailable).
+// ram   every image is kept in memory the first time it is read (the first epoch decodes in the
+//       loader's workers, later epochs decode nothing); first the memory it needs is estimated
+//       (from up to 16 images spread over the dataset) and the cache is refused with that figure
+//       when the machine has less available (MemAvailable).
 // disk  every image is decoded once into DIR/<fingerprint of the index>.hpcache (a temporary file
 //       renamed into place; reused by later runs over the same index) and memory-mapped.
 // auto  ram when the decoded images need under a quarter of the available memory, else none.

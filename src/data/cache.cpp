@@ -106,23 +106,56 @@ void decode_in_order(const Dataset& ds, int threads, Emit emit) {
   }
 }
 
-std::shared_ptr<InMemoryDataset> decode_to_memory(const Dataset& ds, const std::string& description,
-                                                  int64_t estimate, int threads) {
-  auto out = std::make_shared<InMemoryDataset>(ds.classes(), description, ds.target_kind());
-  out->reserve(ds.size(), estimate / 3);
-  decode_in_order(ds, threads, [&](int64_t i, const Example& e) {
-    std::string name = ds.item_name(i);
-    switch (ds.target_kind()) {
-      case TargetKind::kLabel: out->add(e.pixels, e.height, e.width, e.label, std::move(name)); break;
-      case TargetKind::kBoxes:
-        out->add_boxes(e.pixels, e.height, e.width,
-                       std::vector<Box>(e.boxes, e.boxes + e.num_boxes), std::move(name));
-        break;
-      case TargetKind::kMask: out->add_mask(e.pixels, e.height, e.width, e.mask, std::move(name));
+// A lazy dataset whose images are kept in memory the first time they are read (the first epoch
+// decodes in the loader's workers as --cache none does; later reads copy nothing and decode
+// nothing). Each item's slot is filled once, by whichever thread reads it first; a slot is read
+// only after its release store, so readers never see a half-written image.
+class RamCachedDataset : public Dataset {
+ public:
+  explicit RamCachedDataset(std::shared_ptr<const LazyDataset> lazy)
+      : lazy_(std::move(lazy)), slots_(new Slot[static_cast<size_t>(lazy_->size())]) {}
+
+  int64_t size() const override { return lazy_->size(); }
+  Example get(int64_t i, ExampleBuffer& b) const override {
+    HPCNET_CHECK(i >= 0 && i < size(), "dataset index out of range");
+    Slot& s = slots_[static_cast<size_t>(i)];
+    if (s.state.load(std::memory_order_acquire) == kReady) {
+      Example ex;
+      ex.pixels = s.pixels.data();
+      ex.height = s.height;
+      ex.width = s.width;
+      lazy_->fill_target(i, s.height, s.width, s.mask.empty() ? nullptr : s.mask.data(), b, ex);
+      return ex;
     }
-  });
-  return out;
-}
+    const Example ex = lazy_->get(i, b);
+    int empty = kEmpty;
+    if (s.state.compare_exchange_strong(empty, kFilling, std::memory_order_acq_rel)) {
+      s.pixels.assign(ex.pixels, ex.pixels + ex.nbytes());
+      if (ex.mask) s.mask.assign(ex.mask, ex.mask + ex.height * ex.width);
+      s.height = ex.height;
+      s.width = ex.width;
+      held_.fetch_add(static_cast<int64_t>(s.pixels.size() + s.mask.size()),
+                      std::memory_order_relaxed);
+      s.state.store(kReady, std::memory_order_release);
+    }
+    return ex;
+  }
+  const std::vector<std::string>& classes() const override { return lazy_->classes(); }
+  TargetKind target_kind() const override { return lazy_->target_kind(); }
+  std::string item_name(int64_t i) const override { return lazy_->item_name(i); }
+  std::string describe() const override { return lazy_->describe() + " (kept in ram once read)"; }
+
+ private:
+  static constexpr int kEmpty = 0, kFilling = 1, kReady = 2;
+  struct Slot {
+    std::atomic<int> state{kEmpty};
+    std::vector<uint8_t> pixels, mask;
+    int64_t height = 0, width = 0;
+  };
+  std::shared_ptr<const LazyDataset> lazy_;
+  std::unique_ptr<Slot[]> slots_;
+  mutable std::atomic<int64_t> held_{0};
+};
 
 // A lazy dataset's images read from a memory-mapped cache file; targets from the lazy index.
 class DiskCachedDataset : public Dataset {
@@ -314,10 +347,10 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
   if (mode == "ram") {
     HPCNET_REQUIRE(avail <= 0 || need < avail * 9 / 10,
                    "--cache ram: " + sizes + "; use --cache disk or --cache none");
-    auto mem = detail::decode_to_memory(*ds, lazy->describe() + " (cached in ram)", need, o.threads);
-    return {mem, "ram",
-            "cache: ram, " + detail::gb(static_cast<double>(mem->nbytes())) + " for " +
-                std::to_string(n) + " images" + (why.empty() ? "" : why)};
+    return {std::make_shared<detail::RamCachedDataset>(lazy), "ram",
+            "cache: ram, about " + detail::gb(static_cast<double>(need)) + " for " +
+                std::to_string(n) + " images, kept as they are first read" +
+                (why.empty() ? "" : why)};
   }
   const std::string dir = o.dir.empty() ? default_cache_dir() : o.dir;
   std::error_code ec;
