@@ -18,7 +18,8 @@
 //               backward pass) and nothing of ops, so it sits beside ops
 //   4 nn        src/nn, hpcnet/nn.h
 //   5 optim     src/optim, hpcnet/optim.h
-//     data      src/data, hpcnet/data.h (includes core only; DESIGN.md puts it beside optim)
+//     data      src/data, hpcnet/{data,shards}.h (includes core, and io for atomic writes;
+//               DESIGN.md puts it beside optim)
 //   6 task      src/task, hpcnet/task.h
 //     export    src/export, hpcnet/export.h: model export (ONNX); it includes nn, ops' trace and
 //               io, nothing of task, so it sits beside task
@@ -67,7 +68,7 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
       {"profile.h", "core"}, {"autograd.h", "autograd"}, {"io.h", "io"},
       {"functional.h", "ops"}, {"dist.h", "dist"},   {"nn.h", "nn"},
       {"optim.h", "optim"},  {"data.h", "data"},     {"task.h", "task"},
-      {"train.h", "train"}, {"export.h", "export"}};
+      {"train.h", "train"}, {"export.h", "export"}, {"shards.h", "data"}};
   std::string p = path;
   if (p.rfind("include/", 0) == 0) p = p.substr(8);
   if (p.rfind("hpcnet/", 0) == 0) {

@@ -289,7 +289,9 @@ TEST_F(TrainTest, RunDirectoryHoldsModelCheckpointAndMetrics) {
   EXPECT_EQ(starts, 1);
   EXPECT_EQ(logs, 10);
   EXPECT_EQ(epochs, 2);
-  // Beside them only metrics.csv and one TensorBoard event file (no temporary files left behind).
+  // Beside them only metrics.csv, one TensorBoard event file and the run's lock file (.lock, whose
+  // flock the kernel released when the run ended; no temporary files left behind).
+  EXPECT_TRUE(fs::is_regular_file(run("run") / ".lock"));
   int files = 0, events = 0;
   for (auto& e : fs::directory_iterator(run("run"))) {
     events += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
@@ -297,7 +299,7 @@ TEST_F(TrainTest, RunDirectoryHoldsModelCheckpointAndMetrics) {
   }
   EXPECT_TRUE(fs::is_regular_file(run("run") / "metrics.csv"));
   EXPECT_EQ(events, 1);
-  EXPECT_EQ(files, 5);
+  EXPECT_EQ(files, 6);
 }
 
 TEST_F(TrainTest, SameSeedSameWeightsOtherSeedOtherWeights) {

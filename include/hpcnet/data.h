@@ -131,8 +131,6 @@ class InMemoryDataset : public Dataset {
   TargetKind target_kind() const override { return kind_; }
   std::string item_name(int64_t i) const override;
   std::string describe() const override;
-  // Bytes of pixels and masks held.
-  size_t nbytes() const { return pixels_.size() + masks_.size(); }
   // Number of images per label, (classes().size(),).
   std::vector<int64_t> class_counts() const;
 

@@ -77,8 +77,8 @@ template <class Emit>
 void decode_in_order(const Dataset& ds, int threads, Emit emit) {
   const int64_t n = ds.size();
   constexpr int64_t kChunk = 256;
-  const int t = std::max(1, threads > 0 ? threads
-                                        : static_cast<int>(std::thread::hardware_concurrency()));
+  const int t =
+      std::max(1, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<ExampleBuffer> buffers(static_cast<size_t>(std::min(n, kChunk)));
   std::vector<Example> examples(buffers.size());
   for (int64_t chunk = 0; chunk < n; chunk += kChunk) {
@@ -134,8 +134,6 @@ class RamCachedDataset : public Dataset {
       if (ex.mask) s.mask.assign(ex.mask, ex.mask + ex.height * ex.width);
       s.height = ex.height;
       s.width = ex.width;
-      held_.fetch_add(static_cast<int64_t>(s.pixels.size() + s.mask.size()),
-                      std::memory_order_relaxed);
       s.state.store(kReady, std::memory_order_release);
     }
     return ex;
@@ -154,7 +152,6 @@ class RamCachedDataset : public Dataset {
   };
   std::shared_ptr<const LazyDataset> lazy_;
   std::unique_ptr<Slot[]> slots_;
-  mutable std::atomic<int64_t> held_{0};
 };
 
 // A lazy dataset's images read from a memory-mapped cache file; targets from the lazy index.
@@ -317,7 +314,8 @@ int64_t estimate_decoded_bytes(const Dataset& ds, int64_t samples) {
     const Example e = ds.get(j * n / k, b);
     bytes += static_cast<double>(e.height * e.width) * (e.mask ? 4 : 3);
   }
-  return static_cast<int64_t>(std::llround(bytes / static_cast<double>(k) * static_cast<double>(n)));
+  return static_cast<int64_t>(
+      std::llround(bytes / static_cast<double>(k) * static_cast<double>(n)));
 }
 
 CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOptions& o) {
@@ -336,10 +334,11 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
                             detail::gb(static_cast<double>(avail)) + " is available";
   if (mode == "auto") {
     mode = avail > 0 && need < avail / 4 ? "ram" : "none";
-    why = " (auto: " + sizes + (mode == "ram" ? "; under a quarter of it)"
-                                             : "; over a quarter of it: decoded by the loader's "
-                                               "workers as they are read; --cache disk decodes "
-                                               "them once to disk)");
+    why = " (auto: " + sizes +
+          (mode == "ram" ? "; under a quarter of it)"
+                         : "; over a quarter of it: decoded by the loader's "
+                           "workers as they are read; --cache disk decodes "
+                           "them once to disk)");
   }
   if (mode == "none") {
     return {ds, "none", "cache: none" + (why.empty() ? " (images decoded as they are read)" : why)};

@@ -12,7 +12,7 @@ namespace hpcnet::data::detail {
 inline constexpr char kCacheMagic[9] = "HPCNETC1";
 
 struct CacheEntry {
-  uint64_t offset = 0;       // the pixels, (height, width, 3)
+  uint64_t offset = 0;  // the pixels, (height, width, 3)
   int64_t height = 0, width = 0;
   uint64_t mask_offset = 0;  // the mask, (height, width); 0: none
 };

@@ -86,7 +86,7 @@ void LazyDataset::add(LazyItem item) {
 }
 
 void LazyDataset::add_rows(LazyItem item, const std::vector<YoloRow>& rows) {
-  HPCNET_CHECK(kind_ == TargetKind::kBoxes && (rows_mode_ || items_.empty() || !boxes_.size()),
+  HPCNET_CHECK(kind_ == TargetKind::kBoxes && boxes_.empty(),
                "LazyDataset::add_rows mixed with add_boxes");
   rows_mode_ = true;
   item.first = rows_.size();
@@ -135,7 +135,8 @@ void LazyDataset::read_mask(int64_t i, int64_t height, int64_t width, ExampleBuf
   thread_local ImageDecoder decoder;
   store_->read(it.mask, b.mask_file, what_);
   int64_t mh = 0, mw = 0;
-  const std::string e = decoder.decode_mask(b.mask_file.data(), b.mask_file.size(), b.mask, &mh, &mw);
+  const std::string e =
+      decoder.decode_mask(b.mask_file.data(), b.mask_file.size(), b.mask, &mh, &mw);
   if (!e.empty())
     throw InputError(what_ + ": cannot decode " + store_->display(it.mask) + ": " + e +
                      "; replace or remove the file");
@@ -163,8 +164,8 @@ void LazyDataset::fill_target(int64_t i, int64_t height, int64_t width, const ui
       HPCNET_REQUIRE(it.width == 0 || (it.width == width && it.height == height),
                      what_ + ": image " + it.name + " is " + std::to_string(it.width) + "x" +
                          std::to_string(it.height) + " in the JSON but " +
-                         store_->display(it.image) + " decodes to " + std::to_string(width) +
-                         "x" + std::to_string(height) + "; fix width/height or the file");
+                         store_->display(it.image) + " decodes to " + std::to_string(width) + "x" +
+                         std::to_string(height) + "; fix width/height or the file");
       b.boxes.assign(boxes_.begin() + static_cast<std::ptrdiff_t>(it.first),
                      boxes_.begin() + static_cast<std::ptrdiff_t>(it.first + it.count));
     }
@@ -229,8 +230,8 @@ std::string LazyDataset::fingerprint() const {
   for (const std::string& c : classes_) h = fnv1a(c + "\n", h);
   for (const LazyItem& it : items_) {
     h = fnv1a(it.image.path + "|" + it.mask.path + "|" + std::to_string(it.image.archive) + "|" +
-                  std::to_string(it.image.offset) + "|" +
-                  std::to_string(it.image.size) + "|" + std::to_string(it.label) + "\n",
+                  std::to_string(it.image.offset) + "|" + std::to_string(it.image.size) + "|" +
+                  std::to_string(it.label) + "\n",
               h);
   }
   for (const YoloRow& r : rows_) {

@@ -33,7 +33,6 @@ class FileStore {
   void read(const FileRef& f, std::vector<uint8_t>& out, const std::string& what) const;
   // "path" or "ARCHIVE:member", for messages.
   std::string display(const FileRef& f) const;
-  bool is_archive() const { return !tars_.empty(); }
   // The archives' identity for cache keys: their paths, sizes and modification times ("" for
   // folders).
   std::string identity() const;
@@ -45,13 +44,13 @@ class FileStore {
 
 struct LazyItem {
   FileRef image;
-  FileRef mask;            // kMask
-  int64_t label = 0;       // kLabel
-  uint64_t first = 0;      // kBoxes: its rows (yolo) or boxes (coco) start here ...
-  uint64_t count = 0;      //   and number this many
-  int32_t width = 0;       // coco: the JSON's size (0: not checked)
+  FileRef mask;        // kMask
+  int64_t label = 0;   // kLabel
+  uint64_t first = 0;  // kBoxes: its rows (yolo) or boxes (coco) start here ...
+  uint64_t count = 0;  //   and number this many
+  int32_t width = 0;   // coco: the JSON's size (0: not checked)
   int32_t height = 0;
-  std::string name;        // item_name()
+  std::string name;  // item_name()
 };
 
 class LazyDataset : public Dataset {

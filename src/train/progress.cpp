@@ -98,8 +98,9 @@ void ProgressBar::update(int64_t done) {
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double rate = elapsed > 0 ? done / elapsed : 0;
   double eta = rate > 0 ? (total_ - done) / rate : 0;
-  const std::string line = fit_bar_line(note_.empty() ? label_ : label_ + " (" + note_ + ")", done, total_, rate * images_per_step_,
-                                        format_duration(eta), terminal_columns());
+  const std::string line =
+      fit_bar_line(note_.empty() ? label_ : label_ + " (" + note_ + ")", done, total_,
+                   rate * images_per_step_, format_duration(eta), terminal_columns());
   std::printf("\r%s\x1b[K", line.c_str());
   std::fflush(stdout);
   drawn_ = true;
