@@ -348,4 +348,13 @@ TEST(Shards, TrainsFromShards) {
                  dir.path());
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  // A detection model reads shards of YOLO rows too (its --dataset defaults to detect).
+  write_tiny_detect(dir / "det", 6, 2);
+  ASSERT_EQ(shard(dir, "det", {}, "dshards").rc, 0);
+  const RunResult d = run_hpcnet({"train", "--model", "yolov8n", "--data", "dshards", "--imgsz",
+                                  "64", "--epochs", "1", "--steps", "1", "--batch-size", "2",
+                                  "--out", "drun", "--no-progress", "--threads", "1"},
+                                 dir.path());
+  EXPECT_EQ(d.rc, 0) << d.err;
+  EXPECT_NE(d.out.find("Finished Training"), std::string::npos) << d.out;
 }

@@ -23,6 +23,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
+#include "hpcnet/shards.h"
 #include "hpcnet/train.h"
 #include "src/ops/ops.h"
 #include "src/train/checkpoint.h"
@@ -46,7 +47,9 @@ struct Data {
 // without a single object is refused: there is nothing to learn from (Ultralytics: "No labels
 // found"), and the run would end at mAP 0 without a word.
 std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::string& split) {
-  if (c.dataset != "detect") return data::open_dataset(c.dataset, c.data, split);
+  // Shards are read by the factory whatever --dataset says (a detect model's default "detect").
+  if (c.dataset != "detect" || data::is_webdataset_path(c.data))
+    return data::open_dataset(c.dataset, c.data, split);
   data::DetectionData d = data::load_detection_dataset(c.data, split);
   if (const std::string none = d.report.no_objects(); !none.empty() && split == "train")
     throw InputError(none + "; there is nothing to train on");
