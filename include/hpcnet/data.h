@@ -357,7 +357,8 @@ int64_t estimate_decoded_bytes(const Dataset& dataset, int64_t samples = 16);
 // MemAvailable from /proc/meminfo, bounded by the cgroup's memory limit when one is set; bytes.
 int64_t available_memory_bytes();
 // The folder hpcnet caches derived data in (decompressed archives, decoded images):
-// $HPCNET_CACHE_DIR, else $XDG_CACHE_HOME/hpcnet, else $HOME/.cache/hpcnet.
+// $HPCNET_CACHE_DIR, else $XDG_CACHE_HOME/hpcnet (when absolute), else $HOME/.cache/hpcnet; ""
+// when none of them is set (callers then ask for HPCNET_CACHE_DIR).
 std::string default_cache_dir();
 
 // ---------------------------------------------------------------------------------------------

@@ -303,6 +303,11 @@ struct LoaderBenchResult {
   std::string transform, cache_line;
 };
 LoaderBenchResult run_loader_bench(const BenchConfig& cfg);
+
+// TaskOptions::augment of an --augment value (TrainConfig::augment): "false" -> "" (none),
+// "true" -> "default" (the task's own), "cifar" and "imagenet" as they are; InputError for any
+// other value.
+std::string task_augment(const std::string& augment);
 struct BenchResult {
   double seconds_per_step = 0;
   double images_per_sec = 0;

@@ -279,9 +279,9 @@ void set_decode_min_side(Dataset& ds, int64_t min_side) {
 
 std::string default_cache_dir() {
   if (const char* d = std::getenv("HPCNET_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/hpcnet";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/hpcnet";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/hpcnet";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/hpcnet";
+  return "";
 }
 
 int64_t available_memory_bytes() {
@@ -352,6 +352,8 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
                 (why.empty() ? "" : why)};
   }
   const std::string dir = o.dir.empty() ? default_cache_dir() : o.dir;
+  HPCNET_REQUIRE(!dir.empty(), "--cache disk: no cache folder (HOME is not set); pass --cache-dir "
+                               "or set HPCNET_CACHE_DIR to a folder with room");
   std::error_code ec;
   fs::create_directories(dir, ec);
   HPCNET_REQUIRE(!ec, "cache: cannot create " + dir + ": " + ec.message() +

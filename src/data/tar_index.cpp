@@ -477,15 +477,6 @@ bool is_compressed_file(const std::string& path) {
 
 namespace {
 
-// $HPCNET_CACHE_DIR, else $XDG_CACHE_HOME/hpcnet (when absolute), else $HOME/.cache/hpcnet;
-// nullopt when none is set.
-std::optional<fs::path> cache_root() {
-  if (const char* d = std::getenv("HPCNET_CACHE_DIR"); d && *d) return fs::path(d);
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return fs::path(x) / "hpcnet";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "hpcnet";
-  return std::nullopt;
-}
-
 // The archive's file name less its compression suffix and then ".tar" (any case):
 // "train.tar.gz" -> "train", "x.tgz" -> "x".
 std::string cache_stem(const std::string& archive) {
@@ -604,7 +595,9 @@ std::string decompressed_tar(const std::string& archive) {
   struct stat st;
   const int fd = open_regular(archive, &st);
   // A cache file of this archive (path, size, mtime) is returned without reading it.
-  const std::optional<fs::path> root = cache_root();
+  const std::string cache = default_cache_dir();  // "" when no cache folder is set
+  const std::optional<fs::path> root =
+      cache.empty() ? std::nullopt : std::optional<fs::path>(fs::path(cache));
   const fs::path dir = root ? *root / "tar" : fs::path();
   const fs::path out = dir / (cache_stem(archive) + "-" + cache_key(archive, st) + ".tar");
   std::error_code ec;

@@ -43,9 +43,7 @@ LoaderBenchResult run_loader_bench(const BenchConfig& cfg) {
   const auto t0 = clock::now();
   task::TaskOptions o;
   o.imgsz = cfg.imgsz > 0 ? cfg.imgsz : 224;
-  o.augment = cfg.augment == "false" || cfg.augment == "none" ? ""
-              : cfg.augment == "true"                          ? "default"
-                                                               : cfg.augment;
+  o.augment = task_augment(cfg.augment);
   const std::unique_ptr<task::Task> task = task::make_task("classify", o);
   std::shared_ptr<data::Dataset> ds = data::open_dataset(cfg.dataset, cfg.data, "train");
   data::set_decode_min_side(*ds, task->decode_min_side());

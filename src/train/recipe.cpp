@@ -325,12 +325,11 @@ const std::vector<RecipeField> kFields = {
      kRecipe, kRequired,
      [](const C& c) {
        const std::string& a = c.augment;
-       std::string msg = need(a == "false" || a == "true" || a == "cifar" || a == "imagenet",
-                              "--augment", "must be true, false, cifar or imagenet", a);
-       if (msg.empty() && (a == "cifar" || a == "imagenet") && resolved_task(c) != "classify")
-         msg = "--augment " + a + " is for classification; use --augment (true) for " +
-               resolved_task(c);
-       return msg;
+       task_augment(a);  // InputError for an unknown value
+       if ((a == "cifar" || a == "imagenet") && resolved_task(c) != "classify")
+         return "--augment " + a + " is for classification; use --augment (true) for " +
+                resolved_task(c);
+       return std::string();
      }},
     {"download", &C::download, "fetch CIFAR-10 into --data when it is missing", kSession},
     {"download_url", &C::download_url, "where --download fetches from", kSession},
@@ -435,10 +434,17 @@ int64_t resolved_imgsz(const TrainConfig& c) {
   return c.imgsz > 0 ? c.imgsz : nn::model_info(c.model).imgsz;
 }
 
+std::string task_augment(const std::string& augment) {
+  HPCNET_REQUIRE(augment == "false" || augment == "true" || augment == "cifar" ||
+                     augment == "imagenet",
+                 "--augment must be true, false, cifar or imagenet (got '" + augment + "')");
+  return augment == "false" ? "" : augment == "true" ? "default" : augment;
+}
+
 task::TaskOptions task_options(const TrainConfig& c) {
   task::TaskOptions o;
   o.imgsz = resolved_imgsz(c);
-  o.augment = c.augment == "false" ? "" : c.augment == "true" ? "default" : c.augment;
+  o.augment = task_augment(c.augment);
   o.cutout = c.cutout;
   o.label_smoothing = c.label_smoothing;
   o.loss = c.loss;
