@@ -71,15 +71,18 @@ def run_hpcnet(a, work):
     res["epoch_seconds"] = [r["seconds"] for r in epochs]
     res["images_per_sec"] = end["images_per_sec"]
     res["train_seconds"] = end["train_seconds"]
-    res["map50_95"] = epochs[-1].get("val_map50_95") if epochs else None
-    if epochs and a.fraction >= 1:  # mAP50 from eval on the final (EMA) weights
+    # hpcnet writes metrics in percent, Ultralytics prints fractions: compared as fractions.
+    frac = lambda v: None if v is None else v / 100
+    res["map50_95"] = frac(epochs[-1].get("val_map50_95")) if epochs else None
+    res["map50"] = frac(epochs[-1].get("val_map50")) if epochs else None
+    if epochs and a.fraction >= 1:  # from eval on the final (EMA) weights
         p = compare.subprocess.run(
             [binary, "eval", "--weights", os.path.join(run, "model.safetensors"), "--data",
              a.data, "--split", "val", "--threads", str(a.threads), "--json"],
             capture_output=True, text=True, env=compare.thread_env(a.threads))
         if p.returncode == 0:
             j = json.loads(p.stdout.strip().splitlines()[-1])
-            res["map50"], res["map50_95"] = j["map50"], j["map50_95"]
+            res["map50"], res["map50_95"] = frac(j["map50"]), frac(j["map50_95"])
     return res
 
 

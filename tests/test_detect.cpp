@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 
 // jpeglib.h needs size_t and FILE declared first.
 #include <jpeglib.h>
@@ -633,8 +634,34 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   // Mosaic in epoch 1, closed for the last one.
   EXPECT_NE(r.out.find("epoch 2: Compose(RandomAffine(64"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("optimizer: 'auto' chose AdamW(lr=0.001667"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("mAP50-95 0."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% mAP50 "), std::string::npos) << r.out;  // "mAP50-95 0.02% mAP50 ..."
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  // Every number of a detection epoch reaches metrics.csv: the loss parts (train and val), whose
+  // sum is the loss, and the four metrics in percent.
+  const std::vector<std::string> csv = split_lines(read_file(dir / "run" / "metrics.csv"));
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_EQ(csv[0],
+            "epoch,step,time,train_loss,train_box_loss,train_cls_loss,train_dfl_loss,val_loss,"
+            "val_box_loss,val_cls_loss,val_dfl_loss,val_map50_95,val_map50,val_precision,"
+            "val_recall,lr,seconds,images_per_sec");
+  nlohmann::json last_epoch;
+  for (const std::string& line : split_lines(read_file(dir / "run" / "metrics.jsonl"))) {
+    const auto rec = nlohmann::json::parse(line);
+    if (rec["event"] == "start") EXPECT_EQ(rec.at("metric_unit"), "percent");
+    if (rec["event"] != "epoch") continue;
+    SCOPED_TRACE(line);
+    for (const char* split : {"train_", "val_"}) {
+      double parts = 0;
+      for (const char* part : {"box_loss", "cls_loss", "dfl_loss"})
+        parts += rec.at(split + std::string(part)).get<double>();
+      const double loss = rec.at(split + std::string("loss")).get<double>();
+      EXPECT_GT(loss, 0);
+      EXPECT_NEAR(parts, loss, 1e-5 * loss);
+    }
+    for (const char* k : {"val_map50_95", "val_map50", "val_precision", "val_recall"})
+      EXPECT_TRUE(rec.at(k).is_number());
+    last_epoch = rec;
+  }
   const std::string w = (dir / "run" / "model.safetensors").string();
   // The recipe saved is Ultralytics' where not given.
   const auto start =
@@ -651,7 +678,8 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   auto lines = split_lines(r.out);
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines.back().rfind("val: mAP50-95: 0.", 0), 0u) << lines.back();
+  EXPECT_EQ(lines.back().rfind("val: mAP50-95: ", 0), 0u) << lines.back();
+  EXPECT_NE(lines.back().find("% mAP50: "), std::string::npos) << lines.back();
   EXPECT_NE(r.out.find("Instances"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Average Precision  (AP) @[ IoU=0.50:0.95"), std::string::npos) << r.out;
   const auto res = nlohmann::json::parse(read_file(dir / "res.json"));
@@ -666,12 +694,48 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(split_lines(r.out).back());
   EXPECT_TRUE(j.contains("map50_95") && j.contains("coco") && j.contains("per_class")) << r.out;
+  // --json as metrics.jsonl: the last epoch's validation of the same weights.
+  EXPECT_NEAR(j.at("map50_95").get<double>(), last_epoch.at("val_map50_95").get<double>(), 1e-6);
+  EXPECT_NEAR(j.at("map50").get<double>(), last_epoch.at("val_map50").get<double>(), 1e-6);
+  {
+    // Units: with whole-image boxes as the val labels, which the untrained model's wide boxes
+    // (clipped to the image) match, the mAP is far from 0; --json gives percent, 100 x the
+    // fractions of Ultralytics' table (3 significant digits), pycocotools' AP likewise.
+    for (const auto& e : fs::directory_iterator(dir / "data" / "labels" / "val"))
+      write_file(e.path(), "0 0.5 0.5 1 1\n");
+    r = run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val"}, dir);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<double> table;  // "all": images, instances, P, R, mAP50, mAP50-95
+    for (const std::string& l : split_lines(r.out)) {
+      std::istringstream in(l);
+      std::string first;
+      in >> first;
+      if (first != "all") continue;
+      for (double v; in >> v;) table.push_back(v);
+    }
+    ASSERT_EQ(table.size(), 6u) << r.out;
+    ASSERT_GT(table[5], 0.01) << "a zero mAP cannot tell a fraction from a percentage: " << r.out;
+    RunResult rj =
+        run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val", "--json"}, dir);
+    ASSERT_EQ(rj.rc, 0) << rj.err;
+    const auto u = nlohmann::json::parse(split_lines(rj.out).back());
+    for (auto [key, col] : {std::pair<const char*, int>{"precision", 2},
+                            {"recall", 3},
+                            {"map50", 4},
+                            {"map50_95", 5}})
+      EXPECT_NEAR(u.at(key).get<double>(), 100 * table[col], 0.6 * table[col]) << key << r.out;
+    EXPECT_NEAR(u.at("coco").at("AP").get<double>(), u.at("map50_95").get<double>(), 1e-9);
+    char last[96];
+    std::snprintf(last, sizeof last, "val: mAP50-95: %.2f%% mAP50: %.2f%%",
+                  u.at("map50_95").get<double>(), u.at("map50").get<double>());
+    EXPECT_EQ(split_lines(r.out).back(), last);
+  }
   // Without --split: the data.yaml has no test split, so eval takes val and says so.
   r = run_hpcnet({"eval", "--weights", w, "--data", yaml}, dir);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("eval: " + yaml + " has no test split; evaluating val"), std::string::npos)
       << r.err;
-  EXPECT_EQ(split_lines(r.out).back().rfind("val: mAP50-95: 0.", 0), 0u) << r.out;
+  EXPECT_EQ(split_lines(r.out).back().rfind("val: mAP50-95: ", 0), 0u) << r.out;
 
   r = run_hpcnet({"predict", "--weights", w, "--conf", "0.0001", "--save", (dir / "pred").string(),
                   (dir / "data" / "images" / "val").string()},

@@ -24,6 +24,7 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/task.h"
 #include "src/io/tb_event.pb.h"
+#include "src/train/plot.h"
 #include "src/train/run_metrics.h"
 #include "test_util.h"
 
@@ -240,12 +241,134 @@ TEST(RunMetrics, TensorBoardScalarsOfRecords) {
   epoch["train_loss"] = std::nan("");
   EXPECT_EQ(train::tensorboard_scalars(epoch).front().first, "val/miou");
   EXPECT_TRUE(train::tensorboard_scalars({{"event", "start"}, {"loss", 1.0}}).empty());
+  // A detection epoch: its loss parts (train_X -> train/X, val_X -> val/X) and every metric.
+  nlohmann::json det = {{"event", "epoch"},        {"train_loss", 6.0},     {"train_box_loss", 1.0},
+                        {"train_cls_loss", 2.0},   {"train_dfl_loss", 3.0}, {"val_loss", 9.0},
+                        {"val_box_loss", 2.0},     {"val_cls_loss", 3.0},   {"val_dfl_loss", 4.0},
+                        {"val_map50_95", 26.1},    {"val_map50", 42.5},     {"val_precision", 55.0},
+                        {"val_recall", 40.0},      {"lr", 0.01},            {"images_per_sec", 10.0},
+                        {"data_wait_seconds", 0.5}};
+  EXPECT_EQ(train::tensorboard_scalars(det), (V{{"train/epoch_loss", 6.0},
+                                                {"train/box_loss", 1.0},
+                                                {"train/cls_loss", 2.0},
+                                                {"train/dfl_loss", 3.0},
+                                                {"val/loss", 9.0},
+                                                {"val/box_loss", 2.0},
+                                                {"val/cls_loss", 3.0},
+                                                {"val/dfl_loss", 4.0},
+                                                {"val/map50", 42.5},
+                                                {"val/map50_95", 26.1},
+                                                {"val/precision", 55.0},
+                                                {"val/recall", 40.0},
+                                                {"lr", 0.01},
+                                                {"images_per_sec", 10.0}}));
+}
+
+// metrics.csv's columns: the classify and segment layout of earlier versions, and a detection
+// run's loss parts (train and val) and four metrics, as Ultralytics' results.csv has them.
+TEST(RunMetrics, CsvColumnsOfEachTask) {
+  using S = std::vector<std::string>;
+  EXPECT_EQ(train::metrics_csv_columns({{"val_accuracy"}, {}}),
+            (S{"epoch", "step", "time", "train_loss", "val_loss", "val_accuracy", "lr", "seconds",
+               "images_per_sec"}));
+  auto t = task::make_task("detect");
+  const S values = t->make_metric({"a", "b"})->value_keys();
+  EXPECT_EQ(values, (S{"val_map50_95", "val_map50", "val_precision", "val_recall"}));
+  EXPECT_EQ(train::metrics_csv_columns({values, t->loss_part_names()}),
+            (S{"epoch", "step", "time", "train_loss", "train_box_loss", "train_cls_loss",
+               "train_dfl_loss", "val_loss", "val_box_loss", "val_cls_loss", "val_dfl_loss",
+               "val_map50_95", "val_map50", "val_precision", "val_recall", "lr", "seconds",
+               "images_per_sec"}));
+  EXPECT_EQ(task::make_task("segment")->make_metric({"a", "b"})->value_keys(), S{"val_miou"});
+  EXPECT_TRUE(task::make_task("classify")->loss_part_names().empty());
+}
+
+// Resuming a detection run whose metrics.csv has the columns of an earlier version (and its
+// metrics in fractions) keeps that file as metrics.1.csv and starts a new one; a file of another
+// program is still refused; a start record says the unit.
+TEST(RunMetrics, ResumeMovesAnEarlierVersionsCsvAside) {
+  TempDir dir("rm_legacy");
+  const train::RunMetricKeys det = {{"val_map50_95", "val_map50", "val_precision", "val_recall"},
+                                    {"box_loss", "cls_loss", "dfl_loss"}};
+  const std::string old =
+      "epoch,step,time,train_loss,val_loss,val_map50_95,lr,seconds,images_per_sec\n"
+      "1,4,1.5,12.1,11.9,0.00022,0.0005,8.4,0.95\n";
+  write_file(dir.path() / "metrics.csv", old);
+  {
+    train::RunMetrics m(true, dir.str(), true, det);
+    m.write({{"event", "start"}}, 4);
+  }
+  EXPECT_EQ(read_file(dir.path() / "metrics.1.csv"), old);
+  const std::vector<std::string> now = split_lines(read_file(dir.path() / "metrics.csv"));
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].rfind("epoch,step,time,train_loss,train_box_loss,", 0), 0u) << now[0];
+  const auto start = nlohmann::json::parse(split_lines(read_file(dir.path() / "metrics.jsonl"))[0]);
+  EXPECT_EQ(start.at("metric_unit"), "percent");
+  write_file(dir.path() / "metrics.csv", "a,b\n");
+  EXPECT_TRUE(input_error([&] { train::RunMetrics m(true, dir.str(), true, det); }, "header"));
+  EXPECT_FALSE(fs::exists(dir.path() / "metrics.2.csv"));
+}
+
+// The panels of a detection run with fewer steps than --log-every: the train-loss panel falls back
+// to the epochs' train loss at their global step (it said "no records"), each loss part has a
+// panel of its train and val curves, the four metrics share two panels in percent, and a file of
+// an earlier version (no "metric_unit", mAP as a fraction) is drawn in percent too.
+TEST(Plot, PanelsOfADetectionRunAndAnEarlierVersionsFile) {
+  TempDir dir("plot_panels");
+  auto epoch = [](int e, double map) {
+    return nlohmann::json{{"event", "epoch"},       {"epoch", e},
+                          {"global_step", 4 * e},   {"train_loss", 6.0 - e},
+                          {"train_box_loss", 1.0},  {"train_cls_loss", 2.0},
+                          {"train_dfl_loss", 3.0 - e}, {"val_loss", 9.0},
+                          {"val_box_loss", 2.0},    {"val_cls_loss", 3.0},
+                          {"val_dfl_loss", 4.0},    {"val_map50_95", map},
+                          {"val_map50", 2 * map},   {"val_precision", 50.0},
+                          {"val_recall", 40.0},     {"lr", 0.01}}
+        .dump();
+  };
+  const fs::path now = dir.path() / "now.jsonl";
+  write_file(now, "{\"event\": \"start\", \"metric_unit\": \"percent\"}\n" + epoch(1, 20) +
+                      "\n" + epoch(2, 26) + "\n");
+  const train::RunCurves c = train::read_run_curves(now.string());
+  const std::vector<train::Panel> p = train::run_panels(c);
+  std::vector<std::string> titles;
+  for (const train::Panel& x : p) titles.push_back(x.title);
+  EXPECT_EQ(titles, (std::vector<std::string>{"train loss (per epoch: no log records)",
+                                              "loss per epoch", "box_loss per epoch",
+                                              "cls_loss per epoch", "dfl_loss per epoch",
+                                              "map50, map50_95 per epoch",
+                                              "precision, recall per epoch", "learning rate"}));
+  ASSERT_EQ(p.size(), 8u);
+  EXPECT_EQ(*p[0].lines.at(0).second, (train::Curve{{4, 5}, {8, 4}}));
+  ASSERT_EQ(p[4].lines.size(), 2u);
+  EXPECT_EQ(*p[4].lines[0].second, (train::Curve{{1, 2}, {2, 1}}));  // train dfl
+  EXPECT_EQ(*p[4].lines[1].second, (train::Curve{{1, 4}, {2, 4}}));  // val dfl
+  EXPECT_EQ(p[5].ylabel, "%");
+  EXPECT_EQ(p[5].lines[1].first, "map50_95");
+  EXPECT_EQ(*p[5].lines[1].second, (train::Curve{{1, 20}, {2, 26}}));
+  EXPECT_EQ(*p[6].lines[0].second, (train::Curve{{1, 50}, {2, 50}}));
+
+  const fs::path old = dir.path() / "old.jsonl";  // an earlier version's detection run
+  write_file(old, "{\"event\": \"start\"}\n"
+                  "{\"event\": \"epoch\", \"epoch\": 1, \"global_step\": 4, \"train_loss\": 12.1, "
+                  "\"val_loss\": 11.9, \"val_map50_95\": 0.25, \"lr\": 0.0005}\n");
+  const train::RunCurves o = train::read_run_curves(old.string());
+  EXPECT_EQ(o.metric_keys, std::vector<std::string>{"val_map50_95"});
+  EXPECT_EQ(o.epoch.at("val_map50_95"), (train::Curve{{1, 25}}));
+  const std::vector<train::Panel> op = train::run_panels(o);
+  ASSERT_EQ(op.size(), 4u);
+  EXPECT_EQ(op[2].ylabel, "val_map50_95 (%)");
+  // A classification run's accuracy was always percent: left as it is.
+  const fs::path cls = dir.path() / "cls.jsonl";
+  write_file(cls, "{\"event\": \"epoch\", \"epoch\": 1, \"val_accuracy\": 52.5}\n");
+  EXPECT_EQ(train::read_run_curves(cls.string()).epoch.at("val_accuracy"),
+            (train::Curve{{1, 52.5}}));
 }
 
 // Only the lead rank writes anything.
 TEST(RunMetrics, OtherRanksWriteNothing) {
   TempDir dir("rm");
-  train::RunMetrics m(false, dir.str(), false, "val_accuracy");
+  train::RunMetrics m(false, dir.str(), false, {{"val_accuracy"}, {}});
   m.write({{"event", "epoch"}, {"train_loss", 1.0}}, 5);
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }

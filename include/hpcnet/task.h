@@ -59,11 +59,17 @@ class Metric {
   // ({}) empties the metric and merge_state() adds each rank's in rank order.
   virtual bool additive() const { return true; }
   virtual void merge_state(const std::vector<double>& s);
-  // The headline number, higher is better (classify: accuracy in percent), and its name in
-  // metrics.jsonl ("val_accuracy").
+  // The headline number, higher is better, in percent like every number a metric writes
+  // (classify: accuracy; segment: mIoU; detect: mAP50-95), and its name in metrics.jsonl
+  // ("val_accuracy").
   virtual double value() const = 0;
   virtual std::string value_key() const = 0;
-  // The headline for the epoch line ("val_accuracy 52.10%", "mAP50-95 0.2610 mAP50 0.4250").
+  // Every number of an epoch record, in percent, the headline first: value_keys()[i] is
+  // values()[i]'s name (detect: val_map50_95, val_map50, val_precision, val_recall). Only the
+  // headline unless a task says more; value_keys() needs no data.
+  virtual std::vector<std::string> value_keys() const { return {value_key()}; }
+  virtual std::vector<double> values() const { return {value()}; }
+  // The headline for the epoch line ("val_accuracy 52.10%", "mAP50-95 26.10% mAP50 42.50%").
   virtual std::string value_text() const;
   // detect: the detections as a COCO results file, image i's id image_ids[i] (the dataset order;
   // empty: i) and class k's category category_ids[k] (empty: k). InputError for other tasks.
@@ -137,6 +143,13 @@ class Task {
                                     const StepRanks& ranks) const {
     return loss_for_log(loss, batch);
   }
+  // The names of the logged loss's parts, where it has several (detect: "box_loss", "cls_loss",
+  // "dfl_loss", Ultralytics' loss items); none for a loss of one part.
+  virtual std::vector<std::string> loss_part_names() const { return {}; }
+  // The parts of the loss that the last loss() or train_loss() call on this object computed,
+  // scaled as loss_for_log / train_loss_for_log scale its total (their sum is the logged loss);
+  // loss_part_names().size() numbers, or none before the first call. One caller at a time.
+  virtual std::vector<double> last_loss_parts() const { return {}; }
   virtual std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const = 0;
   // The outputs used for evaluation and prediction of images (N, 3, H, W) on the model's device,
   // the model in eval mode: model.forward_all(images), or with flip_tta the task's test-time
@@ -168,10 +181,14 @@ std::vector<std::string> task_names();
 
 // The task's loss over an evaluation pass, as numbers that add up across shards (ranks) like a
 // metric's state: sum = the sum over batches of (the batch's loss x its images), count = images.
+// parts: the same sums of Task::last_loss_parts() (empty for a loss of one part).
 struct LossSum {
   double sum = 0, count = 0;
+  std::vector<double> parts;
   // The mean loss per image (a batch's loss weighted by its size); NaN when count is 0.
   double mean() const;
+  // The mean of each part per image, as mean(); NaN when count is 0.
+  std::vector<double> part_means() const;
 };
 
 // Runs the model in eval mode (no gradients) over one pass of the loader and returns the metric

@@ -69,6 +69,12 @@ void Metric::write_results(const std::string&, const std::vector<int64_t>&,
 
 double LossSum::mean() const { return count > 0 ? sum / count : std::nan(""); }
 
+std::vector<double> LossSum::part_means() const {
+  std::vector<double> m;
+  for (double p : parts) m.push_back(count > 0 ? p / count : std::nan(""));
+  return m;
+}
+
 std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::DataLoader& loader,
                                  bool flip_tta, LossSum* loss,
                                  const std::function<void(int64_t)>& on_batch) {
@@ -90,6 +96,10 @@ std::unique_ptr<Metric> evaluate(const Task& task, nn::Module& model, data::Data
       }
       loss->sum += task.loss_for_log(task.loss(out, t).item(), b) * static_cast<double>(b.size);
       loss->count += static_cast<double>(b.size);
+      const std::vector<double> parts = task.last_loss_parts();
+      if (loss->parts.size() < parts.size()) loss->parts.resize(parts.size(), 0.0);
+      for (size_t k = 0; k < parts.size(); ++k)
+        loss->parts[k] += parts[k] * static_cast<double>(b.size);
     }
     if (!device.is_cpu())
       for (Tensor& t : out) t = t.to(cpu_device());

@@ -10,11 +10,14 @@ namespace hpcnet::train {
 
 std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const task::Task& task,
                                                nn::Module& model, data::DataLoader& loader,
-                                               double* mean_loss,
+                                               task::LossSum* loss_out,
                                                const std::function<void(int64_t)>& on_batch) {
   task::LossSum loss;
   std::unique_ptr<task::Metric> m =
-      task::evaluate(task, model, loader, false, mean_loss ? &loss : nullptr, on_batch);
+      task::evaluate(task, model, loader, false, loss_out ? &loss : nullptr, on_batch);
+  // Every rank reduces as many parts, whether or not its slice had a batch.
+  const size_t np = loss_out ? task.loss_part_names().size() : 0;
+  loss.parts.resize(np, 0.0);
   if (pg.world_size() > 1 && !m->additive()) {
     // A state that does not add up (every detection of a COCO evaluation): each rank's vector is
     // placed at its offset of one zeroed buffer and summed, then merged in rank order.
@@ -24,9 +27,11 @@ std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const tas
     lens[static_cast<size_t>(r)] = static_cast<double>(mine.size());
     lens[static_cast<size_t>(W)] = loss.sum;
     lens[static_cast<size_t>(W) + 1] = loss.count;
+    lens.insert(lens.end(), loss.parts.begin(), loss.parts.end());
     pg.allreduce_sum(lens.data(), lens.size());
     loss.sum = lens[static_cast<size_t>(W)];
     loss.count = lens[static_cast<size_t>(W) + 1];
+    std::copy(lens.begin() + W + 2, lens.end(), loss.parts.begin());
     size_t total = 0, offset = 0;
     for (int k = 0; k < W; ++k) {
       if (k == r) offset = total;
@@ -44,18 +49,20 @@ std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const tas
       at += n;
     }
   } else if (pg.world_size() > 1) {
-    // One reduction: the metric's state, then the loss sum and its image count.
+    // One reduction: the metric's state, then the loss sum, its image count and its parts.
     std::vector<double> s = m->state();
     const size_t n = s.size();
     s.push_back(loss.sum);
     s.push_back(loss.count);
+    s.insert(s.end(), loss.parts.begin(), loss.parts.end());
     pg.allreduce_sum(s.data(), s.size());
     loss.sum = s[n];
     loss.count = s[n + 1];
+    std::copy(s.begin() + static_cast<std::ptrdiff_t>(n) + 2, s.end(), loss.parts.begin());
     s.resize(n);
     m->set_state(s);
   }
-  if (mean_loss) *mean_loss = loss.mean();
+  if (loss_out) *loss_out = loss;
   return m;
 }
 

@@ -10,11 +10,11 @@
 
 namespace hpcnet::train {
 
-// With mean_loss, *mean_loss is set to the task's loss per image over every rank's slice
-// (task::LossSum, summed across ranks with the metric's state).
+// With loss, *loss is set to the task's loss (and its parts, task.loss_part_names().size() of
+// them, even on a rank without batches) summed over every rank's slice, with the metric's state.
 std::unique_ptr<task::Metric> evaluate_sharded(dist::ProcessGroup& pg, const task::Task& task,
                                                nn::Module& model, data::DataLoader& loader,
-                                               double* mean_loss = nullptr,
+                                               task::LossSum* loss = nullptr,
                                                const std::function<void(int64_t)>& on_batch = {});
 
 }  // namespace hpcnet::train

@@ -622,7 +622,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   const int64_t resume_epoch = st.epochs_done, resume_step = st.epoch_step;
   // metrics.jsonl, metrics.csv and the TensorBoard events, kept by rank 0 alone.
   RunMetrics metrics(lead, cfg.out, st.epochs_done > 0 || st.epoch_step > 0,
-                     task->make_metric(d.classes)->value_key());
+                     {task->make_metric(d.classes)->value_keys(), task->loss_part_names()});
   {
     nlohmann::json rec = {{"event", "start"},
                           {"config", recipe_json(cfg)},
@@ -672,6 +672,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                     "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
                     loader.num_batches(), world * cfg.batch_size);
     double running_loss = first ? st.running_loss : 0, epoch_loss = first ? st.epoch_loss : 0;
+    LossPartSums epoch_parts(task->loss_part_names());  // detect's box, cls, dfl
     int64_t epoch_steps = first;
     data::Batch batch;
     double epoch_wait = 0;  // seconds the training thread waited for batches this epoch
@@ -759,6 +760,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       if (!skipped) {  // a skipped batch adds nothing to the loss sums
         running_loss += l;
         epoch_loss += l;
+        epoch_parts.add(task->last_loss_parts());
       }
       ++epoch_steps;
       ++st.steps;
@@ -821,6 +823,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
       if (world > 1) pg.allreduce_sum(per_rank.data(), per_rank.size());
       rec["images_read_per_rank"] = per_rank;
     }
+    epoch_parts.put_means(rec, "train_", pg);
     if (partial) break;  // a partial epoch is not checkpointed (a signal's was, above)
     st.epochs_done = epoch + 1;
     // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
@@ -835,7 +838,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     bool improved = false;
     std::string val_text;
     if (val_loader) {
-      double val_loss = 0;
+      task::LossSum val_loss;
       // The screen is not blank while validation runs: a bar of its own, erased at the end.
       ProgressBar val_bar(show_bar,
                           "val " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
@@ -851,9 +854,10 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                            [&](int64_t done) { val_bar.update(done); });
       cpu_allocator_release_cached();
       val_bar.clear();
-      rec["val_loss"] = val_loss;
+      rec["val_loss"] = val_loss.mean();
+      put_named(rec, "val_", task->loss_part_names(), val_loss.part_means());
       res.val_accuracy = ev->value();
-      rec[ev->value_key()] = ev->value();
+      put_named(rec, "", ev->value_keys(), ev->values());
       improved = std::isfinite(ev->value()) && (!st.best || ev->value() > *st.best);
       if (improved) st.best = ev->value();
       val_text = "  " + ev->value_text();

@@ -1,5 +1,5 @@
-// `hpcnet plot`: metrics.jsonl read into curves (read_run_curves) and drawn with PLplot's C API on
-// the pngcairo device, 2 x 2 panels on one page. PLplot keeps global state: one plot at a time,
+// `hpcnet plot`: metrics.jsonl read into curves (read_run_curves), laid out as panels (run_panels)
+// and drawn with PLplot's C API on the pngcairo device, two rows of panels on one page. PLplot keeps global state: one plot at a time,
 // plinit ... plend within plot_run, and a PLplot error ends the process (its exit handler says so
 // on one line).
 #include "src/train/plot.h"
@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "hpcnet/error.h"
 
@@ -37,6 +38,16 @@ double field(const nlohmann::json& r, const char* key) {
 
 Curve to_curve(const std::map<double, double>& m) { return Curve(m.begin(), m.end()); }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The detection metrics, which metrics.jsonl held as fractions before it said "metric_unit".
+bool was_a_fraction(const std::string& key) {
+  return key == "val_map50_95" || key == "val_map50" || key == "val_precision" ||
+         key == "val_recall";
+}
+
 }  // namespace
 
 RunCurves read_run_curves(const std::string& metrics_path) {
@@ -45,7 +56,10 @@ RunCurves read_run_curves(const std::string& metrics_path) {
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   RunCurves c;
-  std::map<double, double> loss, etrain, eval_loss, metric, lr;
+  std::map<double, double> loss, train_at_step, lr;
+  std::map<std::string, std::map<double, double>> epoch;
+  std::set<std::string> metric_keys, parts;
+  bool percent = false;  // what the last "start" record said
   int64_t logs = 0;
   for (size_t n = 0; n < lines.size(); ++n) {
     if (lines[n].find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -55,6 +69,7 @@ RunCurves read_run_curves(const std::string& metrics_path) {
       throw InputError(metrics_path + ": line " + std::to_string(n + 1) + " is not a JSON object");
     }
     const std::string event = r.value("event", "");
+    if (event == "start") percent = r.value("metric_unit", "") == "percent";
     if (event != "log" && event != "epoch") continue;
     ++c.records;
     const bool has_step = r.contains("global_step") && r["global_step"].is_number();
@@ -70,21 +85,75 @@ RunCurves read_run_curves(const std::string& metrics_path) {
       continue;
     }
     const double e = field(r, "epoch");
-    put(etrain, e, field(r, "train_loss"));
-    put(eval_loss, e, field(r, "val_loss"));
-    for (const auto& [key, value] : r.items())
-      if (key.rfind("val_", 0) == 0 && key != "val_loss") {
-        if (c.metric_key.empty()) c.metric_key = key;
-        if (key == c.metric_key) put(metric, e, field(r, key.c_str()));
+    for (const auto& [key, value] : r.items()) {
+      const bool train = key.rfind("train_", 0) == 0, val = key.rfind("val_", 0) == 0;
+      if (!train && !val) continue;
+      double y = field(r, key.c_str());
+      if (val && !ends_with(key, "_loss")) {
+        metric_keys.insert(key);
+        if (!percent && was_a_fraction(key)) y *= 100;
+      } else if (key != "train_loss" && key != "val_loss" && ends_with(key, "_loss")) {
+        parts.insert(key.substr(train ? 6 : 4));
       }
+      put(epoch[key], e, y);
+    }
+    put(train_at_step, has_step ? field(r, "global_step") : e, field(r, "train_loss"));
     if (has_step) put(lr, field(r, "global_step"), field(r, "lr"));
   }
   c.train_loss = to_curve(loss);
-  c.epoch_train_loss = to_curve(etrain);
-  c.epoch_val_loss = to_curve(eval_loss);
-  c.metric = to_curve(metric);
+  c.epoch_train_loss_at_step = to_curve(train_at_step);
+  for (const auto& [key, m] : epoch) c.epoch[key] = to_curve(m);
+  c.metric_keys.assign(metric_keys.begin(), metric_keys.end());
+  c.loss_parts.assign(parts.begin(), parts.end());
   c.lr = to_curve(lr);
   return c;
+}
+
+std::vector<Panel> run_panels(const RunCurves& c) {
+  static const Curve kNone;
+  auto curve = [&](const std::string& key) -> const Curve* {
+    auto it = c.epoch.find(key);
+    return it == c.epoch.end() ? &kNone : &it->second;
+  };
+  const std::string steps = c.has_global_step ? "global step" : "log record";
+  std::vector<Panel> p;
+  if (!c.train_loss.empty() || c.epoch_train_loss_at_step.empty())
+    p.push_back({"train loss (per log step)", steps, "loss", false, {{"train", &c.train_loss}}});
+  else  // fewer steps than --log-every: the epochs' losses
+    p.push_back({"train loss (per epoch: no log records)",
+                 c.has_global_step ? "global step" : "epoch",
+                 "loss",
+                 false,
+                 {{"train", &c.epoch_train_loss_at_step}}});
+  p.push_back({"loss per epoch",
+               "epoch",
+               "loss",
+               true,
+               {{"train", curve("train_loss")}, {"val", curve("val_loss")}}});
+  for (const std::string& part : c.loss_parts)
+    p.push_back({part + " per epoch",
+                 "epoch",
+                 part,
+                 true,
+                 {{"train", curve("train_" + part)}, {"val", curve("val_" + part)}}});
+  if (c.metric_keys.empty())
+    p.push_back({"validation metric per epoch", "epoch", "validation metric (%)", true,
+                 {{"val", &kNone}}});
+  for (size_t k = 0; k < c.metric_keys.size(); k += 2) {
+    const std::string& a = c.metric_keys[k];
+    if (k + 1 == c.metric_keys.size()) {
+      p.push_back({a + " per epoch", "epoch", a + " (%)", true, {{a.substr(4), curve(a)}}});
+      continue;
+    }
+    const std::string& b = c.metric_keys[k + 1];
+    p.push_back({a.substr(4) + ", " + b.substr(4) + " per epoch",
+                 "epoch",
+                 "%",
+                 true,
+                 {{a.substr(4), curve(a)}, {b.substr(4), curve(b)}}});
+  }
+  p.push_back({"learning rate", steps, "lr", false, {{"lr", &c.lr}}});
+  return p;
 }
 
 #ifdef HPCNET_WITH_PLPLOT
@@ -111,17 +180,20 @@ bool has_pngcairo() {
   return false;
 }
 
-struct Line {
-  const Curve* curve;
-  PLINT colour;
-  const char* label;
-};
-
 // One panel on the next subpage: axes over every line's range (whole-number ticks for epochs),
 // the lines (and their points when there are few), a legend when there are several lines, "no
 // records" when all are empty.
-void draw_panel(const std::vector<Line>& lines, const std::string& xlabel,
-                const std::string& ylabel, const std::string& title, bool epochs) {
+void draw_panel(const Panel& panel) {
+  const std::string &xlabel = panel.xlabel, &ylabel = panel.ylabel, &title = panel.title;
+  const bool epochs = panel.epochs;
+  struct Line {
+    const Curve* curve;
+    PLINT colour;
+    const char* label;
+  };
+  std::vector<Line> lines;
+  for (const auto& [label, curve] : panel.lines)
+    lines.push_back({curve, lines.empty() ? kBlue : kOrange, label.c_str()});
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   size_t points = 0;
   for (const Line& l : lines)
@@ -211,17 +283,13 @@ std::string plot_run(const std::string& run_dir, const std::string& out_png) {
   plscmap0(r, g, b, 6);
   plsdev("pngcairo");
   plsfnam(tmp.c_str());
-  plspage(0, 0, 1600, 1100, 0, 0);
-  plssub(2, 2);
+  const std::vector<Panel> panels = run_panels(c);
+  const PLINT columns = std::max<PLINT>(2, static_cast<PLINT>((panels.size() + 1) / 2));
+  plspage(0, 0, 1600 + 600 * (columns - 2), 1100, 0, 0);
+  plssub(columns, 2);
   plinit();
   plschr(0, 0.9);
-  const std::string steps = c.has_global_step ? "global step" : "log record";
-  draw_panel({{&c.train_loss, kBlue, "train"}}, steps, "loss", "train loss (per log step)", false);
-  draw_panel({{&c.epoch_train_loss, kBlue, "train"}, {&c.epoch_val_loss, kOrange, "val"}}, "epoch",
-             "loss", "loss per epoch", true);
-  const std::string key = c.metric_key.empty() ? "validation metric" : c.metric_key;
-  draw_panel({{&c.metric, kOrange, "val"}}, "epoch", key + " (%)", key + " per epoch", true);
-  draw_panel({{&c.lr, kBlue, "lr"}}, steps, "lr", "learning rate", false);
+  for (const Panel& p : panels) draw_panel(p);
   plend();
   fs::rename(tmp, out, ec);
   if (ec) {

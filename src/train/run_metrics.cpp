@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 namespace fs = std::filesystem;
 
@@ -40,9 +41,42 @@ std::string csv_number(const nlohmann::json& r, const std::string& key) {
 }
 }  // namespace
 
-std::vector<std::string> metrics_csv_columns(const std::string& metric_key) {
-  return {"epoch",    "step", "time",    "train_loss",    "val_loss",
-          metric_key, "lr",   "seconds", "images_per_sec"};
+std::vector<std::string> metrics_csv_columns(const RunMetricKeys& keys) {
+  std::vector<std::string> c = {"epoch", "step", "time", "train_loss"};
+  for (const std::string& p : keys.loss_parts) c.push_back("train_" + p);
+  c.push_back("val_loss");
+  for (const std::string& p : keys.loss_parts) c.push_back("val_" + p);
+  c.insert(c.end(), keys.values.begin(), keys.values.end());
+  for (const char* k : {"lr", "seconds", "images_per_sec"}) c.push_back(k);
+  return c;
+}
+
+void put_named(nlohmann::json& rec, const std::string& prefix,
+               const std::vector<std::string>& names, const std::vector<double>& values) {
+  HPCNET_CHECK(names.size() == values.size(), prefix + ": " + std::to_string(values.size()) +
+                                                  " values for " + std::to_string(names.size()) +
+                                                  " names");
+  for (size_t k = 0; k < names.size(); ++k) rec[prefix + names[k]] = values[k];
+}
+
+void LossPartSums::add(const std::vector<double>& parts) {
+  if (parts.empty()) return;
+  HPCNET_CHECK(parts.size() == sums_.size(), "loss parts: " + std::to_string(parts.size()) +
+                                                 " numbers for " +
+                                                 std::to_string(sums_.size()) + " names");
+  for (size_t k = 0; k < parts.size(); ++k) sums_[k] += parts[k];
+  ++steps_;
+}
+
+void LossPartSums::put_means(nlohmann::json& rec, const std::string& prefix,
+                             dist::ProcessGroup& pg) {
+  if (names_.empty()) return;
+  std::vector<double> s = sums_;
+  s.push_back(steps_);
+  if (pg.world_size() > 1) pg.allreduce_sum(s.data(), s.size());
+  const double n = s.back();
+  for (size_t k = 0; k < names_.size(); ++k)
+    rec[prefix + names_[k]] = n > 0 ? s[k] / n : std::nan("");
 }
 
 std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::json& record) {
@@ -56,6 +90,8 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::
     add("loss", "train/loss");
   } else if (event == "epoch") {
     add("train_loss", "train/epoch_loss");
+    for (const auto& [key, value] : record.items())
+      if (key.rfind("train_", 0) == 0 && key != "train_loss") add(key, "train/" + key.substr(6));
     add("val_loss", "val/loss");
     for (const auto& [key, value] : record.items())
       if (key.rfind("val_", 0) == 0 && key != "val_loss") add(key, "val/" + key.substr(4));
@@ -65,9 +101,36 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::
   return out;
 }
 
+namespace {
+// A resumed run's metrics.csv with the columns of an earlier version (before a task's loss parts
+// and further values had columns: epoch ... val_loss, the headline, lr, seconds, images_per_sec)
+// is moved to metrics.<n>.csv, the first n free, so the run goes on in a new file.
+void move_legacy_csv(const fs::path& csv, const RunMetricKeys& keys) {
+  const std::vector<std::string> now = metrics_csv_columns(keys);
+  const std::vector<std::string> old =
+      metrics_csv_columns({{keys.values.empty() ? "" : keys.values.front()}, {}});
+  if (now == old) return;
+  std::ifstream in(csv);
+  std::string first;
+  if (!in || !std::getline(in, first)) return;
+  std::string header;
+  for (const std::string& c : old) header += (header.empty() ? "" : ",") + c;
+  if (first != header) return;  // CsvLog says what is wrong with another file
+  in.close();
+  for (int n = 1;; ++n) {
+    const fs::path to = csv.parent_path() / ("metrics." + std::to_string(n) + ".csv");
+    std::error_code ec;
+    if (fs::exists(to, ec)) continue;
+    fs::rename(csv, to, ec);
+    HPCNET_REQUIRE(!ec, csv.string() + ": cannot move the file of an earlier version to " +
+                            to.string() + ": " + ec.message());
+    return;
+  }
+}
+}  // namespace
+
 RunMetrics::RunMetrics(bool lead, const std::string& dir, bool append,
-                       const std::string& metric_key)
-    : metric_key_(metric_key) {
+                       const RunMetricKeys& keys) {
   if (!lead) return;
   if (!append) {
     std::error_code ec;
@@ -76,7 +139,9 @@ RunMetrics::RunMetrics(bool lead, const std::string& dir, bool append,
         fs::remove(e.path(), ec);
   }
   jsonl_.emplace((fs::path(dir) / "metrics.jsonl").string(), append);
-  csv_.emplace((fs::path(dir) / "metrics.csv").string(), metrics_csv_columns(metric_key), append);
+  const fs::path csv = fs::path(dir) / "metrics.csv";
+  if (append) move_legacy_csv(csv, keys);
+  csv_.emplace(csv.string(), metrics_csv_columns(keys), append);
   events_.emplace(dir, unix_now());
 }
 
@@ -87,8 +152,10 @@ void RunMetrics::write(nlohmann::json record, int64_t global_step) {
   const double now = unix_now();
   record["time"] = now;
   record["global_step"] = global_step;
+  const std::string event = record.at("event").get<std::string>();
+  if (event == "start") record["metric_unit"] = kMetricUnit;
   jsonl_->write(record);
-  if (record.at("event").get_ref<const std::string&>() == "epoch") {
+  if (event == "epoch") {
     std::vector<std::string> row;
     for (const std::string& c : csv_->columns())
       row.push_back(c == "step" ? std::to_string(global_step) : csv_number(record, c));

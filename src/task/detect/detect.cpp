@@ -153,13 +153,21 @@ class DetectMetric : public Metric {
     if (!summary_) summary_ = eval_.summarize();
     return *summary_;
   }
-  // COCO's AP@[.5:.95] (mAP50-95), as a fraction; -1 (no ground truth) counts as 0.
-  double value() const override { return std::max(0.0, summary().stats[detect::kCocoStatAp]); }
-  double map50() const { return std::max(0.0, summary().stats[detect::kCocoStatAp50]); }
+  // COCO's AP@[.5:.95] (mAP50-95) in percent; -1 (no ground truth) counts as 0.
+  double value() const override { return percent(summary().stats[detect::kCocoStatAp]); }
+  double map50() const { return percent(summary().stats[detect::kCocoStatAp50]); }
   std::string value_key() const override { return "val_map50_95"; }
+  // Ultralytics' metrics/mAP50-95(B), mAP50(B), precision(B), recall(B), in percent.
+  std::vector<std::string> value_keys() const override {
+    return {"val_map50_95", "val_map50", "val_precision", "val_recall"};
+  }
+  std::vector<double> values() const override {
+    const CocoSummary& s = summary();
+    return {value(), map50(), percent(s.mean_precision), percent(s.mean_recall)};
+  }
   std::string value_text() const override {
     char b[64];
-    std::snprintf(b, sizeof b, "mAP50-95 %.4f mAP50 %.4f", value(), map50());
+    std::snprintf(b, sizeof b, "mAP50-95 %.2f%% mAP50 %.2f%%", value(), map50());
     return b;
   }
   int64_t count() const override { return static_cast<int64_t>(eval_.num_images()); }
@@ -174,7 +182,8 @@ class DetectMetric : public Metric {
     out += line;
     std::snprintf(line, sizeof line, "%22s %11lld %11lld %11.3g %11.3g %11.3g %11.3g\n", "all",
                   static_cast<long long>(count()), static_cast<long long>(inst), s.mean_precision,
-                  s.mean_recall, map50(), value());
+                  s.mean_recall, fraction(s.stats[detect::kCocoStatAp50]),
+                  fraction(s.stats[detect::kCocoStatAp]));
     out += line;
     for (size_t k = 0; k < classes_.size() && k < s.ap50.size(); ++k) {
       if (s.instances[k] == 0) continue;  // Ultralytics lists the classes with labels
@@ -185,7 +194,7 @@ class DetectMetric : public Metric {
       out += line;
     }
     out += detect::coco_summary_text(s);
-    std::snprintf(line, sizeof line, "%s: mAP50-95: %.4f mAP50: %.4f\n", split.c_str(), value(),
+    std::snprintf(line, sizeof line, "%s: mAP50-95: %.2f%% mAP50: %.2f%%\n", split.c_str(), value(),
                   map50());
     return out + line;
   }
@@ -193,14 +202,22 @@ class DetectMetric : public Metric {
     const CocoSummary& s = summary();
     nlohmann::json per = nlohmann::json::object();
     for (size_t k = 0; k < classes_.size() && k < s.ap50.size(); ++k)
-      per[classes_[k]] = {{"images", s.images[k]},       {"instances", s.instances[k]},
-                          {"precision", s.precision[k]}, {"recall", s.recall[k]},
-                          {"map50", s.ap50[k]},          {"map50_95", s.ap50_95[k]}};
+      per[classes_[k]] = {{"images", s.images[k]},
+                          {"instances", s.instances[k]},
+                          {"precision", 100.0 * s.precision[k]},
+                          {"recall", 100.0 * s.recall[k]},
+                          {"map50", 100.0 * s.ap50[k]},
+                          {"map50_95", 100.0 * s.ap50_95[k]}};
+    // pycocotools' 12 stats in percent; its -1 (no ground truth in that range) stays -1.
     nlohmann::json coco = nlohmann::json::object();
-    for (int k = 0; k < detect::kCocoStatCount; ++k) coco[detect::kCocoStatNames[k]] = s.stats[k];
-    return {{"images", count()},       {"map50_95", value()},
-            {"map50", map50()},        {"precision", s.mean_precision},
-            {"recall", s.mean_recall}, {"coco", coco},
+    for (int k = 0; k < detect::kCocoStatCount; ++k)
+      coco[detect::kCocoStatNames[k]] = s.stats[k] < 0 ? s.stats[k] : 100.0 * s.stats[k];
+    return {{"images", count()},
+            {"map50_95", value()},
+            {"map50", map50()},
+            {"precision", percent(s.mean_precision)},
+            {"recall", percent(s.mean_recall)},
+            {"coco", coco},
             {"per_class", per}};
   }
   void write_results(const std::string& path, const std::vector<int64_t>& image_ids,
@@ -215,6 +232,10 @@ class DetectMetric : public Metric {
   }
 
  private:
+  // A COCO statistic as Ultralytics' table prints it (a fraction) and as hpcnet writes it
+  // (percent); -1 (no ground truth) counts as 0.
+  static double fraction(double stat) { return std::max(0.0, stat); }
+  static double percent(double stat) { return 100.0 * fraction(stat); }
   static std::vector<int64_t> category_ids(size_t n) {
     std::vector<int64_t> ids(n);
     std::iota(ids.begin(), ids.end(), 0);
@@ -278,6 +299,13 @@ class DetectTask : public Task {
                             const StepRanks& ranks) const override {
     if (ranks.world <= 1 || !ranks.sum) return loss_for_log(loss, batch);
     return batch.size > 0 ? loss / static_cast<double>(batch.size * ranks.world) : loss;
+  }
+  std::vector<std::string> loss_part_names() const override {
+    return {"box_loss", "cls_loss", "dfl_loss"};
+  }
+  std::vector<double> last_loss_parts() const override {
+    if (!has_parts_) return {};
+    return {last_parts_[0], last_parts_[1], last_parts_[2]};
   }
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
     return std::make_unique<DetectMetric>(classes, options().imgsz);
@@ -344,17 +372,24 @@ class DetectTask : public Task {
     return d;
   }
 
-  // v8DetectionLoss's total for loss() and train_loss().
-  static Tensor v8_loss(const Outputs& outputs, const data::Batch& batch,
-                        const detect::LossOptions& o) {
+  // v8DetectionLoss's total for loss() and train_loss(); its three parts are kept for
+  // last_loss_parts(), as train_loss_for_log scales the total: on world ranks world x this rank's
+  // (whose mean over the ranks is the global batch's part).
+  Tensor v8_loss(const Outputs& outputs, const data::Batch& batch,
+                 const detect::LossOptions& o) const {
     HPCNET_REQUIRE(outputs.size() >= 2,
                    "detect: the model must return the Detect head's "
                    "(boxes, scores) outputs");
     const int64_t H = batch.images.size(2), W = batch.images.size(3);
-    return detect::v8_detection_loss(outputs[0], outputs[1], H, W, detect::targets_of(batch.boxes),
-                                     o)
-        .total;
+    detect::LossResult r = detect::v8_detection_loss(outputs[0], outputs[1], H, W,
+                                                     detect::targets_of(batch.boxes), o);
+    const double scale = o.rank_sum ? static_cast<double>(o.world) : 1.0;
+    for (size_t k = 0; k < 3; ++k) last_parts_[k] = r.items[k] * scale;
+    has_parts_ = true;
+    return r.total;
   }
+  mutable std::array<double, 3> last_parts_{};  // box, cls, dfl of the last loss computed
+  mutable bool has_parts_ = false;
 };
 
 }  // namespace
