@@ -1,9 +1,11 @@
 // `hpcnet --version` and `hpcnet info`: the version with the build's git revision (the
 // checkout's own when built from one), the build type and flags, the CPU's model and extension
-// lines agreeing with /proc/cpuinfo, and library versions agreeing with the libraries' own calls.
+// lines agreeing with /proc/cpuinfo, and library versions agreeing with the libraries' own calls;
+// the OpenMP wait policy the binary runs with.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include <curl/curl.h>
 // clang-format on
 
+#include "src/ops/omp_wait.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -117,4 +120,63 @@ TEST(CliInfo, LibraryVersionsAreTheLoadedLibrariesOwn) {
   EXPECT_EQ("libarchive " + version_of("libarchive"), archive_version_string()) << r.out;
   EXPECT_EQ(version_of("libcurl").rfind(curl_version_info(CURLVERSION_NOW)->version, 0), 0u)
       << r.out;
+}
+
+// ---- the OpenMP wait policy --------------------------------------------------------------------
+
+// The default is GOMP_SPINCOUNT=kOmpSpinCount when the user set neither OMP_WAIT_POLICY nor
+// GOMP_SPINCOUNT, and nothing when they set either.
+TEST(OmpWaitDefault, OnlyWhereTheUserChoseNothing) {
+  using Env = std::map<std::string, std::string>;
+  auto defaults = [](const Env& env) {
+    return ops::omp_wait_defaults([&](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  using V = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(defaults({}), (V{{"GOMP_SPINCOUNT", ops::kOmpSpinCount}}));
+  EXPECT_EQ(defaults({{"OMP_NUM_THREADS", "2"}}), (V{{"GOMP_SPINCOUNT", ops::kOmpSpinCount}}));
+  EXPECT_TRUE(defaults({{"OMP_WAIT_POLICY", "passive"}}).empty());
+  EXPECT_TRUE(defaults({{"OMP_WAIT_POLICY", "active"}}).empty());
+  EXPECT_TRUE(defaults({{"GOMP_SPINCOUNT", "300000"}}).empty());
+  EXPECT_TRUE(defaults({{"GOMP_SPINCOUNT", ""}}).empty());  // set, even if empty
+}
+
+// What the binary's OpenMP runtime really uses, as libgomp shows it (OMP_DISPLAY_ENV=VERBOSE,
+// printed when the library loads; libgomp reads the variables only then, so the default needs the
+// binary to execute itself again, and the last display is the one in force): the bounded spin by
+// default, the user's GOMP_SPINCOUNT or OMP_WAIT_POLICY untouched (and no second start). The
+// command's own output is printed once.
+TEST(OmpWaitDefault, TheBinaryRunsWithItUnlessTheUserChose) {
+  auto run = [](const std::string& env) {
+    return run_shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE " + env +
+                     " " + hpcnet_command() + " --version");
+  };
+  auto spin_lines = [](const std::string& err) {
+    std::vector<std::string> out;
+    for (const std::string& l : split_lines(err))
+      if (l.find("GOMP_SPINCOUNT = ") != std::string::npos) out.push_back(l);
+    return out;
+  };
+  RunResult r = run("");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(split_lines(r.out).size(), 1u) << r.out;
+  std::vector<std::string> s = spin_lines(r.err);
+  ASSERT_FALSE(s.empty()) << r.err;
+  EXPECT_EQ(s.back(), std::string("  GOMP_SPINCOUNT = '") + ops::kOmpSpinCount + "'") << r.err;
+
+  r = run("GOMP_SPINCOUNT=123");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(spin_lines(r.err), std::vector<std::string>{"  GOMP_SPINCOUNT = '123'"}) << r.err;
+  r = run("OMP_WAIT_POLICY=passive");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(spin_lines(r.err), std::vector<std::string>{"  GOMP_SPINCOUNT = '0'"}) << r.err;
+  EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'PASSIVE'"), std::string::npos) << r.err;
+  r = run("OMP_WAIT_POLICY=active");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  s = spin_lines(r.err);
+  ASSERT_EQ(s.size(), 1u) << r.err;
+  EXPECT_NE(s[0], std::string("  GOMP_SPINCOUNT = '") + ops::kOmpSpinCount + "'");
+  EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << r.err;
 }

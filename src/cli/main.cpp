@@ -27,6 +27,7 @@
 #include "hpcnet/train.h"
 #include "src/cli/build_info.h"
 #include "src/core/cuda_device.h"
+#include "src/ops/omp_wait.h"
 #include "src/ops/ops.h"
 #include "src/train/config_file.h"
 #include "src/train/plot.h"
@@ -571,6 +572,8 @@ int cmd_shard(const ShardArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any OpenMP: a bounded spin-wait unless the user chose one (this may exec again).
+  ops::apply_omp_wait_defaults(argv);
   CLI::App app{"hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
                "The tutorial run:  hpcnet train --data DIR --out runs/lenet"};
   app.require_subcommand(1);
