@@ -193,8 +193,8 @@ struct TrainResult {
   int64_t skipped_steps = 0; // --nan-policy skip: batches dropped for a non-finite loss
   int64_t images = 0;
   double last_report_loss = 0;
-  double val_accuracy = -1;  // the task's validation metric (classify: accuracy, percent), when a
-                             // val split exists
+  double val_accuracy = -1;  // the task's headline validation metric in percent (classify:
+                             // accuracy; segment: mIoU; detect: mAP50-95), when a val split exists
   double data_wait_seconds = 0;  // time the training thread waited for the DataLoader
   int world_size = 1;            // processes that trained together (images counts all of them)
   // 0, or 128 + the signal when SIGINT or SIGTERM stopped the run (130, 143: the shell's codes)
