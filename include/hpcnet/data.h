@@ -100,6 +100,10 @@ class Dataset {
   virtual std::string item_name(int64_t i) const { return "#" + std::to_string(i); }
   // One line for logs: "cifar10 train: 50000 images 32x32, 10 classes, from PATH".
   virtual std::string describe() const;
+  // A dataset read from WebDataset shards: the index of each shard's first item (items lie in
+  // shard order), so that a loader can stream it shard by shard (DataLoaderOptions::
+  // shuffle_buffer). Empty for every other dataset.
+  virtual std::vector<int64_t> shard_starts() const { return {}; }
 };
 
 // All images in one contiguous byte buffer. Loaders below return this; tests and tools may fill
@@ -636,6 +640,15 @@ struct DataLoaderOptions {
   // 0 <= rank < world_size.
   int rank = 0;
   int world_size = 1;
+  // > 0 (a dataset with shard_starts() only): stream the shards as webdataset does instead of
+  // drawing items from a global permutation. Each epoch the shards are put in an order (shuffled
+  // with shuffle, of seed and epoch; in turn otherwise) and dealt to the ranks in turn (shard k of
+  // that order to rank k mod world_size; with fewer shards than ranks, the stream's items are
+  // dealt instead); each rank reads its shards' items in order, through a buffer of this many
+  // items from which each next item is drawn at random (webdataset's .shuffle(N); no draw without
+  // shuffle), so reads stay within a window of the shard being read. A rank's stream is cut or
+  // repeated from its start to samples_per_epoch() items, so every rank takes as many steps.
+  int64_t shuffle_buffer = 0;
 };
 
 struct Batch {
@@ -695,6 +708,7 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   Compose transform_;
   DataLoaderOptions options_;
+  std::vector<int64_t> shard_starts_;  // with shuffle_buffer: the dataset's shard_starts()
   bool started_ = false;
   // Synchronous mode (num_workers == 0).
   int64_t epoch_ = 0;

@@ -157,6 +157,7 @@ class RamCachedDataset : public Dataset {
   const std::vector<std::string>& classes() const override { return lazy_->classes(); }
   TargetKind target_kind() const override { return lazy_->target_kind(); }
   std::string item_name(int64_t i) const override { return lazy_->item_name(i); }
+  std::vector<int64_t> shard_starts() const override { return lazy_->shard_starts(); }
   std::string describe() const override { return lazy_->describe() + " (kept in ram once read)"; }
 
  private:
@@ -222,6 +223,7 @@ class DiskCachedDataset : public Dataset {
   const std::vector<std::string>& classes() const override { return lazy_->classes(); }
   TargetKind target_kind() const override { return lazy_->target_kind(); }
   std::string item_name(int64_t i) const override { return lazy_->item_name(i); }
+  std::vector<int64_t> shard_starts() const override { return lazy_->shard_starts(); }
   std::string describe() const override { return lazy_->describe() + " (cached in " + path_ + ")"; }
 
  private:

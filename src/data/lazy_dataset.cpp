@@ -299,6 +299,15 @@ std::string LazyDataset::describe() const {
          std::to_string(classes_.size()) + " classes, decoded when read";
 }
 
+std::vector<int64_t> LazyDataset::shard_starts() const {
+  std::vector<int64_t> starts;
+  if (what_ != "webdataset") return starts;
+  for (size_t i = 0; i < items_.size(); ++i)
+    if (i == 0 || items_[i].image.archive != items_[i - 1].image.archive)
+      starts.push_back(static_cast<int64_t>(i));
+  return starts;
+}
+
 int64_t LazyDataset::objects() const {
   return static_cast<int64_t>(rows_mode_ ? rows_.size() : boxes_.size());
 }

@@ -77,6 +77,8 @@ class LazyDataset : public Dataset {
   TargetKind target_kind() const override { return kind_; }
   std::string item_name(int64_t i) const override;
   std::string describe() const override;
+  // Shards (the loader "webdataset"): where each archive's items start; else empty.
+  std::vector<int64_t> shard_starts() const override;
 
   // Item i's target for its image decoded elsewhere (a cache), of height x width: ex gets label,
   // boxes (into buffer.boxes) and, when mask is not null, the mask checked against the classes.

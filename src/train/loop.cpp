@@ -605,6 +605,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   lo.seed = cfg.seed;
   lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
   lo.world_size = world;
+  lo.shuffle_buffer = cfg.shuffle_buffer;  // > 0: shards streamed in turn through a buffer
   data::Compose first_tf = task->train_transform(st.epochs_done, cfg.epochs);
   std::string loader_tf = first_tf.str();
   auto loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(first_tf), lo);
