@@ -331,6 +331,19 @@ int main(int argc, char** argv) {
                      {"001.txt", "0 0.5 0.5 0.2 0.2\n", false}},
                     false, pax));
 
+  // Decoded-image cache files (.hpcache, the layout of src/data/cache.cpp's header): two images,
+  // the second with a mask; and an empty one.
+  {
+    auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+    auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+    const std::string a(2 * 3 * 3, '\x40'), b(1 * 2 * 3, '\x80'), bm(1 * 2, '\x01');
+    const uint64_t index = 24 + a.size() + b.size() + bm.size();
+    seed("cache_index", "two.hpcache",
+         std::string("HPCNETC1") + u64(2) + u64(index) + a + b + bm + u64(24) + u32(2) + u32(3) +
+             u64(0) + u64(24 + a.size()) + u32(1) + u32(2) + u64(24 + a.size() + b.size()));
+    seed("cache_index", "empty.hpcache", std::string("HPCNETC1") + u64(0) + u64(24));
+  }
+
   fs::remove_all(tmp);
   return 0;
 }

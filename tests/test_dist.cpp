@@ -514,6 +514,9 @@ TEST_F(DistMpiTest, DetectWithSyncBnOnTwoRanksMatchesOneProcessAtTheGlobalBatch)
   RunResult two = run(2, "d2", 2, " --sync-bn");
   ASSERT_EQ(two.rc, 0) << two.err;
   EXPECT_EQ(ds_count(two.out, "Finished Training"), 1u) << two.out;
+  // One walk per job: rank 0 read both splits' indexes (data.yaml, labels) and sent them.
+  EXPECT_EQ(ds_count(two.out, "train index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
+  EXPECT_EQ(ds_count(two.out, "val index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
   EXPECT_LT(ds_max_abs_diff(dir_ / "d1" / "model.safetensors", dir_ / "d2" / "model.safetensors"),
             1e-5);
   std::vector<double> l1 = ds_logged_losses(dir_ / "d1" / "metrics.jsonl");
@@ -527,6 +530,47 @@ TEST_F(DistMpiTest, DetectWithSyncBnOnTwoRanksMatchesOneProcessAtTheGlobalBatch)
   EXPECT_GT(
       ds_max_abs_diff(dir_ / "d1" / "model.safetensors", dir_ / "d2own" / "model.safetensors"),
       1e-4);
+}
+
+// An image folder of photographs on 2 ranks: rank 0 walks the folder and sends the index (the
+// other rank lists nothing), each rank decodes only its half of the images (the epoch record says
+// how many each read), and 2 ranks at batch 4 end where one process at batch 8 does.
+TEST_F(DistMpiTest, RankZeroWalksAnImageFolderAndEachRankDecodesItsShare) {
+  for (int k = 0; k < 16; ++k) {
+    const fs::path f = dir_ / "photos" / "train" / (k % 2 ? "cat" : "dog") /
+                       ("img" + std::to_string(k) + ".jpg");
+    fs::create_directories(f.parent_path());
+    write_jpeg_file(f, 40 + k, 36, noisy_pixels(40 + k, 36, k % 2 ? 200 : 50, 120, 90, k, 0, 40));
+  }
+  auto run = [&](int ranks, const std::string& out, int batch) {
+    std::string cmd;
+    if (ranks > 0)
+      cmd = "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np " +
+            std::to_string(ranks) + " ";
+    cmd += hpcnet_command() + " train --model lenet --dataset imagefolder --data " +
+           shell_quote((dir_ / "photos").string()) +
+           " --imgsz 32 --augment cifar --epochs 1 --cache none --lr 0.01 --momentum 0.9"
+           " --workers 0 --threads 1 --device cpu --no-progress --batch-size " +
+           std::to_string(batch) + " --out " + shell_quote((dir_ / out).string());
+    return run_shell(cmd);
+  };
+  RunResult one = run(0, "f1", 8);
+  ASSERT_EQ(one.rc, 0) << one.err;
+  EXPECT_EQ(ds_count(one.out, "index: read by rank 0"), 0u) << one.out;
+  RunResult two = run(2, "f2", 4);
+  ASSERT_EQ(two.rc, 0) << two.err;
+  EXPECT_EQ(ds_count(two.out, "train index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
+  EXPECT_LT(ds_max_abs_diff(dir_ / "f1" / "model.safetensors", dir_ / "f2" / "model.safetensors"),
+            1e-5);
+  std::istringstream metrics(read_file(dir_ / "f2" / "metrics.jsonl"));
+  bool seen = false;
+  for (std::string l; std::getline(metrics, l);) {
+    const auto j = nlohmann::json::parse(l);
+    if (j.at("event") != "epoch") continue;
+    seen = true;
+    EXPECT_EQ(j.at("images_read_per_rank"), nlohmann::json::array({8.0, 8.0}));
+  }
+  EXPECT_TRUE(seen);
 }
 
 // One all-reduce after backward (--bucket-kb 0) and bucketed all-reduces during backward give

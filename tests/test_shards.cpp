@@ -5,6 +5,9 @@
 #include <archive_entry.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -348,6 +351,18 @@ TEST(Shards, TrainsFromShards) {
                  dir.path());
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  // Streamed shard by shard through a shuffle buffer; an image folder has no shards to stream.
+  const RunResult st = run_hpcnet({"train", "--model", "lenet", "--data", "shards", "--imgsz",
+                                   "32", "--epochs", "1", "--batch-size", "4", "--out", "srun",
+                                   "--no-progress", "--threads", "1", "--shuffle-buffer", "5"},
+                                  dir.path());
+  EXPECT_EQ(st.rc, 0) << st.err;
+  const RunResult nf = run_hpcnet({"train", "--model", "lenet", "--dataset", "imagefolder",
+                                   "--data", "imgs", "--imgsz", "32", "--epochs", "1", "--out",
+                                   "frun", "--no-progress", "--shuffle-buffer", "5"},
+                                  dir.path());
+  EXPECT_EQ(nf.rc, 2);
+  EXPECT_NE(nf.err.find("--shuffle-buffer streams WebDataset shards"), std::string::npos) << nf.err;
   // A detection model reads shards of YOLO rows too (its --dataset defaults to detect).
   write_tiny_detect(dir / "det", 6, 2);
   ASSERT_EQ(shard(dir, "det", {}, "dshards").rc, 0);
@@ -358,3 +373,85 @@ TEST(Shards, TrainsFromShards) {
   EXPECT_EQ(d.rc, 0) << d.err;
   EXPECT_NE(d.out.find("Finished Training"), std::string::npos) << d.out;
 }
+
+// --shuffle-buffer: shards read in turn (shuffled per epoch, dealt to ranks), through a buffer.
+TEST(Shards, ShuffleBufferStreamsShardsInTurn) {
+  TempDir dir("shards_stream");
+  const std::vector<int> sizes = {5, 6, 4, 5};  // 20 samples; starts 0, 5, 11, 15
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<std::pair<std::string, std::string>> members;
+    for (int j = 0; j < sizes[k]; ++j) {
+      const std::string key = "k" + std::to_string(k) + "_" + std::to_string(j);
+      members.push_back({key + ".png", png_bytes(4, 4, 10 * k + static_cast<uint64_t>(j))});
+      members.push_back({key + ".cls", std::to_string(k % 2) + "\n"});
+    }
+    write_file(dir / ("s-00000" + std::to_string(k) + ".tar"), make_tar(members));
+  }
+  const auto ds = data::load_webdataset(dir.str("s-{000000..000003}.tar"));
+  ASSERT_EQ(ds->size(), 20);
+  ASSERT_EQ(ds->shard_starts(), (std::vector<int64_t>{0, 5, 11, 15}));
+  auto order = [&](bool shuffle, int64_t buffer, int64_t epoch, int rank = 0, int world = 1) {
+    data::DataLoaderOptions o;
+    o.batch_size = 4;
+    o.shuffle = shuffle;
+    o.shuffle_buffer = buffer;
+    o.seed = 7;
+    o.rank = rank;
+    o.world_size = world;
+    return data::DataLoader(ds, data::Compose(), o).epoch_order(epoch);
+  };
+  std::vector<int64_t> all(20);
+  std::iota(all.begin(), all.end(), int64_t{0});
+  EXPECT_EQ(order(false, 3, 0), all);  // in turn, no draws
+  auto shard_of = [](int64_t i) { return i < 5 ? 0 : i < 11 ? 1 : i < 15 ? 2 : 3; };
+  std::set<std::vector<int>> shard_orders;
+  for (int64_t e = 0; e < 6; ++e) {
+    // A buffer of one draws nothing: whole shards, each in order, in the epoch's shard order.
+    const std::vector<int64_t> stream = order(true, 1, e);
+    std::vector<int64_t> sorted = stream;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(sorted, all);
+    std::vector<int> shards;
+    for (size_t p = 0; p < stream.size(); ++p) {
+      if (p == 0 || shard_of(stream[p]) != shard_of(stream[p - 1]))
+        shards.push_back(shard_of(stream[p]));
+      else
+        EXPECT_EQ(stream[p], stream[p - 1] + 1) << "epoch " << e;
+    }
+    EXPECT_EQ(shards.size(), 4u) << "each shard read once, in one piece";
+    shard_orders.insert(shards);
+    // A buffer of 3: a permutation of the epoch, each item drawn no later than 2 places after
+    // the stream brought it in, and not the stream's own order.
+    const std::vector<int64_t> drawn = order(true, 3, e);
+    sorted = drawn;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(sorted, all);
+    std::vector<size_t> at(20);
+    for (size_t j = 0; j < stream.size(); ++j) at[static_cast<size_t>(stream[j])] = j;
+    for (size_t p = 0; p < drawn.size(); ++p) EXPECT_LT(at[static_cast<size_t>(drawn[p])], p + 3);
+    EXPECT_NE(drawn, stream);
+  }
+  EXPECT_GT(shard_orders.size(), 1u) << "the shard order changes with the epoch";
+  // Two ranks: whole shards each (0 and 2, 1 and 3 in turn), cut or repeated to 10 samples.
+  EXPECT_EQ(order(false, 1, 0, 0, 2), (std::vector<int64_t>{0, 1, 2, 3, 4, 11, 12, 13, 14, 0}));
+  EXPECT_EQ(order(false, 1, 0, 1, 2), (std::vector<int64_t>{5, 6, 7, 8, 9, 10, 15, 16, 17, 18}));
+  for (int64_t e = 0; e < 3; ++e) {
+    std::set<int> mine[2];
+    for (int r = 0; r < 2; ++r)
+      for (int64_t i : order(true, 4, e, r, 2)) mine[r].insert(shard_of(i));
+    for (int k : mine[0]) EXPECT_EQ(mine[1].count(k), 0u) << "a shard read by both ranks";
+    EXPECT_EQ(mine[0].size() + mine[1].size(), 4u);
+  }
+  // More ranks than shards: the stream's samples are dealt, 3 to each of 8 ranks.
+  EXPECT_EQ(order(false, 1, 0, 3, 8), (std::vector<int64_t>{3, 11, 19}));
+  EXPECT_EQ(order(false, 1, 0, 7, 8), (std::vector<int64_t>{7, 15, 7}));
+  // Anything but shards is refused.
+  write_image_folder(dir / "imgs", 2);
+  data::DataLoaderOptions o;
+  o.shuffle_buffer = 8;
+  EXPECT_TRUE(input_error(
+      [&] { data::DataLoader(data::open_dataset("imagefolder", dir.str("imgs"), "train"),
+                             data::Compose(), o); },
+      "--shuffle-buffer streams WebDataset shards"));
+}
+

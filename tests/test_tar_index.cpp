@@ -10,6 +10,7 @@
 
 #include <clocale>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -869,6 +870,121 @@ TEST(TarIndex, ConcurrentCallersDecompressOnce) {
   EXPECT_EQ(split_lines(err).size(), 1u) << err;
   EXPECT_EQ(read_file(out), tar);
   EXPECT_FALSE(fs::exists(stale));
+}
+
+
+// ---- a dataset's index sent as bytes (rank 0 walks, the other ranks rebuild) --------------------
+
+// b rebuilt from a's bytes: the same items, targets and decoded pixels, and the same bytes again.
+void expect_same_dataset(const data::Dataset& a, const data::Dataset& b) {
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(a.classes(), b.classes());
+  EXPECT_EQ(a.target_kind(), b.target_kind());
+  EXPECT_EQ(a.describe(), b.describe());
+  EXPECT_EQ(data::dataset_index_bytes(b), data::dataset_index_bytes(a));
+  data::ExampleBuffer ba, bb;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a.item_name(i), b.item_name(i));
+    const data::Example ea = a.get(i, ba), eb = b.get(i, bb);
+    ASSERT_EQ(ea.height, eb.height) << i;
+    ASSERT_EQ(ea.width, eb.width) << i;
+    EXPECT_EQ(0, std::memcmp(ea.pixels, eb.pixels, static_cast<size_t>(ea.nbytes()))) << i;
+    EXPECT_EQ(ea.label, eb.label) << i;
+    ASSERT_EQ(ea.num_boxes, eb.num_boxes) << i;
+    for (int64_t k = 0; k < ea.num_boxes; ++k) EXPECT_EQ(ea.boxes[k], eb.boxes[k]) << i;
+    ASSERT_EQ(ea.mask != nullptr, eb.mask != nullptr) << i;
+    if (ea.mask)
+      EXPECT_EQ(0, std::memcmp(ea.mask, eb.mask, static_cast<size_t>(ea.height * ea.width)));
+  }
+}
+
+std::shared_ptr<data::Dataset> round_trip(const data::Dataset& ds) {
+  const std::string bytes = data::dataset_index_bytes(ds);
+  EXPECT_FALSE(bytes.empty());
+  return data::dataset_from_index_bytes(bytes);
+}
+
+TEST(DatasetIndex, EveryLazyFormatRoundTripsThroughBytes) {
+  TempDir d("index");
+  // An image folder, as a folder and as a tar.
+  for (int k = 0; k < 6; ++k) {
+    const fs::path f = d / "folder" / "train" / (k % 2 ? "cat" : "dog") /
+                       ("img" + std::to_string(k) + (k == 5 ? ".png" : ".jpg"));
+    fs::create_directories(f.parent_path());
+    const std::vector<uint8_t> px = noisy_pixels(20 + k, 16, 90, 120, 150, k, 0, 40);
+    if (k == 5)
+      write_png_file(f, 20 + k, 16, px);
+    else
+      write_jpeg_file(f, 20 + k, 16, px);
+  }
+  ASSERT_EQ(std::system(("tar -cf " + shell_quote(d.str("folder.tar")) + " -C " +
+                         shell_quote(d.str("folder")) + " train")
+                            .c_str()),
+            0);
+  for (const std::string path : {d.str("folder"), d.str("folder.tar")}) {
+    SCOPED_TRACE(path);
+    auto ds = data::open_dataset("imagefolder", path, "train");
+    data::set_decode_min_side(*ds, 8);  // a reduced decode is a reader's setting, not the index's
+    auto back = round_trip(*ds);
+    data::set_decode_min_side(*back, 8);
+    expect_same_dataset(*ds, *back);
+  }
+  // YOLO rows and COCO boxes (crowd and area kept) over the same images.
+  write_tiny_detect(d / "det", 5, 2);
+  auto yolo = data::load_detection_dataset(d.str("det/data.yaml"), "train").dataset;
+  expect_same_dataset(*yolo, *round_trip(*yolo));
+  fs::create_directories(d / "det" / "annotations");
+  write_file(d / "det" / "annotations" / "instances_train.json",
+             R"({"images": [{"id": 1, "file_name": "images/train/000.jpg", "width": 64,
+                 "height": 64}, {"id": 2, "file_name": "images/train/001.jpg", "width": 64,
+                 "height": 64}],
+                 "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [2, 3, 20, 10],
+                 "area": 150.5, "iscrowd": 0}, {"id": 2, "image_id": 2, "category_id": 2,
+                 "bbox": [10, 10, 30, 30], "area": 700, "iscrowd": 1}],
+                 "categories": [{"id": 1, "name": "red"}, {"id": 2, "name": "blue"}]})");
+  auto coco =
+      data::load_detection_dataset(d.str("det/annotations/instances_train.json"), "train").dataset;
+  auto coco_back = round_trip(*coco);
+  expect_same_dataset(*coco, *coco_back);
+  data::ExampleBuffer b;
+  const data::Example crowd = coco_back->get(1, b);
+  ASSERT_EQ(crowd.num_boxes, 1);
+  EXPECT_TRUE(crowd.boxes[0].crowd);
+  EXPECT_FLOAT_EQ(crowd.boxes[0].area, 700.f);
+  // Segmentation: images with their masks.
+  write_tiny_detect(d / "seg-src", 3, 0);
+  fs::create_directories(d / "seg" / "images" / "train");
+  fs::create_directories(d / "seg" / "masks" / "train");
+  for (int k = 0; k < 3; ++k) {
+    const std::string name = "00" + std::to_string(k);
+    fs::copy_file(d / "seg-src" / "images" / "train" / (name + ".jpg"),
+                  d / "seg" / "images" / "train" / (name + ".jpg"));
+    std::vector<uint8_t> m(64 * 64);
+    for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>((i / 64 + k) % 3);
+    const std::vector<uint8_t> png =
+        data::encode_png_index(m.data(), 64, 64, data::class_palette(256));
+    write_file(d / "seg" / "masks" / "train" / (name + ".png"), std::string(png.begin(), png.end()));
+  }
+  write_file(d / "seg" / "classes.txt", "a\nb\nc\n");
+  auto seg = data::load_segmentation(d.str("seg"), "train");
+  expect_same_dataset(*seg, *round_trip(*seg));
+}
+
+TEST(DatasetIndex, InMemoryDatasetsHaveNoIndexAndBadBytesAreRefused) {
+  TempDir d("index-bad");
+  write_tiny_cifar10(d.path(), 4, 2, 5);
+  EXPECT_EQ(data::dataset_index_bytes(*data::open_dataset("cifar10", d.str(), "train")), "");
+  write_tiny_detect(d / "det", 3, 1);
+  const std::string bytes = data::dataset_index_bytes(
+      *data::load_detection_dataset(d.str("det/data.yaml"), "train").dataset);
+  for (size_t cut : {size_t{0}, size_t{7}, size_t{30}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_NE(input_error([&] { data::dataset_from_index_bytes(bytes.substr(0, cut)); })
+                  .find("dataset index: malformed"),
+              std::string::npos)
+        << cut;
+  EXPECT_NE(input_error([&] { data::dataset_from_index_bytes(bytes + "x"); })
+                .find("dataset index: malformed"),
+            std::string::npos);
 }
 
 }  // namespace

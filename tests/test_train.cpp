@@ -927,12 +927,24 @@ TEST_F(TrainTest, CacheModesAndATarTrainToIdenticalWeights) {
     c.cache_dir = (dir_ / "cache").string();
     const std::string out = train(c);
     EXPECT_NE(out.find("cache: " + cache), std::string::npos) << out;
+    if (cache == "ram")
+      EXPECT_NE(out.find("images at 32x32 (the training size)"), std::string::npos) << out;
     return read_file(run(name) / "model.safetensors");
   };
   const std::string none = run_with("none", root.string(), "none");
   EXPECT_EQ(run_with("ram", root.string(), "ram"), none);
   EXPECT_EQ(run_with("disk", root.string(), "disk"), none);
   EXPECT_EQ(run_with("disk_again", root.string(), "disk"), none);  // the cache file reused
+  // Both caches keep the images at the size the pipelines first resize them to (32x32): the
+  // cache file holds 24 such images (3,072 bytes each), its header and its index, nothing more.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "cache")) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 14 || name.substr(name.size() - 14) != "-32x32.hpcache") continue;
+    ++files;
+    EXPECT_EQ(fs::file_size(e.path()), 24u + 24u * 32 * 32 * 3 + 24u * 24) << name;
+  }
+  EXPECT_EQ(files, 1);
   EXPECT_EQ(run_with("tar", (dir_ / "photos.tar").string(), "none"), none);
   std::ifstream metrics(run("none") / "metrics.jsonl");
   bool seen = false;

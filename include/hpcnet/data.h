@@ -77,6 +77,7 @@ struct ExampleBuffer {
   std::vector<uint8_t> mask;         // the decoded mask, (height, width)
   std::vector<Box> boxes;            // the objects in the decoded image's pixels
   std::vector<uint8_t> file, mask_file;  // the encoded bytes as read
+  std::vector<uint8_t> resized;          // the pixels resized for a cache (CacheOptions::resize)
 };
 
 class Dataset {
@@ -99,6 +100,10 @@ class Dataset {
   virtual std::string item_name(int64_t i) const { return "#" + std::to_string(i); }
   // One line for logs: "cifar10 train: 50000 images 32x32, 10 classes, from PATH".
   virtual std::string describe() const;
+  // A dataset read from WebDataset shards: the index of each shard's first item (items lie in
+  // shard order), so that a loader can stream it shard by shard (DataLoaderOptions::
+  // shuffle_buffer). Empty for every other dataset.
+  virtual std::vector<int64_t> shard_starts() const { return {}; }
 };
 
 // All images in one contiguous byte buffer. Loaders below return this; tests and tools may fill
@@ -322,6 +327,17 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
 // images/<split>/ or ImageSets/Segmentation/<split>.txt), without reading it.
 bool has_split(const std::string& name, const std::string& path, const std::string& split);
 
+// One walk per job: rank 0 opens a dataset (walks the folder, reads the JSON or indexes the
+// archive) and sends its index to the other ranks, which rebuild the dataset from it without
+// touching the files until they read their own share of images. dataset_index_bytes: a lazy
+// dataset's whole index as bytes (paths or archive offsets, labels, boxes, mask paths, class
+// names); "" for a dataset held in memory (CIFAR-10's batches), which each rank reads itself.
+// dataset_from_index_bytes: the same dataset (the same items, fingerprint and decoded images),
+// archives opened for reading by offset, not indexed again; InputError for malformed bytes. The
+// bytes are for the ranks of one job (the same build): raw structs, no versioning.
+std::string dataset_index_bytes(const Dataset& dataset);
+std::shared_ptr<Dataset> dataset_from_index_bytes(const std::string& bytes);
+
 // ---------------------------------------------------------------------------------------------
 // Caching decoded images (--cache, as Ultralytics' cache=)
 // ---------------------------------------------------------------------------------------------
@@ -342,6 +358,11 @@ struct CacheOptions {
   std::string dir;  // disk: the folder; "" = $HPCNET_CACHE_DIR, $XDG_CACHE_HOME/hpcnet or
                     // ~/.cache/hpcnet
   int threads = 0;  // decoding threads for ram and disk (0 = all cores)
+  // ram and disk keep the images of a class-label dataset resized (bilinear, exactly as a leading
+  // Resize of this size, Compose::leading_resize()) when both are > 0, as Ultralytics' cache keeps
+  // images at the training size: the pipeline's Resize then has nothing to do, so training is
+  // the same to the bit, and memory is height * width * 3 bytes an image. {0, 0}: as decoded.
+  std::array<int64_t, 2> resize{0, 0};
 };
 struct CachedDataset {
   std::shared_ptr<const Dataset> dataset;
@@ -589,6 +610,9 @@ class Compose {
              float* out, std::vector<Box>* boxes_out, int64_t* mask_out) const;
   // Whether a transform reads other items of the dataset (Mosaic).
   bool needs_dataset() const;
+  // (height, width) of a leading Resize, which is deterministic (a cache may keep images at that
+  // size: the Resize then has nothing to do); {0, 0} when the pipeline starts otherwise.
+  std::array<int64_t, 2> leading_resize() const;
   const std::vector<Transform>& transforms() const { return transforms_; }
   std::string str() const;  // "Compose(RandomCrop(32, padding=4), ToTensor(), ...)"
 
@@ -616,6 +640,15 @@ struct DataLoaderOptions {
   // 0 <= rank < world_size.
   int rank = 0;
   int world_size = 1;
+  // > 0 (a dataset with shard_starts() only): stream the shards as webdataset does instead of
+  // drawing items from a global permutation. Each epoch the shards are put in an order (shuffled
+  // with shuffle, of seed and epoch; in turn otherwise) and dealt to the ranks in turn (shard k of
+  // that order to rank k mod world_size; with fewer shards than ranks, the stream's items are
+  // dealt instead); each rank reads its shards' items in order, through a buffer of this many
+  // items from which each next item is drawn at random (webdataset's .shuffle(N); no draw without
+  // shuffle), so reads stay within a window of the shard being read. A rank's stream is cut or
+  // repeated from its start to samples_per_epoch() items, so every rank takes as many steps.
+  int64_t shuffle_buffer = 0;
 };
 
 struct Batch {
@@ -675,6 +708,7 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   Compose transform_;
   DataLoaderOptions options_;
+  std::vector<int64_t> shard_starts_;  // with shuffle_buffer: the dataset's shard_starts()
   bool started_ = false;
   // Synchronous mode (num_workers == 0).
   int64_t epoch_ = 0;

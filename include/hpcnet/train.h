@@ -80,6 +80,9 @@ struct TrainConfig {
   // auto (ram when they need under a quarter of the available memory); see data::cache_dataset.
   std::string cache = "auto";
   std::string cache_dir;  // --cache disk's folder ("" = data::default_cache_dir())
+  // > 0: WebDataset shards streamed shard by shard through a shuffle buffer of this many samples
+  // (data::DataLoaderOptions::shuffle_buffer); 0: a global permutation of all samples.
+  int64_t shuffle_buffer = 0;
   uint64_t seed = 0;
   int64_t log_every = 2000;  // mini-batches between loss lines
   int64_t val_split = 0;     // images held out of the training split as "val"

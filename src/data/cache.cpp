@@ -106,41 +106,58 @@ void decode_in_order(const Dataset& ds, int threads, Emit emit) {
   }
 }
 
+// The (height, width) a cache keeps the images of ds at: o.resize for a class-label dataset
+// (boxes and masks would need moving too, and detection and segmentation start otherwise), else
+// {0, 0}, as decoded.
+std::array<int64_t, 2> kept_size(const Dataset& ds, const CacheOptions& o) {
+  if (o.resize[0] > 0 && o.resize[1] > 0 && ds.target_kind() == TargetKind::kLabel) return o.resize;
+  return {0, 0};
+}
+
+// ex with its pixels resized to `size` into dst (size[0] * size[1] * 3 bytes); ex itself when
+// size is {0, 0} or ex already has that size.
+Example resized(const Example& ex, const std::array<int64_t, 2>& size, std::vector<uint8_t>& dst) {
+  if (size[0] <= 0 || (ex.height == size[0] && ex.width == size[1])) return ex;
+  dst.resize(static_cast<size_t>(size[0] * size[1] * 3));
+  resize_bilinear(ex, size[0], size[1], dst.data());
+  Example r = ex;
+  r.pixels = dst.data();
+  r.height = size[0];
+  r.width = size[1];
+  return r;
+}
+
 // A lazy dataset whose images are kept in memory the first time they are read (the first epoch
 // decodes in the loader's workers as --cache none does; later reads copy nothing and decode
-// nothing). Each item's slot is filled once, by whichever thread reads it first; a slot is read
-// only after its release store, so readers never see a half-written image.
+// nothing), resized to `size` when it is not {0, 0}. Each item's slot is filled once, by
+// whichever thread reads it first; a slot is read only after its release store, so readers never
+// see a half-written image.
 class RamCachedDataset : public Dataset {
  public:
-  explicit RamCachedDataset(std::shared_ptr<const LazyDataset> lazy)
-      : lazy_(std::move(lazy)), slots_(new Slot[static_cast<size_t>(lazy_->size())]) {}
+  RamCachedDataset(std::shared_ptr<const LazyDataset> lazy, std::array<int64_t, 2> size)
+      : lazy_(std::move(lazy)), size_(size), slots_(new Slot[static_cast<size_t>(lazy_->size())]) {}
 
   int64_t size() const override { return lazy_->size(); }
   Example get(int64_t i, ExampleBuffer& b) const override {
     HPCNET_CHECK(i >= 0 && i < size(), "dataset index out of range");
     Slot& s = slots_[static_cast<size_t>(i)];
-    if (s.state.load(std::memory_order_acquire) == kReady) {
-      Example ex;
-      ex.pixels = s.pixels.data();
-      ex.height = s.height;
-      ex.width = s.width;
-      lazy_->fill_target(i, s.height, s.width, s.mask.empty() ? nullptr : s.mask.data(), b, ex);
-      return ex;
-    }
+    if (s.state.load(std::memory_order_acquire) == kReady) return from_slot(i, s, b);
     const Example ex = lazy_->get(i, b);
     int empty = kEmpty;
-    if (s.state.compare_exchange_strong(empty, kFilling, std::memory_order_acq_rel)) {
-      s.pixels.assign(ex.pixels, ex.pixels + ex.nbytes());
-      if (ex.mask) s.mask.assign(ex.mask, ex.mask + ex.height * ex.width);
-      s.height = ex.height;
-      s.width = ex.width;
-      s.state.store(kReady, std::memory_order_release);
-    }
-    return ex;
+    if (!s.state.compare_exchange_strong(empty, kFilling, std::memory_order_acq_rel))
+      return resized(ex, size_, b.resized);  // another thread fills the slot
+    const Example r = resized(ex, size_, s.pixels);
+    if (r.pixels != s.pixels.data()) s.pixels.assign(r.pixels, r.pixels + r.nbytes());
+    if (r.mask) s.mask.assign(r.mask, r.mask + r.height * r.width);
+    s.height = r.height;
+    s.width = r.width;
+    s.state.store(kReady, std::memory_order_release);
+    return from_slot(i, s, b);
   }
   const std::vector<std::string>& classes() const override { return lazy_->classes(); }
   TargetKind target_kind() const override { return lazy_->target_kind(); }
   std::string item_name(int64_t i) const override { return lazy_->item_name(i); }
+  std::vector<int64_t> shard_starts() const override { return lazy_->shard_starts(); }
   std::string describe() const override { return lazy_->describe() + " (kept in ram once read)"; }
 
  private:
@@ -150,7 +167,16 @@ class RamCachedDataset : public Dataset {
     std::vector<uint8_t> pixels, mask;
     int64_t height = 0, width = 0;
   };
+  Example from_slot(int64_t i, const Slot& s, ExampleBuffer& b) const {
+    Example ex;
+    ex.pixels = s.pixels.data();
+    ex.height = s.height;
+    ex.width = s.width;
+    lazy_->fill_target(i, s.height, s.width, s.mask.empty() ? nullptr : s.mask.data(), b, ex);
+    return ex;
+  }
   std::shared_ptr<const LazyDataset> lazy_;
+  std::array<int64_t, 2> size_;
   std::unique_ptr<Slot[]> slots_;
 };
 
@@ -197,6 +223,7 @@ class DiskCachedDataset : public Dataset {
   const std::vector<std::string>& classes() const override { return lazy_->classes(); }
   TargetKind target_kind() const override { return lazy_->target_kind(); }
   std::string item_name(int64_t i) const override { return lazy_->item_name(i); }
+  std::vector<int64_t> shard_starts() const override { return lazy_->shard_starts(); }
   std::string describe() const override { return lazy_->describe() + " (cached in " + path_ + ")"; }
 
  private:
@@ -220,8 +247,10 @@ void write_all(int fd, const void* p, size_t n, const std::string& path) {
   }
 }
 
-// Decodes every item of ds into the cache file at path (a temporary file, flushed and renamed).
-void write_cache_file(const Dataset& ds, const std::string& path, int threads) {
+// Decodes every item of ds into the cache file at path (a temporary file, flushed and renamed),
+// its pixels resized to `size` unless that is {0, 0}.
+void write_cache_file(const Dataset& ds, const std::string& path, int threads,
+                      const std::array<int64_t, 2>& size) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   HPCNET_REQUIRE(fd >= 0, "cache: cannot create " + tmp + ": " + std::strerror(errno) +
@@ -233,7 +262,9 @@ void write_cache_file(const Dataset& ds, const std::string& path, int threads) {
     uint64_t at = sizeof header;
     std::vector<uint8_t> index;
     index.reserve(static_cast<size_t>(ds.size()) * 24);
-    decode_in_order(ds, threads, [&](int64_t, const Example& e) {
+    std::vector<uint8_t> buffer;
+    decode_in_order(ds, threads, [&](int64_t, const Example& decoded) {
+      const Example e = resized(decoded, size, buffer);
       const uint64_t px = static_cast<uint64_t>(e.height * e.width);
       uint8_t entry[24];
       const uint32_t h = static_cast<uint32_t>(e.height), w = static_cast<uint32_t>(e.width);
@@ -327,9 +358,17 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
   const int64_t n = ds->size();
   std::string mode = o.mode;
   std::string why;
-  const int64_t need = mode == "none" || mode == "disk" ? 0 : estimate_decoded_bytes(*ds);
+  // Kept at the training size, each image takes the same bytes: the need is exact.
+  const std::array<int64_t, 2> size = detail::kept_size(*ds, o);
+  const int64_t need = mode == "none" || mode == "disk" ? 0
+                       : size[0] > 0                    ? n * size[0] * size[1] * 3
+                                                        : estimate_decoded_bytes(*ds);
+  const std::string at_size = size[0] > 0 ? " at " + std::to_string(size[0]) + "x" +
+                                                std::to_string(size[1]) + " (the training size)"
+                                          : "";
   const int64_t avail = available_memory_bytes();
-  const std::string sizes = "the " + std::to_string(n) + " decoded images need about " +
+  const std::string sizes = "the " + std::to_string(n) + " decoded images" + at_size +
+                            " need about " +
                             detail::gb(static_cast<double>(need)) + ", " +
                             detail::gb(static_cast<double>(avail)) + " is available";
   if (mode == "auto") {
@@ -346,9 +385,9 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
   if (mode == "ram") {
     HPCNET_REQUIRE(avail <= 0 || need < avail * 9 / 10,
                    "--cache ram: " + sizes + "; use --cache disk or --cache none");
-    return {std::make_shared<detail::RamCachedDataset>(lazy), "ram",
+    return {std::make_shared<detail::RamCachedDataset>(lazy, size), "ram",
             "cache: ram, about " + detail::gb(static_cast<double>(need)) + " for " +
-                std::to_string(n) + " images, kept as they are first read" +
+                std::to_string(n) + " images" + at_size + ", kept as they are first read" +
                 (why.empty() ? "" : why)};
   }
   const std::string dir = o.dir.empty() ? default_cache_dir() : o.dir;
@@ -358,12 +397,16 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
   fs::create_directories(dir, ec);
   HPCNET_REQUIRE(!ec, "cache: cannot create " + dir + ": " + ec.message() +
                           "; pass --cache-dir (or set HPCNET_CACHE_DIR) to a writable folder");
-  const std::string path = dir + "/" + lazy->fingerprint() + ".hpcache";
+  const std::string path = dir + "/" + lazy->fingerprint() +
+                           (size[0] > 0 ? "-" + std::to_string(size[0]) + "x" +
+                                              std::to_string(size[1])
+                                        : "") +
+                           ".hpcache";
   std::string line = "cache: disk, " + path;
   if (!fs::exists(path, ec)) {
     std::fprintf(stderr, "cache: decoding %lld images once into %s\n", static_cast<long long>(n),
                  path.c_str());
-    detail::write_cache_file(*ds, path, o.threads);
+    detail::write_cache_file(*ds, path, o.threads, size);
   } else {
     line += " (reused)";
   }

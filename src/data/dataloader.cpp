@@ -49,6 +49,14 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Compose transform
       options_.world_size >= 1 && options_.rank >= 0 && options_.rank < options_.world_size,
       "DataLoader: rank " + std::to_string(options_.rank) + " of world_size " +
           std::to_string(options_.world_size) + " (need 0 <= rank < world_size)");
+  HPCNET_REQUIRE(options_.shuffle_buffer >= 0, "DataLoader: shuffle_buffer must be >= 0");
+  if (options_.shuffle_buffer > 0) {
+    shard_starts_ = dataset_->shard_starts();
+    HPCNET_REQUIRE(!shard_starts_.empty(),
+                   "--shuffle-buffer streams WebDataset shards, and " + dataset_->describe() +
+                       " is not read from shards; drop --shuffle-buffer (or write shards with "
+                       "hpcnet shard)");
+  }
   if (options_.num_workers > 0) {
     shared_ = std::make_unique<Shared>();
     shared_->slots.resize(static_cast<size_t>(options_.num_workers * options_.prefetch_factor));
@@ -77,8 +85,71 @@ int64_t DataLoader::num_batches() const {
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
+namespace {
+
+// The shards streamed through a shuffle buffer (DataLoaderOptions::shuffle_buffer).
+std::vector<int64_t> stream_order(const std::vector<int64_t>& starts, int64_t n,
+                                  const DataLoaderOptions& o, int64_t epoch, int64_t share) {
+  const int64_t shards = static_cast<int64_t>(starts.size());
+  std::vector<int64_t> shard_order(static_cast<size_t>(shards));
+  if (o.shuffle) {
+    Rng rng(o.seed, 2000 + static_cast<uint64_t>(epoch));
+    shard_order = random_permutation(shards, rng);
+  } else {
+    std::iota(shard_order.begin(), shard_order.end(), int64_t{0});
+  }
+  auto append_shard = [&](int64_t k, std::vector<int64_t>& out) {
+    const int64_t end = k + 1 < shards ? starts[static_cast<size_t>(k + 1)] : n;
+    for (int64_t i = starts[static_cast<size_t>(k)]; i < end; ++i) out.push_back(i);
+  };
+  const int64_t w = o.world_size;
+  std::vector<int64_t> stream;
+  if (shards >= w) {  // whole shards to each rank
+    for (int64_t j = o.rank; j < shards; j += w) append_shard(shard_order[static_cast<size_t>(j)], stream);
+  }
+  if (stream.empty()) {  // fewer shards than ranks (or empty ones): deal the items
+    std::vector<int64_t> all;
+    for (int64_t k : shard_order) append_shard(k, all);
+    for (size_t j = static_cast<size_t>(o.rank); j < all.size(); j += static_cast<size_t>(w))
+      stream.push_back(all[j]);
+  }
+  if (stream.empty()) return {};
+  // Every rank takes share items: cut, or repeated from the start (DistributedSampler's padding).
+  const size_t got = stream.size();
+  stream.resize(static_cast<size_t>(share));
+  for (size_t j = got; j < stream.size(); ++j) stream[j] = stream[j % got];
+  if (!o.shuffle) return stream;
+  // webdataset's shuffle buffer: fill it, then each next item is a random one of the buffer,
+  // replaced by the next of the stream; at the end the buffer drains in random order.
+  Rng rng(o.seed, 3000 + static_cast<uint64_t>(epoch) * 4096 + static_cast<uint64_t>(o.rank));
+  const size_t cap = static_cast<size_t>(std::max<int64_t>(1, o.shuffle_buffer));
+  std::vector<int64_t> buffer, out;
+  buffer.reserve(std::min(cap, stream.size()));
+  out.reserve(stream.size());
+  for (int64_t i : stream) {
+    if (buffer.size() < cap) {
+      buffer.push_back(i);
+      continue;
+    }
+    const size_t k = static_cast<size_t>(rng.randint(buffer.size()));
+    out.push_back(buffer[k]);
+    buffer[k] = i;
+  }
+  while (!buffer.empty()) {
+    const size_t k = static_cast<size_t>(rng.randint(buffer.size()));
+    out.push_back(buffer[k]);
+    buffer[k] = buffer.back();
+    buffer.pop_back();
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_->size();
+  if (options_.shuffle_buffer > 0 && n > 0)
+    return stream_order(shard_starts_, n, options_, epoch, samples_per_epoch());
   std::vector<int64_t> order;
   if (options_.shuffle) {
     Rng rng(options_.seed, 1000 + static_cast<uint64_t>(epoch));

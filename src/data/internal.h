@@ -64,6 +64,10 @@ std::vector<ArchiveEntry> scan_archive_memory(
 class FileStore;
 class TarFile;
 
+// The pixels of ex resized to (height, width) into dst (height * width * 3 bytes): the same
+// bilinear resampling, to the byte, as a leading Resize{height, width} of a Compose.
+void resize_bilinear(const Example& ex, int64_t height, int64_t width, uint8_t* dst);
+
 // One file of a lazy dataset's item: a filesystem path (a folder dataset), or a member of the
 // store's archive (see FileStore in lazy_dataset.h).
 struct FileRef {

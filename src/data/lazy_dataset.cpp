@@ -4,11 +4,72 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
+#include <type_traits>
 
 #include "src/data/tar_index.h"
 
 namespace hpcnet::data::detail {
+namespace {
+
+// The index's bytes: u64 counts and sizes, length-prefixed strings, raw trivially copyable structs.
+constexpr char kIndexMagic[8] = {'H', 'P', 'C', 'I', 'D', 'X', '1', '\0'};
+
+void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+void put_str(std::string& out, const std::string& s) {
+  put_u64(out, s.size());
+  out += s;
+}
+template <class T>
+void put_raw(std::string& out, const std::vector<T>& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  put_u64(out, v.size());
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+[[noreturn]] void malformed() {
+  throw InputError("dataset index: malformed bytes (from another rank of a different build?)");
+}
+uint64_t get_u64(const uint8_t*& p, const uint8_t* end) {
+  if (end - p < 8) malformed();
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  p += 8;
+  return v;
+}
+std::string get_str(const uint8_t*& p, const uint8_t* end) {
+  const uint64_t n = get_u64(p, end);
+  if (n > static_cast<uint64_t>(end - p)) malformed();
+  std::string s(reinterpret_cast<const char*>(p), n);
+  p += n;
+  return s;
+}
+template <class T>
+std::vector<T> get_raw(const uint8_t*& p, const uint8_t* end) {
+  const uint64_t n = get_u64(p, end);
+  if (n > static_cast<uint64_t>(end - p) / sizeof(T)) malformed();
+  std::vector<T> v(n);
+  std::memcpy(v.data(), p, n * sizeof(T));
+  p += n * sizeof(T);
+  return v;
+}
+void put_ref(std::string& out, const FileRef& f) {
+  put_str(out, f.path);
+  put_u64(out, f.offset);
+  put_u64(out, f.size);
+  put_u64(out, f.archive);
+}
+FileRef get_ref(const uint8_t*& p, const uint8_t* end) {
+  FileRef f;
+  f.path = get_str(p, end);
+  f.offset = get_u64(p, end);
+  f.size = get_u64(p, end);
+  f.archive = static_cast<uint32_t>(get_u64(p, end));
+  return f;
+}
+
+}  // namespace
 
 uint32_t FileStore::add_archive(std::shared_ptr<const TarFile> tar, std::string name) {
   HPCNET_CHECK(tar != nullptr, "FileStore: a null archive");
@@ -21,6 +82,25 @@ void FileStore::read(const FileRef& f, std::vector<uint8_t>& out, const std::str
   if (tars_.empty()) return read_file_into(f.path, what, out);
   HPCNET_CHECK(f.archive < tars_.size(), "FileRef of an archive the store does not hold");
   tars_[f.archive]->read_into(TarMember{f.path, f.offset, f.size}, out);
+}
+
+void FileStore::to_bytes(std::string& out) const {
+  put_u64(out, tars_.size());
+  for (size_t k = 0; k < tars_.size(); ++k) {
+    put_str(out, tars_[k]->path());
+    put_str(out, names_[k]);
+  }
+}
+
+std::shared_ptr<const FileStore> FileStore::from_bytes(const uint8_t*& p, const uint8_t* end) {
+  auto store = std::make_shared<FileStore>();
+  const uint64_t n = get_u64(p, end);
+  if (n > static_cast<uint64_t>(end - p) / 16) malformed();
+  for (uint64_t k = 0; k < n; ++k) {
+    const std::string path = get_str(p, end);
+    store->add_archive(TarFile::open_unindexed(path), get_str(p, end));
+  }
+  return store;
 }
 
 std::string FileStore::display(const FileRef& f) const {
@@ -219,8 +299,88 @@ std::string LazyDataset::describe() const {
          std::to_string(classes_.size()) + " classes, decoded when read";
 }
 
+std::vector<int64_t> LazyDataset::shard_starts() const {
+  std::vector<int64_t> starts;
+  if (what_ != "webdataset") return starts;
+  for (size_t i = 0; i < items_.size(); ++i)
+    if (i == 0 || items_[i].image.archive != items_[i - 1].image.archive)
+      starts.push_back(static_cast<int64_t>(i));
+  return starts;
+}
+
 int64_t LazyDataset::objects() const {
   return static_cast<int64_t>(rows_mode_ ? rows_.size() : boxes_.size());
+}
+
+std::string LazyDataset::to_bytes() const {
+  std::string out(kIndexMagic, 8);
+  store_->to_bytes(out);
+  put_u64(out, static_cast<uint64_t>(kind_));
+  put_str(out, what_);
+  put_str(out, description_);
+  put_u64(out, rows_mode_ ? 1 : 0);
+  put_u64(out, classes_.size());
+  for (const std::string& c : classes_) put_str(out, c);
+  put_u64(out, items_.size());
+  for (const LazyItem& it : items_) {
+    put_ref(out, it.image);
+    put_ref(out, it.mask);
+    put_u64(out, static_cast<uint64_t>(it.label));
+    put_u64(out, it.first);
+    put_u64(out, it.count);
+    put_u64(out, static_cast<uint32_t>(it.width));
+    put_u64(out, static_cast<uint32_t>(it.height));
+    put_str(out, it.name);
+  }
+  put_raw(out, rows_);
+  put_raw(out, boxes_);
+  return out;
+}
+
+std::shared_ptr<LazyDataset> LazyDataset::from_bytes(const std::string& bytes) {
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  const uint8_t* end = p + bytes.size();
+  if (bytes.size() < 8 || std::memcmp(p, kIndexMagic, 8) != 0) malformed();
+  p += 8;
+  std::shared_ptr<const FileStore> store = FileStore::from_bytes(p, end);
+  const uint64_t kind = get_u64(p, end);
+  if (kind > static_cast<uint64_t>(TargetKind::kMask)) malformed();
+  std::string what = get_str(p, end);
+  std::string description = get_str(p, end);
+  const bool rows_mode = get_u64(p, end) != 0;
+  const uint64_t nc = get_u64(p, end);
+  if (nc > static_cast<uint64_t>(end - p) / 8) malformed();
+  std::vector<std::string> classes;
+  for (uint64_t k = 0; k < nc; ++k) classes.push_back(get_str(p, end));
+  auto ds = std::make_shared<LazyDataset>(std::move(store), std::move(classes),
+                                          static_cast<TargetKind>(kind), std::move(what),
+                                          std::move(description));
+  const uint64_t n = get_u64(p, end);
+  if (n > static_cast<uint64_t>(end - p) / 64) malformed();
+  ds->items_.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    LazyItem it;
+    it.image = get_ref(p, end);
+    it.mask = get_ref(p, end);
+    it.label = static_cast<int64_t>(get_u64(p, end));
+    it.first = get_u64(p, end);
+    it.count = get_u64(p, end);
+    it.width = static_cast<int32_t>(get_u64(p, end));
+    it.height = static_cast<int32_t>(get_u64(p, end));
+    it.name = get_str(p, end);
+    ds->items_.push_back(std::move(it));
+  }
+  ds->rows_ = get_raw<YoloRow>(p, end);
+  ds->boxes_ = get_raw<Box>(p, end);
+  ds->rows_mode_ = rows_mode;
+  if (p != end) malformed();
+  const uint64_t objects = rows_mode ? ds->rows_.size() : ds->boxes_.size();
+  for (const LazyItem& it : ds->items_)
+    if (it.first > objects || it.count > objects - it.first ||
+        (ds->kind_ == TargetKind::kLabel &&
+         (it.label < 0 || it.label >= static_cast<int64_t>(ds->classes_.size()))))
+      malformed();
+  return ds;
 }
 
 std::string LazyDataset::fingerprint() const {
@@ -247,3 +407,16 @@ std::string LazyDataset::fingerprint() const {
 }
 
 }  // namespace hpcnet::data::detail
+
+namespace hpcnet::data {
+
+std::string dataset_index_bytes(const Dataset& dataset) {
+  const auto* lazy = dynamic_cast<const detail::LazyDataset*>(&dataset);
+  return lazy ? lazy->to_bytes() : std::string();
+}
+
+std::shared_ptr<Dataset> dataset_from_index_bytes(const std::string& bytes) {
+  return detail::LazyDataset::from_bytes(bytes);
+}
+
+}  // namespace hpcnet::data

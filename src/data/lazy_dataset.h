@@ -31,6 +31,10 @@ class FileStore {
   // The file's bytes into out (its capacity reused). Thread-safe. InputError "<what>: cannot read
   // FILE: reason" (FILE as display() writes it).
   void read(const FileRef& f, std::vector<uint8_t>& out, const std::string& what) const;
+  // The store as bytes (its archives' paths and names), and a store from such bytes (archives
+  // opened for reading by offset, not indexed again). See LazyDataset::to_bytes.
+  void to_bytes(std::string& out) const;
+  static std::shared_ptr<const FileStore> from_bytes(const uint8_t*& p, const uint8_t* end);
   // "path" or "ARCHIVE:member", for messages.
   std::string display(const FileRef& f) const;
   // The archives' identity for cache keys: their paths, sizes and modification times ("" for
@@ -73,6 +77,8 @@ class LazyDataset : public Dataset {
   TargetKind target_kind() const override { return kind_; }
   std::string item_name(int64_t i) const override;
   std::string describe() const override;
+  // Shards (the loader "webdataset"): where each archive's items start; else empty.
+  std::vector<int64_t> shard_starts() const override;
 
   // Item i's target for its image decoded elsewhere (a cache), of height x width: ex gets label,
   // boxes (into buffer.boxes) and, when mask is not null, the mask checked against the classes.
@@ -82,6 +88,12 @@ class LazyDataset : public Dataset {
   void read_mask(int64_t i, int64_t height, int64_t width, ExampleBuffer& buffer) const;
   // Boxes (or label rows) in the index.
   int64_t objects() const;
+  // The whole index as bytes (store, classes, items, targets; not decode_min_side), for one rank
+  // to walk a folder or read a JSON and send the result to the others; from_bytes rebuilds the
+  // dataset without reading any file of it (archives are opened, not indexed again). The bytes
+  // are meant for the same build on the same job (raw structs); InputError for malformed bytes.
+  std::string to_bytes() const;
+  static std::shared_ptr<LazyDataset> from_bytes(const std::string& bytes);
   // A digest of the index (store, names, files, targets) that changes when the data does.
   std::string fingerprint() const;
   const FileStore& store() const { return *store_; }

@@ -395,6 +395,15 @@ TarFile::~TarFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::shared_ptr<const TarFile> TarFile::open_unindexed(const std::string& path) {
+  struct stat st;
+  const int fd = open_regular(path, &st);
+  std::shared_ptr<TarFile> tar(new TarFile(path, fd));  // owns fd from here
+  if (const char* kind = compression_of(fd))
+    throw InputError("cannot read archive " + path + ": it is " + kind + "-compressed");
+  return tar;
+}
+
 std::shared_ptr<const TarFile> TarFile::open(const std::string& path) {
   struct stat st;
   const int fd = open_regular(path, &st);

@@ -49,6 +49,10 @@ class TarFile {
   // refuses; a path that cannot be opened or is not a regular file; a compressed file (gzip, bzip2,
   // xz, zstd magic), with a message saying to decompress it (callers pass decompressed_tar()'s).
   static std::shared_ptr<const TarFile> open(const std::string& path);
+  // Opens path for reading members by offset without indexing it (members(), dirs() and find()
+  // are empty): for an index built elsewhere (another rank's, received as bytes), whose FileRefs
+  // hold the offsets. InputError as open() for a path that cannot be opened or is compressed.
+  static std::shared_ptr<const TarFile> open_unindexed(const std::string& path);
   ~TarFile();
   TarFile(const TarFile&) = delete;
   TarFile& operator=(const TarFile&) = delete;

@@ -47,7 +47,9 @@ LoaderBenchResult run_loader_bench(const BenchConfig& cfg) {
   const std::unique_ptr<task::Task> task = task::make_task("classify", o);
   std::shared_ptr<data::Dataset> ds = data::open_dataset(cfg.dataset, cfg.data, "train");
   data::set_decode_min_side(*ds, task->decode_min_side());
-  data::CachedDataset cached = data::cache_dataset(ds, {cfg.cache, "", cfg.threads});
+  data::CacheOptions co{cfg.cache, "", cfg.threads};
+  co.resize = task->train_transform().leading_resize();
+  data::CachedDataset cached = data::cache_dataset(ds, co);
   r.cache_line = cached.line;
   r.start_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   data::DataLoaderOptions lo;

@@ -57,15 +57,64 @@ std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::strin
   return d.dataset;
 }
 
-// decode_min_side: the task's (JPEGs decoded at a reduced DCT scale where that changes nothing it
-// needs).
-Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_side) {
+// open_split, done once per job: with several ranks, rank 0 walks the folder (or reads the JSON,
+// or indexes the archive) and broadcasts the index; the other ranks rebuild the dataset from it
+// without listing a folder (on a parallel file system millions of stats and directory reads per
+// rank matter). A dataset held in memory (CIFAR-10's batches) is read by each rank, as before.
+// When rank 0 cannot open the data every rank fails, rank 0 with the reason.
+std::shared_ptr<data::Dataset> open_split_once(const TrainConfig& c, const std::string& split,
+                                               dist::ProcessGroup& pg,
+                                               std::vector<std::string>& notes) {
+  if (pg.world_size() == 1) return open_split(c, split);
+  constexpr uint64_t kFailed = ~uint64_t{0};
+  const double timeout = pg.timeout();
+  pg.set_timeout(0);  // walking a large folder takes as long as it takes
+  std::shared_ptr<data::Dataset> ds;
+  std::string bytes;
+  uint64_t size = 0;
+  if (pg.rank() == 0) {
+    try {
+      ds = open_split(c, split);
+      bytes = data::dataset_index_bytes(*ds);
+      size = bytes.size();
+    } catch (...) {
+      size = kFailed;
+      pg.broadcast(&size, sizeof size, 0);
+      pg.set_timeout(timeout);
+      throw;
+    }
+  }
+  pg.broadcast(&size, sizeof size, 0);
+  if (size == kFailed) {
+    pg.set_timeout(timeout);
+    throw InputError("--data " + c.data + ": rank 0 could not open its " + split +
+                     " split (its message says why)");
+  }
+  if (size > 0) {
+    bytes.resize(size);
+    pg.broadcast(bytes.data(), size, 0);
+  }
+  pg.set_timeout(timeout);
+  if (size == 0) return pg.rank() == 0 ? ds : open_split(c, split);
+  char line[160];
+  std::snprintf(line, sizeof line, "%s index: read by rank 0, sent to %d other rank%s (%.1f MB)",
+                split.c_str(), pg.world_size() - 1, pg.world_size() > 2 ? "s" : "",
+                static_cast<double>(size) / 1e6);
+  notes.push_back(line);
+  return pg.rank() == 0 ? ds : data::dataset_from_index_bytes(bytes);
+}
+
+// JPEGs are decoded at the task's decode_min_side (a reduced DCT scale where that changes nothing
+// it needs); --cache ram and disk keep images at the size the task's pipelines first resize to.
+Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& task) {
+  const int64_t decode_min_side = task.decode_min_side();
+  Data d;
   std::shared_ptr<data::Dataset> full;
   // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
   const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
   if (!shared_download || pg.rank() == 0) {
     try {
-      full = open_split(c, "train");
+      full = shared_download ? open_split(c, "train") : open_split_once(c, "train", pg, d.notes);
     } catch (const InputError& e) {
       if (!c.download || c.dataset != "cifar10") throw;
       std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
@@ -83,8 +132,10 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_
     if (!full) full = data::open_dataset(c.dataset, c.data, "train");
   }
   // --cache: decoded images kept in ram, on disk, or decoded as read (the choice and why printed).
-  Data d;
-  const data::CacheOptions co{c.cache, c.cache_dir, c.threads};
+  data::CacheOptions co{c.cache, c.cache_dir, c.threads};
+  // Images kept at the size both pipelines first resize them to (classify: imgsz x imgsz).
+  const std::array<int64_t, 2> keep = task.train_transform().leading_resize();
+  if (keep == task.eval_transform().leading_resize()) co.resize = keep;
   auto cached = [&](std::shared_ptr<data::Dataset> ds, const char* split) {
     data::set_decode_min_side(*ds, decode_min_side);
     data::CachedDataset r = data::cache_dataset(std::move(ds), co);
@@ -104,7 +155,7 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, int64_t decode_min_
     d.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      d.val = cached(open_split(c, "val"), "val");
+      d.val = cached(open_split_once(c, "val", pg, d.notes), "val");
       HPCNET_REQUIRE(d.val->classes() == d.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
     } else if ((c.dataset == "segmentation" || c.dataset == "voc") && pg.rank() == 0) {
@@ -411,7 +462,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   }
   const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
 
-  Data d = load_data(cfg, pg, task->decode_min_side());
+  Data d = load_data(cfg, pg, *task);
   if (!cfg.quiet)
     for (const std::string& note : d.notes) out << note << std::endl;
   if (ckpt && !ckpt->meta.classes.empty() && ckpt->meta.classes != d.classes) {
@@ -554,6 +605,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
   lo.seed = cfg.seed;
   lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
   lo.world_size = world;
+  lo.shuffle_buffer = cfg.shuffle_buffer;  // > 0: shards streamed in turn through a buffer
   data::Compose first_tf = task->train_transform(st.epochs_done, cfg.epochs);
   std::string loader_tf = first_tf.str();
   auto loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(first_tf), lo);

@@ -310,6 +310,14 @@ const std::vector<RecipeField> kFields = {
      }},
     {"cache_dir", &C::cache_dir,
      "folder of --cache disk's files (default $HPCNET_CACHE_DIR, else ~/.cache/hpcnet)", kSession},
+    {"shuffle_buffer", &C::shuffle_buffer,
+     "WebDataset shards: read each shard in turn (shards shuffled and dealt to the ranks every "
+     "epoch) through a shuffle buffer of N samples, as webdataset's .shuffle(N); 0: a global "
+     "permutation, read by offset",
+     kRecipe, 0,
+     [](const C& c) {
+       return need(c.shuffle_buffer >= 0, "--shuffle-buffer", "must be >= 0", c.shuffle_buffer);
+     }},
     {"seed", &C::seed, "seed for initialisation, data order and augmentation", kRecipe, kRequired},
     {"log_every", &C::log_every, "mini-batches between loss lines", kRecipe, kRequired,
      [](const C& c) {
