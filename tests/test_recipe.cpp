@@ -105,6 +105,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"workers", &C::workers},
       {"cache", &C::cache},
       {"cache_dir", &C::cache_dir},
+      {"shuffle_buffer", &C::shuffle_buffer},
       {"seed", &C::seed},
       {"log_every", &C::log_every},
       {"val_split", &C::val_split},

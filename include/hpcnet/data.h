@@ -351,6 +351,8 @@ std::shared_ptr<Dataset> dataset_from_index_bytes(const std::string& bytes);
 // disk  every image is decoded once into DIR/<fingerprint of the index>.hpcache (a temporary file
 //       renamed into place; reused by later runs over the same index) and memory-mapped.
 // auto  ram when the decoded images need under a quarter of the available memory, else none.
+// Every mode first decodes up to 16 images spread over the dataset: the estimate, and a probe,
+// so that files that are not images fail before a run writes anything.
 // A dataset already in memory (CIFAR-10's binary batches) is returned as it is, mode "memory".
 // The same images decode to the same examples in every mode (training is bit-identical).
 struct CacheOptions {

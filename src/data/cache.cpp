@@ -358,11 +358,15 @@ CachedDataset cache_dataset(std::shared_ptr<const Dataset> ds, const CacheOption
   const int64_t n = ds->size();
   std::string mode = o.mode;
   std::string why;
-  // Kept at the training size, each image takes the same bytes: the need is exact.
+  // Decoding up to 16 images spread over the dataset both estimates the memory they need and
+  // probes the data, whatever the mode: files that are not images (a wrong folder, a corrupt
+  // download) then fail before the run writes anything. Kept at the training size, each image
+  // takes the same bytes: the need is exact.
   const std::array<int64_t, 2> size = detail::kept_size(*ds, o);
+  const int64_t decoded = estimate_decoded_bytes(*ds);
   const int64_t need = mode == "none" || mode == "disk" ? 0
                        : size[0] > 0                    ? n * size[0] * size[1] * 3
-                                                        : estimate_decoded_bytes(*ds);
+                                                        : decoded;
   const std::string at_size = size[0] > 0 ? " at " + std::to_string(size[0]) + "x" +
                                                 std::to_string(size[1]) + " (the training size)"
                                           : "";
