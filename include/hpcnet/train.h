@@ -255,6 +255,7 @@ struct LoadedModel {
   std::shared_ptr<nn::Module> module;
   std::string name;
   std::vector<std::string> classes;
+  bool classes_recorded = false;  // the file names them (hpcnet.classes); else CIFAR-10's are taken
   int64_t val_split = 0;
   std::string task = "classify";
   int64_t imgsz = 32;

@@ -215,6 +215,32 @@ struct EvalArgs {
   std::string device = "auto", save_json;
 };
 
+// "a, b, c" of names, the first 10 and the count after them.
+std::string name_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t k = 0; k < names.size() && k < 10; ++k) s += (k ? ", " : "") + names[k];
+  if (names.size() > 10) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+// The model's class names must be the dataset's, in the same order: its outputs are counted and
+// printed under the dataset's names. A file that records no names (PyTorch-saved) or a dataset
+// (or model) whose names are placeholders (class_0, ...) is taken as it is.
+void check_eval_classes(const train::LoadedModel& m, const data::Dataset& ds,
+                        const std::string& weights, const std::string& data_path) {
+  const std::vector<std::string>& theirs = ds.classes();
+  if (!m.classes_recorded || theirs == m.classes || data::placeholder_class_names(theirs) ||
+      data::placeholder_class_names(m.classes))
+    return;
+  size_t k = 0;
+  while (k < theirs.size() && k < m.classes.size() && theirs[k] == m.classes[k]) ++k;
+  throw InputError(weights + ": the model's classes are " + name_list(m.classes) + "; --data " +
+                   data_path + " names " + name_list(theirs) + " (class " + std::to_string(k) +
+                   " is '" + m.classes[k] + "' in the model, '" + theirs[k] +
+                   "' in the data): evaluate on the data it was trained for, whose classes are "
+                   "the model's in its order");
+}
+
 // The task of a loaded model, at the size it was trained at.
 std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
   task::TaskOptions o;
@@ -276,6 +302,7 @@ int cmd_eval(const EvalArgs& given) {
   HPCNET_REQUIRE(ds->target_kind() == task->target_kind(),
                  a.weights + ": a " + task->name() + " model needs a dataset of " +
                      data::target_kind_name(task->target_kind()) + " targets");
+  check_eval_classes(m, *ds, a.weights, a.data);
   data::DataLoaderOptions o;
   o.batch_size = a.batch_size;
   o.num_workers = a.workers;

@@ -371,6 +371,7 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
     throw InputError(path + ": holds weights of model '" + m.name + "', not '" + model_name + "'");
   }
   m.classes = f.meta.classes.empty() ? data::cifar10_class_names() : f.meta.classes;
+  m.classes_recorded = !f.meta.classes.empty();
   m.val_split = f.meta.val_split;
   m.task = f.meta.task.empty() ? nn::model_info(m.name).task : f.meta.task;
   m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;
