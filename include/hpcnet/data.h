@@ -226,7 +226,9 @@ std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::s
 // .tar/.tar.gz (one or two top-level folders, e.g. VOCdevkit/VOC2012/, are looked through):
 //   - images/<split>/NAME.{jpg,jpeg,png} with masks/<split>/NAME.png, class names from
 //     classes.txt (line k names mask value k) or, beside an Ultralytics data.yaml, "background"
-//     then its names (mask value 1 + k is class k: the "scenes" convention);
+//     then its names (mask value 1 + k is class k: the "scenes" convention); path may be that
+//     YAML itself (its folder, or the folder its `path:` names below it, is read; its names win
+//     over a classes.txt);
 //   - PASCAL VOC: JPEGImages/NAME.jpg, SegmentationClass/NAME.png, ImageSets/Segmentation/
 //     <split>.txt, the 21 VOC classes.
 // Masks are 8-bit gray or palette PNGs whose value (palette index) is the class, 255 = ignore.
