@@ -77,21 +77,26 @@ std::vector<std::string> expand_config(std::vector<std::string> args, const CLI:
 }
 
 // Registers every field of the recipe table as a flag of `train` (bools as flags, lists
-// comma-separated), in the table's order.
+// comma-separated), in the table's order. A default that is the same for every task is shown as
+// CLI11 does (--lr-gamma FLOAT=0.1); one that differs by task is in the help text, each task's
+// (train::recipe_help).
 void add_recipe_flags(CLI::App& t, train::TrainConfig& tc) {
   for (const train::RecipeField& f : train::recipe_fields()) {
+    const std::string help = train::recipe_help(f);
+    const bool one_default = train::defaults_by_task(f).empty();
     CLI::Option* opt = std::visit(
         [&](auto m) -> CLI::Option* {
           auto& field = tc.*m;
           using T = std::decay_t<decltype(field)>;
           if constexpr (std::is_same_v<T, bool>) {
-            return t.add_flag(f.flag(), field, f.help);
+            return t.add_flag(f.flag(), field, help);
           } else {
-            CLI::Option* o = t.add_option(f.flag(), field, f.help);
+            CLI::Option* o = t.add_option(f.flag(), field, help);
             if constexpr (std::is_same_v<T, std::vector<int64_t>>) o->delimiter(',');
-            if constexpr (std::is_arithmetic_v<T>) o->capture_default_str();
+            if constexpr (std::is_arithmetic_v<T>)
+              if (one_default) o->capture_default_str();
             if constexpr (std::is_same_v<T, std::string>)
-              if (!field.empty()) o->capture_default_str();
+              if (!field.empty() && one_default) o->capture_default_str();
             // --augment alone means the task's own augmentation (its value may follow).
             if (std::string(f.key) == "augment") o->expected(0, 1);
             return o;
@@ -207,7 +212,7 @@ int cmd_info() {
 }
 
 struct EvalArgs {
-  std::string model, weights, dataset = "cifar10", data, split = "test";
+  std::string model, weights, dataset, data, split = "test";
   int64_t val_split = -1, batch_size = 500;
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   int workers = 2, threads = 0;
@@ -262,7 +267,9 @@ int cmd_eval(const EvalArgs& given) {
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
   EvalArgs args = given;
-  if (!given.dataset_given && task->name() == "detect") args.dataset = "detect";
+  // The model's task says what --data is read as, as train does (segment: segmentation, detect:
+  // detect, classify: cifar10, which also reads image folders; shards whatever the name).
+  if (!given.dataset_given) args.dataset = train::task_default(task->name(), "dataset");
   // The default split, test, falls back to val on a dataset that has no test split (a data.yaml
   // without `test:`, a segmentation folder without images/test/), saying so.
   if (!given.split_given && data::has_split(args.dataset, args.data, "val") &&
@@ -601,8 +608,10 @@ int cmd_shard(const ShardArgs& a) {
 int main(int argc, char** argv) {
   // Before any OpenMP: a bounded spin-wait unless the user chose one (this may exec again).
   ops::apply_omp_wait_defaults(argv);
-  CLI::App app{"hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
-               "The tutorial run:  hpcnet train --data DIR --out runs/lenet"};
+  CLI::App app{
+      "hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
+      "The tutorial run:  hpcnet train --data DIR --out runs/lenet",
+      "hpcnet"};
   app.require_subcommand(1);
   app.set_version_flag("--version", cli::version_line());
 
@@ -625,9 +634,10 @@ int main(int argc, char** argv) {
   e->add_option("--weights", ea.weights, "model.safetensors (or checkpoint.safetensors)")->required();
   e->add_option("--model", ea.model, "model name (default: from the weights file)");
   e->add_option("--dataset", ea.dataset,
-                "cifar10, imagefolder, segmentation, voc, detect or webdataset (default: detect "
-                "for a detection model, else cifar10; shards are recognised from --data)")
-      ->capture_default_str();
+                "cifar10, imagefolder, segmentation, voc, detect or webdataset (default: the "
+                "model's task's, " +
+                    train::defaults_by_task(train::recipe_field("dataset")) +
+                    "; shards are recognised from --data)");
   e->add_option("--save-json", ea.save_json,
                 "detect: also write the detections as a COCO results file (pycocotools' loadRes)");
   e->add_option("--data", ea.data, "dataset folder or archive")->required();
