@@ -430,6 +430,49 @@ TEST_F(CliTest, EvalPrintsPerClassAccuracyThenTheTotal) {
   EXPECT_EQ(nlohmann::json::parse(c.out).at("accuracy"), obj.at("accuracy"));
 }
 
+// eval compares the model's class names with the dataset's: the same count under other names or
+// in another order is refused naming both lists (rows would be printed under the wrong names); a
+// model file without names, or a dataset of placeholder names (class_0, ...), is taken as it is.
+TEST_F(CliTest, EvalRefusesADatasetWhoseClassNamesAreNotTheModels) {
+  const fs::path fruit = cli_shared().fruit_run() / "model.safetensors";
+  fs::copy(cli_shared().dir / "fruit_data", dir_ / "renamed", fs::copy_options::recursive);
+  fs::rename(dir_ / "renamed" / "test" / "banana", dir_ / "renamed" / "test" / "blueberry");
+  RunResult r = run({"eval", "--weights", fruit.string(), "--dataset", "imagefolder", "--data",
+                     (dir_ / "renamed").string()});
+  expect_refused(r, "renamed class",
+                 {fruit.string(), "the model's classes are apple, banana, cherry",
+                  "names apple, blueberry, cherry",
+                  "class 1 is 'banana' in the model, 'blueberry' in the data"});
+  EXPECT_EQ(r.out, "");
+  // The tutorial's CIFAR-10 model on ten folders of other names; then on placeholder names.
+  for (int k = 0; k < 10; ++k) {
+    for (const char* root : {"other", "placeholders"}) {
+      const fs::path d = dir_ / root / "test" /
+                         (std::string(root) == "other" ? "thing" + std::to_string(k)
+                                                       : "class_" + std::to_string(k));
+      fs::create_directories(d);
+      cli_write_png(d / "a.png", 32, 32, cli_pixels(32, 32, 20 * k, 100, 50, k));
+    }
+  }
+  const fs::path w = cli_shared().run_dir() / "model.safetensors";
+  r = run({"eval", "--weights", w.string(), "--data", (dir_ / "other").string()});
+  expect_refused(r, "other names", {"airplane, automobile", "names thing0, thing1"});
+  r = run({"eval", "--weights", w.string(), "--data", (dir_ / "placeholders").string()});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Accuracy for class: class_9"), std::string::npos) << r.out;
+  // The same weights without hpcnet.classes (as a PyTorch-saved file): taken as they are.
+  SafetensorsFile f = load_safetensors(w.string());
+  std::vector<std::pair<std::string, Tensor>> ts;
+  for (const auto& n : f.order) ts.emplace_back(n, f.at(n));
+  auto meta = f.metadata;
+  ASSERT_EQ(meta.erase("hpcnet.classes"), 1u);
+  save_safetensors((dir_ / "nameless.safetensors").string(), ts, meta);
+  r = run({"eval", "--weights", (dir_ / "nameless.safetensors").string(), "--data",
+           (dir_ / "other").string()});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Accuracy for class: thing9"), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, EvalValSplitUsesTheRecordedHoldOut) {
   fs::path vr = cli_shared().val_run();
   RunResult r = run({"eval", "--weights", (vr / "model.safetensors").string(), "--data",

@@ -451,6 +451,51 @@ TEST(DataImageFolder, FolderTarAndTarGz) {
   }
 }
 
+// index_fingerprint (what a checkpoint records of its data): the same files in a folder, a tar or
+// a .tar.gz below a top folder digest the same; another label, item or size does not.
+TEST(DataFingerprint, TheSameDataAnywhereDigestsTheSame) {
+  TempDir tmp("data");
+  const std::vector<TreeEntry> tree = folder_tree("train");
+  write_tree(tmp.path() / "root", tree);
+  write_archive(tmp.path() / "plain.tar", tree, false);
+  write_archive(tmp.path() / "top.tgz", tree, true, "mydata/");
+  const std::string fp = index_fingerprint(*load_image_folder(tmp.str("root"), "train"));
+  EXPECT_EQ(fp.size(), 16u) << fp;
+  for (std::string p : {"plain.tar", "top.tgz"})
+    EXPECT_EQ(index_fingerprint(*load_image_folder(tmp.str(p), "train")), fp) << p;
+  fs::copy(tmp.path() / "root", tmp.path() / "moved", fs::copy_options::recursive);
+  EXPECT_EQ(index_fingerprint(*load_image_folder(tmp.str("moved"), "train")), fp);
+  // An image moved to another class (its label changes), one more image: other digests.
+  fs::rename(tmp.path() / "moved/train/bird/x.png", tmp.path() / "moved/train/ant/x.png");
+  const std::string relabelled = index_fingerprint(*load_image_folder(tmp.str("moved"), "train"));
+  EXPECT_NE(relabelled, fp);
+  fs::copy_file(tmp.path() / "moved/train/ant/x.png", tmp.path() / "moved/train/ant/x2.png");
+  EXPECT_NE(index_fingerprint(*load_image_folder(tmp.str("moved"), "train")), relabelled);
+
+  // CIFAR-10's batches (in memory): the folder and the archive digest the same; a record's label
+  // or a record more does not.
+  write_tree(tmp.path() / "cifar", cifar_tree(false));
+  write_archive(tmp.path() / "cifar-10-binary.tar.gz", cifar_tree(false), true);
+  const std::string cfp = index_fingerprint(*open_dataset("cifar10", tmp.str("cifar"), "train"));
+  EXPECT_EQ(index_fingerprint(*open_dataset("cifar10", tmp.str("cifar-10-binary.tar.gz"), "train")),
+            cfp);
+  EXPECT_NE(cfp, fp);
+  const fs::path batch = tmp.path() / "cifar/cifar-10-batches-bin/data_batch_2.bin";
+  Bytes bytes = read_file(batch);
+  bytes[0] = static_cast<uint8_t>((bytes[0] + 1) % 10);
+  write_file(batch, bytes);
+  EXPECT_NE(index_fingerprint(*open_dataset("cifar10", tmp.str("cifar"), "train")), cfp);
+  write_file(batch, cifar_file(2, 4));
+  EXPECT_NE(index_fingerprint(*open_dataset("cifar10", tmp.str("cifar"), "train")), cfp);
+}
+
+TEST(DataFingerprint, PlaceholderClassNames) {
+  EXPECT_TRUE(placeholder_class_names({"class_0", "class_1"}));
+  EXPECT_FALSE(placeholder_class_names({"class_1", "class_0"}));
+  EXPECT_FALSE(placeholder_class_names({"class_0", "cat"}));
+  EXPECT_FALSE(placeholder_class_names({}));
+}
+
 TEST(DataImageFolder, BrokenInputs) {
   TempDir tmp("data");
   // Undecodable image, named, in a folder and in an archive.

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "hpcnet/nn.h"
 #include "hpcnet/train.h"
 #include "test_util.h"
 
@@ -504,6 +505,80 @@ TEST(RecipeCli, TrainHelpListsEveryFlagOfTheTable) {
   EXPECT_EQ(hidden, 1);  // --fail-at-step
 }
 
+namespace {
+
+// The line of `--help` output that describes flag ("" when none does).
+std::string help_line(const std::string& out, const std::string& flag) {
+  for (const std::string& l : split_lines(out))
+    if (l.rfind("  " + flag + " ", 0) == 0) return l;
+  return "";
+}
+
+// A fresh run of the task from the CLI (nothing else given): what it trains with.
+TrainConfig fresh(const std::string& task) {
+  TrainConfig c;
+  c.task = task;
+  c.given = std::set<std::string>{"task"};
+  train::apply_task_defaults(c);
+  return c;
+}
+
+}  // namespace
+
+// `hpcnet --help` names the program; `train --help` lists every model by task and, where a
+// default differs by task, each task's, read from the tables the run applies (here: the values a
+// fresh run of each task takes, and the model registry's sizes).
+TEST(RecipeCli, HelpShowsEachTasksDefaultsFromTheRunsTables) {
+  TempDir tmp("recipe_cli");
+  RunResult r = run_hpcnet({"--help"}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Usage: hpcnet [OPTIONS] SUBCOMMAND"), std::string::npos) << r.out;
+  r = run_hpcnet({"train", "--help"}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Usage: hpcnet train [OPTIONS]"), std::string::npos) << r.out;
+  const std::string model = help_line(r.out, "--model");
+  for (const std::string& m : nn::model_names())
+    EXPECT_NE(model.find(m), std::string::npos) << m << " in: " << model;
+  EXPECT_NE(model.find("detect: yolov8n, yolov8s"), std::string::npos) << model;
+  EXPECT_NE(help_line(r.out, "--task").find("classify, segment, detect"), std::string::npos);
+
+  const TrainConfig c = fresh("classify"), s = fresh("segment"), d = fresh("detect");
+  EXPECT_EQ(c.model, "lenet");
+  EXPECT_EQ(d.epochs, 100);
+  auto expect_defaults = [&](const std::string& flag, const std::string& want) {
+    const std::string line = help_line(r.out, flag);
+    EXPECT_NE(line.find("[default: " + want + "]"), std::string::npos)
+        << flag << ": want " << want << " in: " << line;
+    EXPECT_FALSE(std::regex_search(line, std::regex("[A-Z]=")))
+        << "no single default shown: " << line;
+  };
+  expect_defaults("--model",
+                  c.model + " (classify), " + s.model + " (segment), " + d.model + " (detect)");
+  expect_defaults("--imgsz", std::to_string(nn::model_info(c.model).imgsz) + " (classify), " +
+                                 std::to_string(nn::model_info(d.model).imgsz) +
+                                 " (segment, detect)");
+  expect_defaults("--dataset", c.dataset + " (classify), " + s.dataset + " (segment), " +
+                                   d.dataset + " (detect)");
+  expect_defaults("--epochs", std::to_string(c.epochs) + " (classify, segment), " +
+                                  std::to_string(d.epochs) + " (detect)");
+  expect_defaults("--batch-size", std::to_string(c.batch_size) + " (classify, segment), " +
+                                      std::to_string(d.batch_size) + " (detect)");
+  expect_defaults("--mosaic", "0 (classify, segment), 1 (detect)");
+  expect_defaults("--nesterov", "off (classify, segment), on (detect)");
+  EXPECT_EQ(d.mosaic, 1.0);
+  // A default every task shares is shown as before.
+  EXPECT_NE(help_line(r.out, "--lr-gamma").find("FLOAT=0.1"), std::string::npos) << r.out;
+  EXPECT_NE(help_line(r.out, "--workers").find("INT=2"), std::string::npos) << r.out;
+  // eval reads --data as the model's task's dataset; its help says which.
+  r = run_hpcnet({"eval", "--help"}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Usage: hpcnet eval [OPTIONS]"), std::string::npos) << r.out;
+  EXPECT_NE(help_line(r.out, "--dataset")
+                .find("cifar10 (classify), segmentation (segment), detect (detect)"),
+            std::string::npos)
+      << r.out;
+}
+
 // --imgsz 64 with lenet (fixed at 32x32) is refused before anything is written.
 TEST(RecipeCli, ImgszOfAFixedSizeModelIsRefused) {
   TempDir tmp("recipe_cli");
@@ -542,6 +617,40 @@ TEST(RecipeResume, AGivenFlagIsComparedWithTheDefaultOfAnAbsentKey) {
   other.imgsz = 64;
   e = input_error([&] { train::merge_resumed_recipe(other, s, "ck"); });
   EXPECT_NE(e.find("--imgsz differs"), std::string::npos) << e;
+}
+
+// The task defaults of a fresh CLI run: --task alone takes the task's model; a segmentation or
+// detection model reads --data as its task's dataset unless --dataset says otherwise; nothing is
+// applied without a given set (API callers) nor over a given value.
+TEST(RecipeValidate, TaskDefaultsFollowTheModelOrTheTask) {
+  TrainConfig c = fresh("segment");
+  c.data = "DIR";
+  c.out = "RUN";
+  EXPECT_EQ(c.model, "unet_resnet18");
+  EXPECT_EQ(c.dataset, "segmentation");
+  EXPECT_EQ(c.epochs, TrainConfig{}.epochs);
+  EXPECT_NO_THROW(train::validate(c));
+  c = TrainConfig{};
+  c.model = "deeplabv3_resnet50";
+  c.given = std::set<std::string>{"model"};
+  train::apply_task_defaults(c);
+  EXPECT_EQ(c.dataset, "segmentation");
+  c = TrainConfig{};
+  c.model = "unet_resnet34";
+  c.dataset = "voc";
+  c.given = std::set<std::string>{"model", "dataset"};
+  train::apply_task_defaults(c);
+  EXPECT_EQ(c.dataset, "voc");
+  c = fresh("detect");
+  EXPECT_EQ(c.model, "yolov8n");
+  EXPECT_EQ(c.dataset, "detect");
+  c = TrainConfig{};
+  c.model = "unet_resnet18";
+  train::apply_task_defaults(c);  // no given set: nothing changes
+  EXPECT_EQ(c.dataset, "cifar10");
+  EXPECT_EQ(train::task_default("segment", "dataset"), "segmentation");
+  EXPECT_EQ(train::task_default("classify", "dataset"), "cifar10");
+  EXPECT_EQ(train::task_default("detect", "epochs"), "100");
 }
 
 TEST(RecipeValidate, UnetSizesAreMultiplesOf32) {

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "hpcnet/data.h"
 #include "hpcnet/functional.h"
@@ -434,10 +436,67 @@ TEST(SegmentCli, TrainEvalPredictAndExactResume) {
   EXPECT_EQ(mask.height, 32);
   EXPECT_EQ(split_lines(read_file(d / "pred" / "predictions.jsonl")).size(), 4u);
   // A classification dataset for a segmentation model is refused in one line.
-  r = run_hpcnet({"train", "--model", "unet_resnet18", "--data", (d / "data").string(), "--out",
-                  (d / "bad").string()},
+  r = run_hpcnet({"train", "--model", "unet_resnet18", "--dataset", "cifar10", "--data",
+                  (d / "data").string(), "--out", (d / "bad").string()},
                  d.path());
   EXPECT_EQ(r.rc, 2) << r.err;
+}
+
+// Segmentation infers its dataset as detection does: a segmentation model, or --task segment
+// alone (which trains unet_resnet18), reads --data as a segmentation dataset, also given as its
+// data.yaml; eval of the model reads it the same way (its val split where there is no test).
+TEST(SegmentCli, TheDatasetIsInferredFromTheModelsTaskAndTheData) {
+  TempDir d("seginfer");
+  sg_tiny_set(d / "data");
+  const std::vector<std::string> common = {"--imgsz",   "32", "--epochs",  "1", "--steps", "1",
+                                           "--threads", "1",  "--workers", "0"};
+  auto train = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "train");
+    args.insert(args.end(), common.begin(), common.end());
+    return run_hpcnet(args, d.path());
+  };
+  RunResult r = train({"--model", "unet_resnet18", "--data", (d / "data").string(), "--out",
+                       (d / "by_model").string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json start =
+      nlohmann::json::parse(split_lines(read_file(d / "by_model" / "metrics.jsonl")).at(0));
+  EXPECT_EQ(start.at("config").at("dataset"), "segmentation");
+  SafetensorsFile f = load_safetensors((d / "by_model" / "model.safetensors").string());
+  EXPECT_EQ(f.metadata.at("hpcnet.classes"), R"(["background","red","blue"])");
+
+  // --task segment alone; the data given as an Ultralytics data.yaml whose names win over
+  // classes.txt (background first).
+  write_file(d / "data" / "data.yaml",
+             "path: .\ntrain: images/train\nval: images/val\nnames: [rouge, bleu]\n");
+  r = train({"--task", "segment", "--data", (d / "data" / "data.yaml").string(), "--out",
+             (d / "by_task").string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  f = load_safetensors((d / "by_task" / "model.safetensors").string());
+  EXPECT_EQ(f.metadata.at("hpcnet.model"), "unet_resnet18");
+  EXPECT_EQ(f.metadata.at("hpcnet.task"), "segment");
+  EXPECT_EQ(f.metadata.at("hpcnet.classes"), R"(["background","rouge","bleu"])");
+
+  // eval without --dataset: the model's task reads --data (no test split: val); the folder (its
+  // classes.txt) for the model trained on it, the YAML for the other.
+  for (const auto& [run, data, name] :
+       {std::tuple<std::string, fs::path, std::string>{"by_model", d / "data", "red"},
+        {"by_task", d / "data" / "data.yaml", "rouge"}}) {
+    r = run_hpcnet({"eval", "--weights", (d / run / "model.safetensors").string(), "--data",
+                    data.string(), "--threads", "1", "--workers", "0"},
+                   d.path());
+    ASSERT_EQ(r.rc, 0) << data << ": " << r.err;
+    EXPECT_NE(r.err.find("has no test split; evaluating val"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out_lines().back().rfind("mIoU: ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("IoU for class: " + name), std::string::npos) << r.out;
+  }
+  // A YAML elsewhere whose path: names the folder, relative to the YAML's.
+  fs::create_directories(d / "outer");
+  write_file(d / "outer" / "seg.yml", "path: ../data\nnames: [rouge, bleu]\n");
+  r = run_hpcnet({"eval", "--weights", (d / "by_task" / "model.safetensors").string(), "--data",
+                  (d / "outer" / "seg.yml").string(), "--threads", "1", "--workers", "0", "--json"},
+                 d.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("pixels"), 4 * 32 * 32);
 }
 
 // DeepLabV3 with its auxiliary head, the ce+dice loss, class weights and random scaling trains

@@ -510,6 +510,87 @@ TEST_F(TrainTest, ResumeIntoAnotherDirectory) {
   EXPECT_EQ(ck.metadata.at("hpcnet.steps"), "100");
 }
 
+// --resume with --data: the checkpoint records the data (path, split sizes, index fingerprint).
+// Other data is refused naming both, and so is the run's folder changed since; the same data moved
+// elsewhere resumes (saying so) to the weights of an uninterrupted run; a checkpoint from before
+// the record resumes as before.
+TEST_F(TrainTest, ResumeChecksThatTheDataIsTheRunsOwn) {
+  auto straight = config("straight");
+  straight.epochs = 2;
+  train(straight);
+  auto c = config("run");
+  c.save_every = 5;  // a checkpoint inside the epoch: other data used to fail in the DataLoader
+  c.max_steps = 20;
+  train(c);
+  const fs::path ck = run("run") / "checkpoint.safetensors";
+  SafetensorsFile f = load_safetensors(ck.string());
+  const nlohmann::json rec = nlohmann::json::parse(f.metadata.at("hpcnet.data"));
+  EXPECT_EQ(rec.at("path"), c.data);
+  EXPECT_EQ(rec.at("train_images"), 200);
+  EXPECT_EQ(rec.at("val_images"), 0);
+  const std::string index = rec.at("index");
+  const std::string model = read_file(run("run") / "model.safetensors");
+
+  write_tiny_cifar10(dir_ / "other", 4, 4);  // 20 images
+  auto rc = config("run");
+  rc.resume = rc.out;
+  rc.epochs = 2;
+  rc.data = (dir_ / "other").string();
+  std::string msg = input_error([&] { train(rc); });
+  for (const std::string& part : std::vector<std::string>{
+           ck.string(), "the data given is another", c.data, "200 train + 0 val images", rc.data,
+           "20 train + 0 val images", index, "--weights"})
+    EXPECT_NE(msg.find(part), std::string::npos) << part << " in: " << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(read_file(run("run") / "model.safetensors"), model);
+
+  // The same folder, its data changed since (one label).
+  fs::copy(dir_ / "data", dir_ / "moved", fs::copy_options::recursive);
+  const fs::path batch = dir_ / "data" / "cifar-10-batches-bin" / "data_batch_3.bin";
+  std::string bytes = read_file(batch);
+  bytes[0] = static_cast<char>((bytes[0] + 1) % 10);
+  write_file(batch, bytes);
+  rc.data = c.data;
+  msg = input_error([&] { train(rc); });
+  EXPECT_NE(msg.find("that data has changed since"), std::string::npos) << msg;
+
+  // The same data moved: resumed, saying so, to the uninterrupted run's weights; the record then
+  // names the new path.
+  rc.data = (dir_ / "moved").string();
+  ::testing::internal::CaptureStderr();
+  train(rc);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("resuming with --data " + rc.data + ": the run trained on " + c.data +
+                     ", which held the same data (index " + index + ")"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(read_file(run("run") / "model.safetensors"),
+            read_file(run("straight") / "model.safetensors"));
+  f = load_safetensors(ck.string());
+  EXPECT_EQ(nlohmann::json::parse(f.metadata.at("hpcnet.data")).at("path"), rc.data);
+
+  // A checkpoint without the record (written before it existed) resumes.
+  auto old = config("old");
+  old.max_steps = 20;
+  old.save_every = 5;
+  old.data = rc.data;
+  train(old);
+  const fs::path old_ck = run("old") / "checkpoint.safetensors";
+  f = load_safetensors(old_ck.string());
+  std::vector<std::pair<std::string, Tensor>> ts;
+  for (const auto& n : f.order) ts.emplace_back(n, f.at(n));
+  auto meta = f.metadata;
+  ASSERT_EQ(meta.erase("hpcnet.data"), 1u);
+  save_safetensors(old_ck.string(), ts, meta);
+  auto ro = old;
+  ro.resume = ro.out;
+  ro.max_steps = 0;
+  ro.epochs = 2;
+  train(ro);
+  EXPECT_EQ(read_file(run("old") / "model.safetensors"),
+            read_file(run("straight") / "model.safetensors"));
+}
+
 // Every broken checkpoint is an InputError naming it, and the run directory is left as it was.
 TEST_F(TrainTest, BadCheckpointsAreRefusedBeforeAnythingIsWritten) {
   auto c = config("run");

@@ -178,6 +178,18 @@ class Subset : public Dataset {
   std::vector<int64_t> indices_;
 };
 
+// A digest of what a dataset holds, independent of where it lies: its class names, target kind,
+// and each item's name (relative to the dataset: "train/cat/0001.jpg", "data_batch_1.bin#17")
+// and target (label, boxes or label rows; a lazy dataset's index, no image is read). The same
+// data moved to another folder, or packed into a .tar of the same layout, gives the same digest;
+// another item, label or box does not. 16 hex digits. (A checkpoint records it: --resume checks
+// that --data is the run's data.)
+std::string index_fingerprint(const Dataset& dataset);
+
+// Whether class names are the placeholders a loader makes up for a dataset that names none
+// (class_0, class_1, ...: a data.yaml with only nc, shards without classes.txt).
+bool placeholder_class_names(const std::vector<std::string>& names);
+
 // The CIFAR-10 class names in label order.
 const std::vector<std::string>& cifar10_class_names();
 
@@ -214,7 +226,9 @@ std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::s
 // .tar/.tar.gz (one or two top-level folders, e.g. VOCdevkit/VOC2012/, are looked through):
 //   - images/<split>/NAME.{jpg,jpeg,png} with masks/<split>/NAME.png, class names from
 //     classes.txt (line k names mask value k) or, beside an Ultralytics data.yaml, "background"
-//     then its names (mask value 1 + k is class k: the "scenes" convention);
+//     then its names (mask value 1 + k is class k: the "scenes" convention); path may be that
+//     YAML itself (its folder, or the folder its `path:` names below it, is read; its names win
+//     over a classes.txt);
 //   - PASCAL VOC: JPEGImages/NAME.jpg, SegmentationClass/NAME.png, ImageSets/Segmentation/
 //     <split>.txt, the 21 VOC classes.
 // Masks are 8-bit gray or palette PNGs whose value (palette index) is the class, 255 = ignore.

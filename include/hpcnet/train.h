@@ -153,11 +153,15 @@ struct RecipeField {
   // The value (JSON text) a checkpoint that predates the key ran with, where that is not today's
   // default: conv_algorithm's "direct" (the default became "auto" after the key was added).
   const char* absent = nullptr;
+  // What --help appends to help, read from other tables (the models by task, the tasks).
+  std::function<std::string()> lists = nullptr;
   std::string flag() const;
 };
 inline constexpr unsigned kRequired = 1, kAuto = 2, kHidden = 4;
 // Every field, in --help order.
 const std::vector<RecipeField>& recipe_fields();
+// The field of that key (std::logic_error when there is none: a key is the code's, not input).
+const RecipeField& recipe_field(const std::string& key);
 // Runs every field's check (InputError with the first message), then the cross-field ones.
 void validate(const TrainConfig& c);
 // The saved fields (roles kRecipe, kRun, kLog) as one JSON object, keys as in the table.
@@ -167,12 +171,23 @@ nlohmann::json recipe_json(const TrainConfig& c);
 void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std::string& where);
 // The task and input size a config resolves to (task "" = the model's, imgsz 0 = the model's).
 std::string resolved_task(const TrainConfig& c);
-// A fresh run from the CLI of a detect model: the fields its flags and --config left unset take
-// Ultralytics' default.yaml values (dataset detect, epochs 100, batch 16, optimizer auto, lr 0.01,
-// momentum 0.937, weight decay 5e-4, linear schedule with lrf 0.01 and 3 warm-up epochs,
-// parameter groups, nbs 64, EMA 0.9999 with tau 2000, gradient clipping at 10, augmentation).
-// Does nothing without c.given (API callers set every field themselves).
+// A fresh run from the CLI: the fields its flags and --config left unset take the task's defaults
+// where they differ from TrainConfig's (the classify tutorial's). --task alone: the task's model
+// (segment: unet_resnet18, detect: yolov8n). segment: dataset segmentation. detect: Ultralytics'
+// default.yaml values (dataset detect, epochs 100, batch 16, optimizer auto, lr 0.01, momentum
+// 0.937, weight decay 5e-4, linear schedule with lrf 0.01 and 3 warm-up epochs, parameter groups,
+// nbs 64, EMA 0.9999 with tau 2000, gradient clipping at 10, augmentation, mosaic 1 closed for the
+// last 10 epochs). Does nothing without c.given (API callers set every field themselves).
 void apply_task_defaults(TrainConfig& c);
+// The default of recipe field `key` in a fresh run of `task` (nothing else given), as --help
+// writes it ("segmentation", "100", "0.937", "on"); eval's --dataset takes the model's task's.
+std::string task_default(const std::string& task, const std::string& key);
+// A field's defaults over the tasks where they differ, from the same tables the run applies
+// (TrainConfig, the task defaults, the model registry for kAuto fields): "2 (classify, segment),
+// 100 (detect)"; "" when every task has the same default.
+std::string defaults_by_task(const RecipeField& f);
+// A field's --help text: its help, its lists, and "[default: ...]" where defaults_by_task says.
+std::string recipe_help(const RecipeField& f);
 // The optimizer a run uses: --optimizer sgd or adamw as given, or auto as Ultralytics chooses;
 // weight decay scaled by the nominal batch (--nbs).
 struct ResolvedOptimizer {
@@ -255,6 +270,7 @@ struct LoadedModel {
   std::shared_ptr<nn::Module> module;
   std::string name;
   std::vector<std::string> classes;
+  bool classes_recorded = false;  // the file names them (hpcnet.classes); else CIFAR-10's are taken
   int64_t val_split = 0;
   std::string task = "classify";
   int64_t imgsz = 32;

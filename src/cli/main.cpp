@@ -77,21 +77,26 @@ std::vector<std::string> expand_config(std::vector<std::string> args, const CLI:
 }
 
 // Registers every field of the recipe table as a flag of `train` (bools as flags, lists
-// comma-separated), in the table's order.
+// comma-separated), in the table's order. A default that is the same for every task is shown as
+// CLI11 does (--lr-gamma FLOAT=0.1); one that differs by task is in the help text, each task's
+// (train::recipe_help).
 void add_recipe_flags(CLI::App& t, train::TrainConfig& tc) {
   for (const train::RecipeField& f : train::recipe_fields()) {
+    const std::string help = train::recipe_help(f);
+    const bool one_default = train::defaults_by_task(f).empty();
     CLI::Option* opt = std::visit(
         [&](auto m) -> CLI::Option* {
           auto& field = tc.*m;
           using T = std::decay_t<decltype(field)>;
           if constexpr (std::is_same_v<T, bool>) {
-            return t.add_flag(f.flag(), field, f.help);
+            return t.add_flag(f.flag(), field, help);
           } else {
-            CLI::Option* o = t.add_option(f.flag(), field, f.help);
+            CLI::Option* o = t.add_option(f.flag(), field, help);
             if constexpr (std::is_same_v<T, std::vector<int64_t>>) o->delimiter(',');
-            if constexpr (std::is_arithmetic_v<T>) o->capture_default_str();
+            if constexpr (std::is_arithmetic_v<T>)
+              if (one_default) o->capture_default_str();
             if constexpr (std::is_same_v<T, std::string>)
-              if (!field.empty()) o->capture_default_str();
+              if (!field.empty() && one_default) o->capture_default_str();
             // --augment alone means the task's own augmentation (its value may follow).
             if (std::string(f.key) == "augment") o->expected(0, 1);
             return o;
@@ -207,13 +212,39 @@ int cmd_info() {
 }
 
 struct EvalArgs {
-  std::string model, weights, dataset = "cifar10", data, split = "test";
+  std::string model, weights, dataset, data, split = "test";
   int64_t val_split = -1, batch_size = 500;
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   int workers = 2, threads = 0;
   bool json = false, tta_flip = false, dataset_given = false, split_given = false;
   std::string device = "auto", save_json;
 };
+
+// "a, b, c" of names, the first 10 and the count after them.
+std::string name_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t k = 0; k < names.size() && k < 10; ++k) s += (k ? ", " : "") + names[k];
+  if (names.size() > 10) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+// The model's class names must be the dataset's, in the same order: its outputs are counted and
+// printed under the dataset's names. A file that records no names (PyTorch-saved) or a dataset
+// (or model) whose names are placeholders (class_0, ...) is taken as it is.
+void check_eval_classes(const train::LoadedModel& m, const data::Dataset& ds,
+                        const std::string& weights, const std::string& data_path) {
+  const std::vector<std::string>& theirs = ds.classes();
+  if (!m.classes_recorded || theirs == m.classes || data::placeholder_class_names(theirs) ||
+      data::placeholder_class_names(m.classes))
+    return;
+  size_t k = 0;
+  while (k < theirs.size() && k < m.classes.size() && theirs[k] == m.classes[k]) ++k;
+  throw InputError(weights + ": the model's classes are " + name_list(m.classes) + "; --data " +
+                   data_path + " names " + name_list(theirs) + " (class " + std::to_string(k) +
+                   " is '" + m.classes[k] + "' in the model, '" + theirs[k] +
+                   "' in the data): evaluate on the data it was trained for, whose classes are "
+                   "the model's in its order");
+}
 
 // The task of a loaded model, at the size it was trained at.
 std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
@@ -236,7 +267,9 @@ int cmd_eval(const EvalArgs& given) {
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
   EvalArgs args = given;
-  if (!given.dataset_given && task->name() == "detect") args.dataset = "detect";
+  // The model's task says what --data is read as, as train does (segment: segmentation, detect:
+  // detect, classify: cifar10, which also reads image folders; shards whatever the name).
+  if (!given.dataset_given) args.dataset = train::task_default(task->name(), "dataset");
   // The default split, test, falls back to val on a dataset that has no test split (a data.yaml
   // without `test:`, a segmentation folder without images/test/), saying so.
   if (!given.split_given && data::has_split(args.dataset, args.data, "val") &&
@@ -276,6 +309,7 @@ int cmd_eval(const EvalArgs& given) {
   HPCNET_REQUIRE(ds->target_kind() == task->target_kind(),
                  a.weights + ": a " + task->name() + " model needs a dataset of " +
                      data::target_kind_name(task->target_kind()) + " targets");
+  check_eval_classes(m, *ds, a.weights, a.data);
   data::DataLoaderOptions o;
   o.batch_size = a.batch_size;
   o.num_workers = a.workers;
@@ -574,8 +608,10 @@ int cmd_shard(const ShardArgs& a) {
 int main(int argc, char** argv) {
   // Before any OpenMP: a bounded spin-wait unless the user chose one (this may exec again).
   ops::apply_omp_wait_defaults(argv);
-  CLI::App app{"hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
-               "The tutorial run:  hpcnet train --data DIR --out runs/lenet"};
+  CLI::App app{
+      "hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
+      "The tutorial run:  hpcnet train --data DIR --out runs/lenet",
+      "hpcnet"};
   app.require_subcommand(1);
   app.set_version_flag("--version", cli::version_line());
 
@@ -598,9 +634,10 @@ int main(int argc, char** argv) {
   e->add_option("--weights", ea.weights, "model.safetensors (or checkpoint.safetensors)")->required();
   e->add_option("--model", ea.model, "model name (default: from the weights file)");
   e->add_option("--dataset", ea.dataset,
-                "cifar10, imagefolder, segmentation, voc, detect or webdataset (default: detect "
-                "for a detection model, else cifar10; shards are recognised from --data)")
-      ->capture_default_str();
+                "cifar10, imagefolder, segmentation, voc, detect or webdataset (default: the "
+                "model's task's, " +
+                    train::defaults_by_task(train::recipe_field("dataset")) +
+                    "; shards are recognised from --data)");
   e->add_option("--save-json", ea.save_json,
                 "detect: also write the detections as a COCO results file (pycocotools' loadRes)");
   e->add_option("--data", ea.data, "dataset folder or archive")->required();

@@ -146,6 +146,41 @@ std::string Subset::item_name(int64_t i) const {
   return base_->item_name(indices_[static_cast<size_t>(i)]);
 }
 
+// ---- what a dataset holds -----------------------------------------------------------------------
+
+std::string index_fingerprint(const Dataset& ds) {
+  if (const auto* lazy = dynamic_cast<const detail::LazyDataset*>(&ds))
+    return lazy->index_fingerprint();
+  // In memory (CIFAR-10's batches, tests' datasets): names and targets from the items themselves;
+  // another dataset (a Subset of a lazy one): names only, nothing is decoded.
+  uint64_t h = detail::fnv1a("items|" + std::to_string(static_cast<int>(ds.target_kind())) + "|" +
+                             std::to_string(ds.size()) + "\n");
+  for (const std::string& c : ds.classes()) h = detail::fnv1a(c + "\n", h);
+  ExampleBuffer buffer;
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    std::string line = ds.item_name(i);
+    if (ds.in_memory()) {
+      const Example ex = ds.get(i, buffer);
+      line += "|" + std::to_string(ex.label) + "|" + std::to_string(ex.height) + "x" +
+              std::to_string(ex.width) + "|" + std::to_string(ex.num_boxes);
+      for (int64_t k = 0; k < ex.num_boxes; ++k) {
+        const Box& b = ex.boxes[k];
+        const float v[5] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2};
+        h = detail::fnv1a(v, sizeof v, h);
+      }
+    }
+    h = detail::fnv1a(line + "\n", h);
+  }
+  return detail::hex64(h);
+}
+
+bool placeholder_class_names(const std::vector<std::string>& names) {
+  if (names.empty()) return false;
+  for (size_t k = 0; k < names.size(); ++k)
+    if (names[k] != "class_" + std::to_string(k)) return false;
+  return true;
+}
+
 // ---- validation split -------------------------------------------------------------------------
 
 TrainValSplit split_train_val(int64_t n_total, int64_t n_val) {

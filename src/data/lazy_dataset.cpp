@@ -406,6 +406,24 @@ std::string LazyDataset::fingerprint() const {
   return hex64(h);
 }
 
+std::string LazyDataset::index_fingerprint() const {
+  uint64_t h = fnv1a("lazy|" + std::to_string(static_cast<int>(kind_)) + "|" +
+                     std::to_string(items_.size()) + "\n");
+  for (const std::string& c : classes_) h = fnv1a(c + "\n", h);
+  for (const LazyItem& it : items_)
+    h = fnv1a(it.name + "|" + std::to_string(it.label) + "|" + std::to_string(it.count) + "\n", h);
+  for (const YoloRow& r : rows_) {
+    const double v[5] = {static_cast<double>(r.cls), r.x1, r.y1, r.x2, r.y2};
+    h = fnv1a(v, sizeof v, h);
+  }
+  for (const Box& b : boxes_) {
+    const float v[7] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2, b.area,
+                        b.crowd ? 1.f : 0.f};
+    h = fnv1a(v, sizeof v, h);
+  }
+  return hex64(h);
+}
+
 }  // namespace hpcnet::data::detail
 
 namespace hpcnet::data {

@@ -96,6 +96,9 @@ class LazyDataset : public Dataset {
   static std::shared_ptr<LazyDataset> from_bytes(const std::string& bytes);
   // A digest of the index (store, names, files, targets) that changes when the data does.
   std::string fingerprint() const;
+  // data::index_fingerprint: classes, kind, and each item's name and target, without the paths
+  // of the store (the same data moved or packed into a tar digests the same).
+  std::string index_fingerprint() const;
   const FileStore& store() const { return *store_; }
   // For tools that copy the source files (hpcnet shard): item i as indexed (its files, label,
   // width/height), and its objects: label rows (a yolo index, normalised corners; empty for coco)

@@ -4,7 +4,9 @@
 // dataset is sorted by image name.
 //   generic  images/<split>/NAME.{jpg,jpeg,png} + masks/<split>/NAME.png; class names from
 //            classes.txt (one per line, line k = mask value k) or, beside an Ultralytics
-//            data.yaml, "background" followed by its names (mask value 1 + k = class k).
+//            data.yaml, "background" followed by its names (mask value 1 + k = class k). The
+//            YAML itself may be given (scenes/data.yaml): its folder, or the folder its `path:`
+//            names below it, is read, and its names win over a classes.txt.
 //   VOC      JPEGImages/NAME.jpg, SegmentationClass/NAME.png (palette index = class),
 //            ImageSets/Segmentation/<split>.txt; the 21 PASCAL VOC classes.
 #include <yaml-cpp/yaml.h>
@@ -58,13 +60,48 @@ bool wanted(const std::vector<std::string>& parts, const std::string& split) {
   return top == "JPEGImages" || top == "SegmentationClass" || top == "ImageSets";
 }
 
+bool is_yaml_file(const std::string& path) {
+  std::error_code ec;
+  const std::string ext = detail::to_lower(fs::path(path).extension().string());
+  return (ext == ".yaml" || ext == ".yml") && fs::is_regular_file(path, ec);
+}
+
+// The folder an Ultralytics dataset YAML describes: its `path:` where that names a folder
+// (relative to the YAML's), else the YAML's own folder.
+fs::path yaml_root(const std::string& yaml) {
+  fs::path dir = fs::path(yaml).parent_path();
+  if (dir.empty()) dir = ".";
+  const std::vector<uint8_t> bytes = detail::read_whole_file(yaml, "segmentation", 1 << 20);
+  const std::string text(bytes.begin(), bytes.end());
+  std::string rel;
+  try {
+    const YAML::Node y = YAML::Load(text);
+    if (y.IsMap() && y["path"] && y["path"].IsScalar()) rel = y["path"].Scalar();
+  } catch (const YAML::Exception& e) {
+    throw InputError("segmentation: " + yaml + ": " + e.what());
+  }
+  std::error_code ec;
+  if (!rel.empty() && fs::path(rel).is_relative() && fs::is_directory(dir / rel, ec))
+    return (dir / rel).lexically_normal();
+  return dir;
+}
+
 FileTree read_tree(const std::string& path, const std::string& split) {
   FileTree t;
   t.where = path;
   std::error_code ec;
+  if (is_yaml_file(path)) {
+    // --data scenes/data.yaml: the folder it describes, named by that YAML (over a classes.txt).
+    t = read_tree(yaml_root(path).string(), split);
+    t.files.erase("classes.txt");
+    t.files["data.yaml"] = detail::FileRef{path};
+    return t;
+  }
   if (fs::is_regular_file(path, ec)) {
     HPCNET_REQUIRE(detail::is_archive_name(path),
-                   "segmentation: " + path + " is a file but not a .tar/.tar.gz/.tgz archive");
+                   "segmentation: " + path +
+                       " is a file but neither a dataset YAML (.yaml/.yml) nor a "
+                       ".tar/.tar.gz/.tgz archive");
     // Keep everything a layout may use, at the top or below one top-level folder (or two, as
     // VOCdevkit/VOC2012/); decide the prefix afterwards.
     auto want = [&](const std::string& p) {
@@ -261,6 +298,7 @@ std::vector<std::string> data_yaml_class_names(const std::string& text, const st
 }
 
 bool segmentation_has_split(const std::string& path, const std::string& split) {
+  if (is_yaml_file(path)) return segmentation_has_split(yaml_root(path).string(), split);
   std::error_code ec;
   auto is_split = [&](const std::vector<std::string>& parts, size_t skip) {
     if (parts.size() < skip + 2) return false;

@@ -86,6 +86,7 @@ void write_run_file(const std::string& path, const ModelMeta& meta, const nn::Na
     m["hpcnet.epochs_done"] = std::to_string(state->epochs_done);
     m["hpcnet.steps"] = std::to_string(state->steps);
     m["hpcnet.config"] = state->recipe.dump();
+    if (!state->data.is_null()) m["hpcnet.data"] = state->data.dump();
     m["hpcnet.rng_state"] = rng.dump();
     m["hpcnet.world_size"] = std::to_string(state->world_size);
     m["hpcnet.optimizer_steps"] = std::to_string(state->optimizer_steps);
@@ -250,6 +251,11 @@ RunFile read_run_file(const std::string& path) {
   HPCNET_REQUIRE(!config.empty(), path + ": not an hpcnet checkpoint (no config)");
   st.recipe = parse_meta_json(config, path, "hpcnet.config");
   HPCNET_REQUIRE(st.recipe.is_object(), path + ": corrupt checkpoint: config is not a JSON object");
+  if (std::string d = get("hpcnet.data"); !d.empty()) {
+    st.data = parse_meta_json(d, path, "hpcnet.data");
+    HPCNET_REQUIRE(st.data.is_object() && st.data.value("index", nlohmann::json()).is_string(),
+                   path + ": corrupt checkpoint: hpcnet.data is not a data record");
+  }
   if (std::string ws = get("hpcnet.world_size"); !ws.empty())
     st.world_size = static_cast<int>(parse_int(ws, path, "hpcnet.world_size"));
   if (std::string es = get("hpcnet.epoch_step"); !es.empty()) {
@@ -365,6 +371,7 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
     throw InputError(path + ": holds weights of model '" + m.name + "', not '" + model_name + "'");
   }
   m.classes = f.meta.classes.empty() ? data::cifar10_class_names() : f.meta.classes;
+  m.classes_recorded = !f.meta.classes.empty();
   m.val_split = f.meta.val_split;
   m.task = f.meta.task.empty() ? nn::model_info(m.name).task : f.meta.task;
   m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;

@@ -3,8 +3,9 @@
 // metadata (hpcnet.model, .task, .classes, .imgsz, .normalize, .val_split); a checkpoint holds
 // the same metadata, "model."-, "optim."- and "ema."-prefixed tensors and the training state
 // (hpcnet.format = hpcnet-checkpoint-1, .epochs_done, .steps, .config, .rng_state, .world_size,
-// .optimizer_steps, .last_opt_step); written between two optimizer steps of an accumulation
-// (--nbs), also the gradients summed so far ("grad."-prefixed, the parameters' names).
+// .optimizer_steps, .last_opt_step, .data); written between two optimizer steps of an
+// accumulation (--nbs), also the gradients summed so far ("grad."-prefixed, the parameters'
+// names).
 // Both are written through save_safetensors (temporary file, flush, rename).
 #pragma once
 
@@ -37,6 +38,10 @@ struct TrainState {
   std::optional<double> best;  // the best validation metric so far (best.safetensors holds it)
   Rng::State rng{};
   nlohmann::json recipe;  // recipe_json() of the run
+  // The data it trains on (hpcnet.data): {"path", "dataset", "train_images", "val_images",
+  // "index"} (index: data::index_fingerprint of the training split and of a val split of the
+  // dataset's own). Null in checkpoints written before the record existed.
+  nlohmann::json data;
   int world_size = 1;     // informational: resume works on any rank count
 };
 

@@ -41,6 +41,7 @@ struct Data {
   std::shared_ptr<const data::Dataset> train, val;
   std::vector<std::string> classes;
   std::vector<std::string> notes;  // what --cache chose for each split, and why
+  nlohmann::json record;           // TrainState::data: where the data is and what it holds
 };
 
 // A split of --data (open_dataset's), where detection's report goes to stderr and a training split
@@ -142,6 +143,7 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
     if (!r.line.empty()) d.notes.push_back(std::string(split) + " " + r.line);
     return r.dataset;
   };
+  std::string index = data::index_fingerprint(*full);
   std::shared_ptr<const data::Dataset> all = cached(full, "train");
   d.classes = full->classes();
   if (c.val_split > 0) {
@@ -155,7 +157,9 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
     d.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      d.val = cached(open_split_once(c, "val", pg, d.notes), "val");
+      std::shared_ptr<data::Dataset> val = open_split_once(c, "val", pg, d.notes);
+      index += "+" + data::index_fingerprint(*val);
+      d.val = cached(std::move(val), "val");
       HPCNET_REQUIRE(d.val->classes() == d.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
     } else if ((c.dataset == "segmentation" || c.dataset == "voc") && pg.rank() == 0) {
@@ -166,7 +170,44 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
                    c.data.c_str());
     }
   }
+  d.record = {{"path", c.data},
+              {"dataset", c.dataset},
+              {"train_images", d.train->size()},
+              {"val_images", d.val ? d.val->size() : 0},
+              {"index", index}};
   return d;
+}
+
+// "--data PATH (dataset, N train + M val images, index FINGERPRINT)" of a data record.
+std::string describe_data(const nlohmann::json& r) {
+  return "--data " + r.value("path", std::string("?")) + " (" +
+         r.value("dataset", std::string("?")) + ", " +
+         std::to_string(r.value("train_images", int64_t{0})) + " train + " +
+         std::to_string(r.value("val_images", int64_t{0})) + " val images, index " +
+         r.value("index", std::string("?")) + ")";
+}
+
+// --resume with --data: the data must be the run's (its index fingerprint the same); only the
+// path may differ (the folder moved, or given as a .tar of the same layout), which is said on
+// stderr. A checkpoint from before the record is taken as it is.
+void check_resume_data(const RunFile& ckpt, const nlohmann::json& now, bool lead) {
+  const nlohmann::json& was = ckpt.train->data;
+  if (was.is_null()) return;
+  const std::string path_was = was.value("path", std::string()), path_now = now.at("path");
+  if (was.value("index", std::string()) != now.at("index").get<std::string>()) {
+    throw InputError(
+        ckpt.path + ": the run trained on " + describe_data(was) +
+        (path_was == path_now ? "; that data has changed since: it now holds "
+                              : "; the data given is another: ") +
+        describe_data(now) +
+        ". Resume with the run's own data, or start a new run from its weights (--weights " +
+        ckpt.path + " --out NEW)");
+  }
+  if (lead && path_was != path_now)
+    std::fprintf(stderr,
+                 "hpcnet: resuming with --data %s: the run trained on %s, which held the same "
+                 "data (index %s); the run now reads it from the new path\n",
+                 path_now.c_str(), path_was.c_str(), now.at("index").get<std::string>().c_str());
 }
 
 // --fail-at-step RANK:STEP[:MODE] (testing): rank RANK fails just before its step STEP (counted
@@ -473,6 +514,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
                      cfg.data + " it would be " + describe_run(here, names) +
                      ": resume it with the run's own data");
   }
+  if (ckpt) check_resume_data(*ckpt, d.record, lead);
   manual_seed(cfg.seed);
   std::shared_ptr<nn::Module> model = nn::make_model(
       cfg.model, nn::ModelOptions{static_cast<int64_t>(d.classes.size()), cfg.aux_loss});
@@ -657,6 +699,7 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
     if (!lead) return;
     st.rng = default_rng().state();
     st.recipe = recipe_json(cfg);
+    st.data = d.record;
     st.world_size = world;
     st.epoch_step = epoch_step;
     st.epoch_loss = sums[0];

@@ -1,10 +1,14 @@
 // The recipe table: every field of TrainConfig once, with its key (config file, checkpoint and,
 // with dashes, the flag), help, role across runs and validation. Adding a field is one row here
 // (and its member in TrainConfig); the CLI, config files, checkpoints and --resume follow.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <type_traits>
 
 #include "hpcnet/train.h"
@@ -30,27 +34,48 @@ std::string need(bool ok, const char* flag, const char* what, const T& v) {
   return ok ? std::string() : std::string(flag) + " " + what + got(v);
 }
 
+// "a, b, c".
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+// The models of each task, from the model registry: " classify: lenet, ...; detect: yolov8n, ...".
+std::string models_by_task() {
+  std::string s;
+  for (const std::string& t : task::task_names()) {
+    std::vector<std::string> models;
+    for (const std::string& m : nn::model_names())
+      if (nn::model_info(m).task == t) models.push_back(m);
+    if (!models.empty()) s += (s.empty() ? " " : "; ") + t + ": " + joined(models);
+  }
+  return s;
+}
+
 const std::vector<RecipeField> kFields = {
-    {"model", &C::model,
-     "classify: lenet, resnet20, resnet32, resnet56, resnet18; segment: unet_resnet18, "
-     "unet_resnet34, deeplabv3_resnet50",
-     kRecipe, kRequired,
+    {"model", &C::model, "the network to train, by task:", kRecipe, kRequired,
      [](const C& c) {
        nn::model_info(c.model);  // InputError listing the known models
        return std::string();
-     }},
-    {"task", &C::task, "classify (default: the model's task)", kRecipe, kAuto,
+     },
+     nullptr, nullptr, models_by_task},
+    {"task", &C::task,
+     "what the model learns (default: the model's task; --task alone trains the task's default "
+     "model, see --model):",
+     kRecipe, kAuto,
      [](const C& c) {
        if (!c.task.empty()) task::make_task(c.task);  // InputError listing the known tasks
        return std::string();
      },
-     [](const C& c) { return resolved_task(c); }},
-    {"imgsz", &C::imgsz, "input size in pixels, square (0 = the model's default: 32)", kRecipe,
-     kAuto, [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
+     [](const C& c) { return resolved_task(c); }, nullptr,
+     [] { return " " + joined(task::task_names()); }},
+    {"imgsz", &C::imgsz, "input size in pixels, square (0 = the model's default)", kRecipe, kAuto,
+     [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
      [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
     {"dataset", &C::dataset,
-     "cifar10 or imagefolder (classify); segmentation: images/ + masks/, or PASCAL VOC; detect: "
-     "an Ultralytics data.yaml or COCO instances JSON (the default with a detect model); "
+     "cifar10 or imagefolder (classify); segmentation: images/ + masks/ (a folder, archive or "
+     "its data.yaml), or PASCAL VOC; detect: an Ultralytics data.yaml or COCO instances JSON; "
      "webdataset: tar shards (any task; also recognised from --data, see docs/data.md)",
      kRecipe, kRequired,
      [](const C& c) {
@@ -61,8 +86,10 @@ const std::vector<RecipeField> kFields = {
                         "' (known: cifar10, imagefolder, segmentation, voc, detect, webdataset)";
      }},
     {"data", &C::data,
-     "dataset folder or archive: cifar-10-batches-bin/, cifar-10-binary.tar.gz, or an image "
-     "folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz; WebDataset shards: "
+     "dataset folder, archive or file: classify: cifar-10-batches-bin/, cifar-10-binary.tar.gz, "
+     "or an image folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz; segment: a folder "
+     "or archive of images/ + masks/ (or its data.yaml), or PASCAL VOC; detect: a data.yaml, a "
+     "COCO instances JSON, or a folder or archive holding one; WebDataset shards: "
      "'DIR/train-{000000..000009}.tar', a list file of .tar paths or a folder of .tar files",
      kRun, 0,
      [](const C& c) {
@@ -434,6 +461,12 @@ std::string RecipeField::flag() const {
 
 const std::vector<RecipeField>& recipe_fields() { return kFields; }
 
+const RecipeField& recipe_field(const std::string& key) {
+  for (const RecipeField& f : kFields)
+    if (key == f.key) return f;
+  throw std::logic_error("no recipe field '" + key + "'");
+}
+
 std::string resolved_task(const TrainConfig& c) {
   return c.task.empty() ? nn::model_info(c.model).task : c.task;
 }
@@ -472,33 +505,123 @@ task::TaskOptions task_options(const TrainConfig& c) {
   return o;
 }
 
-void apply_task_defaults(TrainConfig& c) {
-  if (!c.given || resolved_task(c) != "detect") return;
-  auto set = [&](const char* key, auto member, auto value) {
-    if (!c.given->count(key)) c.*member = value;
+namespace {
+
+// Each task's defaults where they differ from TrainConfig's (which are the classify tutorial's):
+// the model --task alone trains, what --data is read as, and for detect Ultralytics'
+// cfg/default.yaml (imgsz stays the model's; pass --imgsz 640 for Ultralytics' 640). Values as
+// JSON of the field's type. apply_task_defaults applies them and --help shows them.
+const std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>>& task_defaults() {
+  static const std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>> t = {
+      {"segment", {{"model", "unet_resnet18"}, {"dataset", "segmentation"}}},
+      {"detect",
+       {{"model", "yolov8n"},
+        {"dataset", "detect"},
+        {"epochs", 100},
+        {"batch_size", 16},
+        {"optimizer", "auto"},
+        {"lr", 0.01},
+        {"momentum", 0.937},
+        {"nesterov", true},
+        {"weight_decay", 5e-4},
+        {"lr_schedule", "linear"},
+        {"lrf", 0.01},
+        {"warmup_epochs", 3},
+        {"param_groups", true},
+        {"nbs", 64},
+        {"ema_decay", 0.9999},
+        {"ema_tau", 2000.0},
+        {"clip_grad_norm", 10.0},
+        {"augment", "true"},
+        {"mosaic", 1.0},
+        {"close_mosaic", 10},
+        {"log_every", 50}}},
   };
-  // Ultralytics' cfg/default.yaml for detection (imgsz stays the model's; pass --imgsz 640 for
-  // Ultralytics' 640).
-  set("dataset", &C::dataset, std::string("detect"));
-  set("epochs", &C::epochs, int64_t{100});
-  set("batch_size", &C::batch_size, int64_t{16});
-  set("optimizer", &C::optimizer, std::string("auto"));
-  set("lr", &C::lr, 0.01);
-  set("momentum", &C::momentum, 0.937);
-  set("nesterov", &C::nesterov, true);
-  set("weight_decay", &C::weight_decay, 5e-4);
-  set("lr_schedule", &C::lr_schedule, std::string("linear"));
-  set("lrf", &C::lrf, 0.01);
-  set("warmup_epochs", &C::warmup_epochs, int64_t{3});
-  set("param_groups", &C::param_groups, true);
-  set("nbs", &C::nbs, int64_t{64});
-  set("ema_decay", &C::ema_decay, 0.9999);
-  set("ema_tau", &C::ema_tau, 2000.0);
-  set("clip_grad_norm", &C::clip_grad_norm, 10.0);
-  set("augment", &C::augment, std::string("true"));
-  set("mosaic", &C::mosaic, 1.0);
-  set("close_mosaic", &C::close_mosaic, int64_t{10});
-  set("log_every", &C::log_every, int64_t{50});
+  return t;
+}
+
+// Sets the task's defaults of c that c.given leaves unset.
+void set_task_defaults(TrainConfig& c, const std::string& task, bool model_only) {
+  auto it = task_defaults().find(task);
+  if (it == task_defaults().end()) return;
+  for (const auto& [key, value] : it->second) {
+    if (c.given->count(key) || (model_only && key != "model")) continue;
+    std::visit([&, &v = value](auto m) { c.*m = v.get<std::decay_t<decltype(c.*m)>>(); },
+               recipe_field(key).ref);
+  }
+}
+
+// A fresh run of the task from the CLI with nothing else given: the defaults it trains with.
+TrainConfig fresh_run(const std::string& task) {
+  TrainConfig c;
+  c.task = task;
+  c.given = std::set<std::string>{"task"};
+  apply_task_defaults(c);
+  return c;
+}
+
+// A field's value as --help shows it ("0.001", "off", "cifar10"; kAuto fields resolved).
+std::string value_text(const RecipeField& f, const TrainConfig& c) {
+  if (f.resolved) return f.resolved(c);
+  return std::visit(
+      [&](auto m) -> std::string {
+        using T = std::decay_t<decltype(c.*m)>;
+        const T& v = c.*m;
+        if constexpr (std::is_same_v<T, bool>) {
+          return v ? "on" : "off";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return v.empty() ? "\"\"" : v;
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          std::string s;
+          for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+          return s.empty() ? "none" : s;
+        } else if constexpr (std::is_floating_point_v<T>) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%g", v);
+          return buf;
+        } else {
+          return std::to_string(v);
+        }
+      },
+      f.ref);
+}
+
+}  // namespace
+
+void apply_task_defaults(TrainConfig& c) {
+  if (!c.given) return;
+  // --task alone: the task's model (then the defaults of the model's task, the same task).
+  if (!c.task.empty()) set_task_defaults(c, c.task, true);
+  set_task_defaults(c, resolved_task(c), false);
+}
+
+std::string task_default(const std::string& task, const std::string& key) {
+  return value_text(recipe_field(key), fresh_run(task));
+}
+
+std::string defaults_by_task(const RecipeField& f) {
+  if (std::string(f.key) == "task") return "";              // each task's is itself
+  std::vector<std::pair<std::string, std::string>> groups;  // value, its tasks
+  for (const std::string& t : task::task_names()) {
+    const std::string v = value_text(f, fresh_run(t));
+    auto g =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == v; });
+    if (g == groups.end())
+      groups.emplace_back(v, t);
+    else
+      g->second += ", " + t;
+  }
+  if (groups.size() < 2) return "";
+  std::string s;
+  for (const auto& [v, tasks] : groups) s += (s.empty() ? "" : ", ") + v + " (" + tasks + ")";
+  return s;
+}
+
+std::string recipe_help(const RecipeField& f) {
+  std::string h = f.help;
+  if (f.lists) h += f.lists();
+  if (const std::string d = defaults_by_task(f); !d.empty()) h += " [default: " + d + "]";
+  return h;
 }
 
 ResolvedOptimizer resolve_optimizer(const TrainConfig& c, int64_t train_images,
