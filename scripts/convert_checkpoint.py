@@ -8,32 +8,47 @@
       reference train.py saves {"model", "optimizer", "lr_scheduler", "epoch", "args"}; only
       the model's state_dict is kept). A whole pickled nn.Module needs --allow-pickle
       (weights_only=False: unpickling runs code from the file; use it only on files you trust).
+      So does every Ultralytics .pt (best.pt, last.pt: a pickled DetectionModel): from it the
+      EMA model when present, else "model" (as Ultralytics loads it), its tensors as float32,
+      and its yaml (hpcnet.model yolov8n / yolov8s), names (hpcnet.classes) and train_args
+      imgsz (hpcnet.imgsz) are read, so no other flag is needed.
       Strips DistributedDataParallel's "module." and torch.compile's "_orig_mod." prefixes,
       makes every tensor contiguous and writes it with safetensors.torch.save_file, under the
       metadata hpcnet reads (src/train/checkpoint.cpp):
         hpcnet.model    NAME (--model), so `hpcnet eval/predict --weights OUT` need no --model
-        hpcnet.task     the model's task (unet_*: segment; lenet, resnet*: classify)
+        hpcnet.task     the model's task (unet_*: segment; lenet, resnet*: classify;
+                        yolov8*: detect)
         hpcnet.classes  JSON list of K class names, K from the classifier's shape: from
                         --classes (classes.txt, an Ultralytics data.yaml read as hpcnet reads
-                        it, "background" then its names, or "a,b,c"), else class_0 ... class_K-1
+                        it for the task: for segmentation "background" then its names, for
+                        detection its names, or "a,b,c"), else class_0 ... class_K-1
         hpcnet.imgsz    --imgsz, the input size the weights were trained at (eval and predict
                         resize to it; without it hpcnet uses the model's default, 128 for unet)
       hpcnet.classes is what hpcnet cannot do without: a file without it loads as a 10-class
       model (CIFAR-10's names), so an 11-class U-Net fails to load and eval refuses a dataset
       of another class count.
 
-  to-pth IN.safetensors OUT.pth [--model NAME] [--ema]
+  to-pth IN.safetensors OUT.pth [--model NAME] [--ema] [--state-dict]
       The reverse: torch.save of the model's state_dict (an OrderedDict of tensors, BatchNorm's
       num_batches_tracked as int64). Reads hpcnet's model.safetensors (the state_dict alone) and
       its checkpoint.safetensors (hpcnet.format = hpcnet-checkpoint-1: the "model."-prefixed
       tensors are taken; the optimizer's "optim." moments are left out; --ema takes the "ema."
       averaged weights instead), or any other safetensors file; metadata is not carried over.
+      For yolov8n / yolov8s, when ultralytics is importable, OUT is an Ultralytics checkpoint
+      instead, laid out as its trainer's final best.pt ({"model": the DetectionModel with the
+      weights in float32, its names from hpcnet.classes, args imgsz from hpcnet.imgsz; "ema":
+      None, "train_args", "epoch": -1, ...}), which YOLO(OUT) opens; --state-dict writes the
+      bare state_dict. Without ultralytics it writes the bare state_dict and says so (YOLO()
+      cannot open that: pip install ultralytics and convert again, or load it with
+      DetectionModel('yolov8n.yaml', nc=K).load_state_dict(torch.load(OUT))).
 
-With --model (or, for to-pth, hpcnet.model in the file) naming unet_resnet18/unet_resnet34 or
-deeplabv3_resnet50, the keys and shapes are checked against smp.Unet(ENCODER,
-encoder_weights=None, classes=K) or torchvision's deeplabv3_resnet50(weights=None,
-weights_backbone=None, num_classes=K, aux_loss=<aux_classifier.* present>); other names are not
-checked. smp and torchvision are imported only for this check and build no pretrained weights.
+With --model (or hpcnet.model in the file) naming unet_resnet18/unet_resnet34,
+deeplabv3_resnet50 or yolov8n/yolov8s, the keys and shapes are checked against smp.Unet(ENCODER,
+encoder_weights=None, classes=K), torchvision's deeplabv3_resnet50(weights=None,
+weights_backbone=None, num_classes=K, aux_loss=<aux_classifier.* present>) or Ultralytics'
+DetectionModel('yolov8n.yaml', nc=K); other names are not checked. smp, torchvision and
+ultralytics are imported only for this check (and Ultralytics' checkpoints) and build no
+pretrained weights (YOLO_OFFLINE=1 is set).
 
 Errors (a missing file, a file that is not a checkpoint, no state_dict in it, a value that is
 not a tensor, keys that do not match the model) are one line on stderr and exit code 2.
@@ -44,11 +59,17 @@ not a tensor, keys that do not match the model) are one line on stderr and exit 
     python3 scripts/convert_checkpoint.py to-pth runs/unet/model.safetensors unet.pth
     python3 -c "import torch, segmentation_models_pytorch as smp; \\
         smp.Unet('resnet18', encoder_weights=None, classes=11).load_state_dict(torch.load('unet.pth'))"
+    python3 scripts/convert_checkpoint.py to-safetensors runs/detect/train/weights/best.pt \\
+        best.safetensors --allow-pickle          # an Ultralytics .pt: model, names, imgsz read
+    python3 scripts/convert_checkpoint.py to-pth runs/det/best.safetensors best.pt
+    python3 -c "from ultralytics import YOLO; YOLO('best.pt').val(data='data.yaml')"
 """
 
 import argparse
 import collections
+import datetime
 import json
+import logging
 import os
 import pickle
 import re
@@ -72,10 +93,12 @@ KNOWN_MODELS = {
     "resnet32": ("classify", "linear.weight", None),
     "resnet56": ("classify", "linear.weight", None),
     "resnet18": ("classify", "linear.weight", None),
+    "yolov8n": ("detect", "model.22.cv3.0.2.weight", "ultralytics:yolov8n.yaml"),
+    "yolov8s": ("detect", "model.22.cv3.0.2.weight", "ultralytics:yolov8s.yaml"),
 }
 # Without --model: the first of these present gives K (the last: torchvision's classifiers).
 HEAD_KEYS = ("segmentation_head.0.weight", "classifier.4.weight", "linear.weight", "fc3.weight",
-             "fc.weight")
+             "model.22.cv3.0.2.weight", "fc.weight")
 # hpcnet reads these safetensors dtypes (src/io/safetensors.cpp).
 HPCNET_DTYPES = ("float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8")
 
@@ -206,6 +229,13 @@ def load_pth(path, allow_pickle):
     except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
         text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(e)).split())
         found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if not allow_pickle and isinstance(e, pickle.UnpicklingError) and found and \
+                found.group(1).startswith("ultralytics."):
+            raise ConvertError(f"{path}: an Ultralytics checkpoint (a pickled "
+                               f"{found.group(1).split('.')[-1]}): add --allow-pickle, which "
+                               "loads it with weights_only=False and runs code from the file (only "
+                               "for files you trust); the model, class names and imgsz are read "
+                               "from it")
         if not allow_pickle and isinstance(e, pickle.UnpicklingError) and found:
             raise ConvertError(f"{path}: holds a {found.group(1)} (a pickled nn.Module?); "
                                "--allow-pickle loads it with weights_only=False, which runs code "
@@ -213,6 +243,10 @@ def load_pth(path, allow_pickle):
         if isinstance(e, pickle.UnpicklingError) and "WeightsUnpickler error:" in text:
             text = text[text.index("WeightsUnpickler error:"):].split(" Check the documentation")[0]
         raise ConvertError(f"{path}: not a PyTorch checkpoint ({type(e).__name__}: {text[:200]})")
+    if allow_pickle:
+        found = ultralytics_checkpoint(obj, path)
+        if found is not None:
+            return found
     return strip_prefixes(tensor_state_dict(find_state_dict(obj, path, allow_pickle), path)), {}
 
 
@@ -234,6 +268,8 @@ def reference_state_dict(model, sd, path):
         return None
     k = class_count(sd, model, path)
     lib, name = KNOWN_MODELS[model][2].split(":")
+    if lib == "ultralytics":
+        return ultralytics_model(model, k).state_dict()
     try:
         if lib == "smp":
             import segmentation_models_pytorch as smp
@@ -247,6 +283,73 @@ def reference_state_dict(model, sd, path):
         raise ConvertError(f"checking the keys of {model} needs "
                            f"{'segmentation_models_pytorch' if lib == 'smp' else 'torchvision'}: {e}")
     return ref.state_dict()
+
+
+def import_ultralytics():
+    """The ultralytics package (offline: it builds models from its yaml files, downloads nothing),
+    or None when it is not installed."""
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    try:
+        import ultralytics  # noqa: F401
+        from ultralytics.nn.tasks import DetectionModel  # noqa: F401
+    except ImportError:
+        return None
+    return ultralytics
+
+
+def ultralytics_model(model, k):
+    """Ultralytics' DetectionModel(yolov8<scale>.yaml, nc=k), randomly initialised."""
+    if import_ultralytics() is None:
+        raise ConvertError(f"checking the keys of {model} needs ultralytics (pip install "
+                           "ultralytics)")
+    from ultralytics.nn.tasks import DetectionModel
+    from ultralytics.utils import LOGGER
+    level = LOGGER.level
+    LOGGER.setLevel(logging.WARNING)  # not its "Overriding model.yaml nc=80 with nc=K"
+    try:
+        return DetectionModel(KNOWN_MODELS[model][2].split(":")[1], nc=k, verbose=False)
+    finally:
+        LOGGER.setLevel(level)
+
+
+def is_ultralytics(model):
+    return model in KNOWN_MODELS and (KNOWN_MODELS[model][2] or "").startswith("ultralytics:")
+
+
+def ultralytics_checkpoint(obj, path):
+    """(state_dict, metadata) of an Ultralytics checkpoint (torch.load with weights_only=False of
+    its best.pt / last.pt: a dict whose "ema" or "model" is a DetectionModel), or None for any
+    other object. As Ultralytics loads it: the EMA model when present, else "model"; its tensors
+    as float32 (Ultralytics saves half precision); hpcnet.model from its yaml file (yolov8n.yaml),
+    hpcnet.classes from its names, hpcnet.imgsz from train_args."""
+    torch = import_torch()
+    if not isinstance(obj, dict):
+        return None
+    module = obj.get("ema") or obj.get("model")
+    if not isinstance(module, torch.nn.Module) or not type(module).__module__.startswith(
+            "ultralytics."):
+        return None
+    sd = collections.OrderedDict(
+        (k, v.float() if v.is_floating_point() else v) for k, v in module.state_dict().items())
+    meta = {}
+    yaml_file = (getattr(module, "yaml", None) or {}).get("yaml_file", "")
+    name = os.path.splitext(os.path.basename(str(yaml_file)))[0]
+    if name:
+        if name not in KNOWN_MODELS:
+            raise ConvertError(f"{path}: an Ultralytics {name} ({yaml_file}); hpcnet has "
+                               + ", ".join(m for m in KNOWN_MODELS if is_ultralytics(m)))
+        meta["hpcnet.model"] = name
+    names = getattr(module, "names", None)
+    if isinstance(names, dict):
+        names = [names[i] for i in sorted(names)]
+    if names:
+        meta["hpcnet.classes"] = json.dumps([str(n) for n in names], separators=(",", ":"),
+                                            ensure_ascii=False)
+    args = obj.get("train_args") or getattr(module, "args", None)  # the latter: Model.save()'s
+    imgsz = args.get("imgsz") if isinstance(args, dict) else None
+    if isinstance(imgsz, int) and imgsz > 0:
+        meta["hpcnet.imgsz"] = str(imgsz)
+    return strip_prefixes(sd), meta
 
 
 def check_keys(model, sd, path):
@@ -269,8 +372,10 @@ def check_keys(model, sd, path):
     return list(ref)
 
 
-def read_class_names(spec, k, path):
-    """Class names from --classes: a classes.txt, a data.yaml, or a comma-separated list."""
+def read_class_names(spec, k, path, task=None):
+    """Class names from --classes: a classes.txt, a data.yaml, or a comma-separated list. A
+    data.yaml's names as hpcnet reads them for the task: for segmentation "background" first
+    (src/data/segmentation.cpp), for detection as they are (src/data/detection.cpp)."""
     if spec is None:
         return [f"class_{i}" for i in range(k)]
     if os.path.isdir(spec):
@@ -284,7 +389,9 @@ def read_class_names(spec, k, path):
         with open(spec, encoding="utf-8") as f:
             text = f.read()
         if spec.endswith((".yaml", ".yml")):
-            names = ["background"] + yaml_names(text, spec)  # as src/data/segmentation.cpp
+            names = yaml_names(text, spec)
+            if task != "detect":
+                names = ["background"] + names  # as src/data/segmentation.cpp
         else:
             names = [line.rstrip("\r ") for line in text.splitlines() if line.rstrip("\r ")]
     else:
@@ -354,7 +461,8 @@ def to_safetensors(a):
     if "hpcnet.classes" in meta and a.classes is None:
         pass  # an hpcnet file's own names
     elif k is not None or a.classes is not None:
-        meta["hpcnet.classes"] = json.dumps(read_class_names(a.classes, k, a.input),
+        task = KNOWN_MODELS[model][0] if model in KNOWN_MODELS else meta.get("hpcnet.task")
+        meta["hpcnet.classes"] = json.dumps(read_class_names(a.classes, k, a.input, task),
                                             separators=(",", ":"), ensure_ascii=False)
     if a.imgsz is not None:
         if a.imgsz < 1:
@@ -379,6 +487,32 @@ def to_safetensors(a):
           f"metadata: {shown or 'none'}")
 
 
+def ultralytics_pt(model, sd, meta, path):
+    """An Ultralytics checkpoint of the weights, as its trainer's final best.pt holds them (after
+    strip_optimizer): {"model": DetectionModel with the weights, its names and args, "ema": None,
+    "train_args", "epoch": -1, ...}, which YOLO(file) opens. Float32 (Ultralytics saves half;
+    YOLO() loads either)."""
+    import ultralytics
+    torch = import_torch()
+    k = class_count(sd, model, path)
+    m = ultralytics_model(model, k)
+    m.load_state_dict(sd, strict=True)
+    try:
+        names = json.loads(meta.get("hpcnet.classes", "null"))
+    except ValueError:
+        names = None
+    if isinstance(names, list) and len(names) == k:
+        m.names = {i: str(n) for i, n in enumerate(names)}
+    imgsz = int(meta["hpcnet.imgsz"]) if meta.get("hpcnet.imgsz", "").isdigit() else 640
+    train_args = {"task": "detect", "model": KNOWN_MODELS[model][2].split(":")[1], "imgsz": imgsz}
+    m.args = dict(train_args)
+    m.eval()
+    return {"date": datetime.datetime.now().isoformat(), "version": ultralytics.__version__, "license": "AGPL-3.0",
+            "docs": "converted from hpcnet by scripts/convert_checkpoint.py", "epoch": -1,
+            "best_fitness": None, "model": m, "ema": None, "updates": None, "optimizer": None,
+            "train_args": train_args, "train_metrics": None, "train_results": None}
+
+
 def to_pth(a):
     torch = import_torch()
     sd, meta = load_safetensors(a.input, a.ema)
@@ -386,13 +520,29 @@ def to_pth(a):
     if a.model and meta.get("hpcnet.model") and a.model != meta["hpcnet.model"]:
         raise ConvertError(f"{a.input}: holds weights of model '{meta['hpcnet.model']}', "
                            f"not '{a.model}'")
-    order = check_keys(model, sd, a.input) if model else None
+    ultra = is_ultralytics(model) and not a.state_dict
+    if ultra and import_ultralytics() is None:
+        print(f"convert_checkpoint: warning: ultralytics is not importable, so {a.output} holds "
+              f"the bare state_dict, which YOLO() cannot open: pip install ultralytics and run "
+              f"to-pth again, or load it with ultralytics.nn.tasks.DetectionModel("
+              f"'{KNOWN_MODELS[model][2].split(':')[1]}', nc=K).load_state_dict(torch.load(...))",
+              file=sys.stderr)
+        ultra = False
+        order = None  # the key check needs ultralytics too
+    else:
+        order = check_keys(model, sd, a.input) if model else None
     out = collections.OrderedDict()
     for name in order or sorted(sd):
         t = sd[name]
         if name.endswith("num_batches_tracked"):
             t = t.to(torch.int64)
         out[name] = t.contiguous()
+    if ultra:
+        ckpt = ultralytics_pt(model, out, meta, a.input)
+        write_atomic(a.output, lambda tmp: torch.save(ckpt, tmp))
+        print(f"{a.output}: an Ultralytics checkpoint of {model} ({len(out)} tensors, "
+              f"{len(ckpt['model'].names)} classes): YOLO('{a.output}') opens it")
+        return
     write_atomic(a.output, lambda tmp: torch.save(out, tmp))
     print(f"{a.output}: {len(out)} tensors" + (f" of {model}" if model else ""))
 
@@ -411,17 +561,19 @@ def main(argv=None):
     s.add_argument("output", metavar="OUT.safetensors")
     s.add_argument("--model", metavar="NAME",
                    help="hpcnet model name, written as hpcnet.model (unet_resnet18, unet_resnet34, "
-                   "deeplabv3_resnet50: keys checked against smp / torchvision)")
+                   "deeplabv3_resnet50, yolov8n, yolov8s: keys checked against smp / "
+                   "torchvision / ultralytics)")
     s.add_argument("--classes", metavar="C",
                    help="class names for hpcnet.classes: classes.txt, data.yaml ('background' + "
-                   "its names, as hpcnet reads it), a dataset folder holding one, or 'a,b,c' "
+                   "its names for segmentation, its names for detection, as hpcnet reads it), a "
+                   "dataset folder holding one, or 'a,b,c' "
                    "(default: class_0 ... class_K-1, K from the classifier)")
     s.add_argument("--imgsz", type=int, metavar="N",
                    help="input size the weights were trained at, written as hpcnet.imgsz "
                    "(default: none; hpcnet then uses the model's default)")
     s.add_argument("--allow-pickle", action="store_true",
-                   help="accept a whole pickled nn.Module (torch.load weights_only=False: runs "
-                   "code from the file; only for files you trust)")
+                   help="accept a whole pickled nn.Module, as every Ultralytics .pt is (torch.load "
+                   "weights_only=False: runs code from the file; only for files you trust)")
     s.set_defaults(run=to_safetensors)
     t = sub.add_parser("to-pth", help="safetensors (hpcnet model or checkpoint) -> PyTorch .pth",
                        description="safetensors (hpcnet model.safetensors, checkpoint.safetensors "
@@ -432,6 +584,8 @@ def main(argv=None):
                    help="check the keys against this model (default: hpcnet.model of the file)")
     t.add_argument("--ema", action="store_true",
                    help="from an hpcnet checkpoint, take the EMA-averaged weights ('ema.')")
+    t.add_argument("--state-dict", action="store_true",
+                   help="yolov8*: write the bare state_dict instead of an Ultralytics checkpoint")
     t.set_defaults(run=to_pth)
     a = p.parse_args(argv)
     try:

@@ -365,6 +365,17 @@ TEST_F(RunsTest, TrainFromWeightsAndPyTorchPicklesAreNamed) {
   write_file(dir_ / "net.pth", std::string("PK\x03\x04", 4) + std::string(64, '\0'));
   r = run({"predict", "--weights", (dir_ / "net.pth").string(), (dir_ / "net.pth").string()});
   expect_refused(r, "torch.save file", {"net.pth: a PyTorch torch.save file", "convert_checkpoint.py to-safetensors"});
+  // Ultralytics' best.pt: a zip whose data.pkl pickles ultralytics.nn.tasks.DetectionModel; the
+  // converter needs --allow-pickle for it (and reads the model and class names from it).
+  write_file(dir_ / "best.pt", std::string("PK\x03\x04", 4) + std::string(26, '\0') +
+                                   "best/data.pkl (pickle) cdatetime\ndatetime\n ... "
+                                   "cultralytics.nn.tasks\nDetectionModel\n" +
+                                   std::string(64, '\0'));
+  r = run({"predict", "--weights", (dir_ / "best.pt").string(), (dir_ / "best.pt").string()});
+  expect_refused(r, "Ultralytics .pt",
+                 {"best.pt: an Ultralytics checkpoint (a pickled model)",
+                  "convert_checkpoint.py to-safetensors " + (dir_ / "best.pt").string() +
+                      " OUT.safetensors --allow-pickle"});
   write_file(dir_ / "old.pt", std::string("\x80\x02", 2) + std::string(64, 'x'));
   args = with(rn_args(data(), dir_ / "d", 1), {"--weights"});
   args.push_back((dir_ / "old.pt").string());

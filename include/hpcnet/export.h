@@ -4,8 +4,11 @@
 // (conv1.weight, bn1.running_mean, ...), so the file reads like torch.onnx.export's.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hpcnet/nn.h"
@@ -21,6 +24,15 @@ struct OnnxOptions {
   std::string model_name;
   std::string task = "classify";
   std::vector<std::string> classes;
+  // What the input holds: RGB pixels / 255, then (x - mean) / std per channel (eval's Normalize;
+  // detect has none: mean 0, std 1, Ultralytics' x / 255). Written to the metadata ("normalize",
+  // "mean", "std") and used to draw the traced input (uniform pixels, normalised).
+  std::array<float, 3> mean{0.f, 0.f, 0.f}, std{1.f, 1.f, 1.f};
+  // The exported output for the traced input (N, C, H, W): model.forward when empty; a task's
+  // Task::export_output (detect: the decoded (N, 4 + nc, A) predictions).
+  std::function<Tensor(nn::Module&, const Tensor&)> output;
+  // More metadata_props (key, value), written after the ones above (Task::export_metadata).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 struct OnnxResult {
@@ -30,13 +42,18 @@ struct OnnxResult {
 };
 
 // Requires: model built for the input (channels, height, width); its outputs come from ops that
-// export (conv2d, conv_transpose2d, max_pool2d, linear, relu, add, mul_scalar, reshape,
-// batch_norm, global_avg_pool2d, subsample_pad, dropout, upsample_nearest2d,
-// upsample_bilinear2d, cat, log_softmax). Ensures: the model is in eval mode on return; `path`
-// holds a ModelProto (IR 8, opset 17) with one input "input" (N, C, H, W) float32 and one
-// output "output" (model.forward's tensor), written atomically. Throws InputError for a
+// export (conv2d, conv_transpose2d, max_pool2d, linear, relu, silu, sigmoid, add, mul,
+// mul_scalar, reshape, narrow, batch_norm, global_avg_pool2d, subsample_pad, dropout,
+// upsample_nearest2d, upsample_bilinear2d, cat, log_softmax) and traced functions
+// (yolo_decode). Ensures: the model is in eval mode on return; `path` holds a ModelProto (IR 8,
+// opset 17) with one input "input" (N, C, H, W) float32 and one output "output" (options.output's
+// tensor, else model.forward's), written atomically. Throws InputError for a
 // traced op that has no ONNX form and for a tensor that no traced op, parameter or buffer
 // produced (which would mean the model computes outside the op table).
 OnnxResult export_onnx(nn::Module& model, const OnnxOptions& options, const std::string& path);
+
+// The input normalisation in words (the "normalize" metadata): "x / 255, x: RGB pixels 0..255
+// (N, 3, H, W)" (Ultralytics' form: mean 0, std 1) or "(x / 255 - mean) / std, x: ...".
+std::string normalize_text(const OnnxOptions& options);
 
 }  // namespace hpcnet::exporting

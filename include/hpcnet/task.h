@@ -155,6 +155,15 @@ class Task {
   // the model in eval mode: model.forward_all(images), or with flip_tta the task's test-time
   // augmentation with the left-right mirror (InputError where the task has none).
   virtual Outputs infer(nn::Module& model, const Tensor& images, bool flip_tta) const;
+  // `hpcnet export`: the ONNX model's output for images (N, 3, H, W), the model in eval mode:
+  // model.forward(images) (classify: the logits; segment: the main head's), for detect the
+  // decoded predictions (N, 4 + nc, A) of Ultralytics' exported models (rows cx, cy, w, h in input
+  // pixels, then the nc sigmoid class scores).
+  virtual Tensor export_output(nn::Module& model, const Tensor& images) const {
+    return model.forward(images);
+  }
+  // Metadata the task adds to an exported model (detect: Ultralytics' "stride", the layout).
+  virtual std::vector<std::pair<std::string, std::string>> export_metadata() const { return {}; }
   // Image i of a predicted batch (outputs on the CPU) for `hpcnet predict`.
   virtual Prediction predict(const Outputs& outputs, int64_t i,
                              const std::vector<std::string>& classes,

@@ -483,6 +483,15 @@ int cmd_export(const ExportArgs& a) {
   o.model_name = m.name;
   o.task = m.task;
   o.classes = m.classes;
+  // The task's output (detect: decoded as Ultralytics' exports) and input normalisation.
+  const std::unique_ptr<task::Task> t = task_of(m);
+  o.output = [&t](nn::Module& model, const Tensor& x) { return t->export_output(model, x); };
+  for (const data::Transform& tr : t->eval_transform().transforms())
+    if (const auto* n = std::get_if<data::Normalize>(&tr)) {
+      o.mean = n->mean;
+      o.std = n->std;
+    }
+  o.metadata = t->export_metadata();
   std::string out = a.out;
   if (out.empty()) out = (fs::path(a.weights).replace_extension(".onnx")).string();
   exporting::OnnxResult r = exporting::export_onnx(*m.module, o, out);
@@ -493,6 +502,10 @@ int cmd_export(const ExportArgs& a) {
               out.c_str(), m.name.c_str(), o.dynamic_batch ? "batch" : a.batch.c_str(),
               static_cast<long long>(o.height), static_cast<long long>(o.width),
               static_cast<long long>(r.nodes), static_cast<long long>(r.parameters));
+  std::string shape = "(N";
+  for (int64_t i = 1; i < r.sample_output.dim(); ++i)
+    shape += ", " + std::to_string(r.sample_output.size(i));
+  std::printf("input: %s; output %s)\n", exporting::normalize_text(o).c_str(), shape.c_str());
   return 0;
 }
 

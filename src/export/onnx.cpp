@@ -1,10 +1,14 @@
 // ONNX export: traces model.forward once in eval mode and maps each trace::Record to ONNX nodes of
-// opset 17 (Conv, ConvTranspose, MaxPool, Gemm, Relu, Add, Mul, Reshape/Flatten,
-// BatchNormalization, GlobalAveragePool, Slice + Pad, Resize, Concat, LogSoftmax). Values are named
+// opset 17 (Conv, ConvTranspose, MaxPool, Gemm, Relu, Sigmoid, Add, Sub, Mul, Reshape/Flatten,
+// BatchNormalization, GlobalAveragePool, Slice + Pad, Resize, Concat, LogSoftmax, Softmax +
+// ReduceSum for YOLO's DFL). Traced functions outside the op table (the YOLO decoding) become
+// their own few nodes, their constants (anchors, strides) initializers. Values are named
 // after the op that made them ("conv2d_3"); parameters and buffers keep their state_dict names.
 // Dim 0 is never baked into a shape constant, so --batch dynamic graphs run at any batch size.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -74,13 +78,30 @@ class GraphBuilder {
   }
 
   std::string const_f32(const std::string& base, const std::vector<float>& v, bool scalar = false) {
+    return const_f32(
+        base, v,
+        scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(v.size())});
+  }
+  // A float32 constant of the given dims ({}: a scalar; their product is v.size()).
+  std::string const_f32(const std::string& base, const std::vector<float>& v,
+                        const std::vector<int64_t>& dims) {
     const std::string name = fresh(base);
     onnx::TensorProto& p = *g_.add_initializer();
     p.set_name(name);
     p.set_data_type(onnx::TensorProto::FLOAT);
-    if (!scalar) p.add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t d : dims) p.add_dims(d);
     for (float x : v) p.add_float_data(x);
     initialized_.insert(name);
+    return name;
+  }
+
+  // A constant that a traced function computed (not a parameter: not counted in parameters()),
+  // as an initializer named `name` with t's shape and values.
+  std::string constant(const std::string& name, const Tensor& t) {
+    HPCNET_CHECK(!initialized_.count(name), "export: two constants named " + name);
+    const int64_t counted = parameters_;
+    add_initializer(name, t);
+    parameters_ = counted;
     return name;
   }
 
@@ -134,6 +155,53 @@ int64_t iattr(const trace::Record& r, const char* key) {
   auto it = r.attrs.find(key);
   HPCNET_CHECK(it != r.attrs.end(), "export: " + r.op + " was traced without '" + key + "'");
   return static_cast<int64_t>(it->second);
+}
+
+// The YOLOv8 Detect head's inference decoding (Ultralytics' Detect._inference; the record of
+// task::detect::decode_predictions): inputs boxes (B, 4 R, A) raw DFL logits, scores (B, nc, A)
+// logits, anchors (1, 2, A) centres in grid cells, strides (1, 1, A); attr reg_max R. Output
+// (B, 4 + nc, A): the centre x, y and width, height in input pixels, then the sigmoid scores.
+//   d = sum_j j softmax_j(boxes viewed (B, 4, R, A))    (the DFL, (B, 4, A): l, t, r, b)
+//   x1y1 = anchors - d[:, :2], x2y2 = anchors + d[:, 2:]
+//   cat((x1y1 + x2y2) / 2, x2y2 - x1y1) * strides, then cat with sigmoid(scores)
+std::string emit_yolo_decode(GraphBuilder& b, const trace::Record& r) {
+  const int64_t R = iattr(r, "reg_max"), A = r.inputs.at(0).size(2);
+  const std::string boxes = b.value(r.inputs.at(0), r.op), scores = b.value(r.inputs.at(1), r.op);
+  const std::string anchors = b.constant("anchors", r.inputs.at(2));
+  const std::string strides = b.constant("strides", r.inputs.at(3));
+  auto node = [&](const char* type, const std::string& base, std::vector<std::string> in) {
+    const std::string y = b.fresh(base);
+    b.node(type, in, {y});
+    return y;
+  };
+  const std::string bins4 =
+      node("Reshape", "dfl_view", {boxes, b.const_i64("shape", {0, 4, R, A})});
+  const std::string prob = b.fresh("dfl_softmax");
+  attr_int(b.node("Softmax", {bins4}, {prob}), "axis", 2);
+  std::vector<float> bins(static_cast<size_t>(R));
+  for (int64_t j = 0; j < R; ++j) bins[static_cast<size_t>(j)] = static_cast<float>(j);
+  const std::string weighted =
+      node("Mul", "dfl_weighted", {prob, b.const_f32("dfl_bins", bins, {R, 1})});  // (R, 1)
+  const std::string dist = b.fresh("dfl");
+  attr_int(b.node("ReduceSum", {weighted, b.const_i64("axes", {2})}, {dist}), "keepdims", 0);
+  auto slice = [&](int64_t start) {
+    return node("Slice", "dist",
+                {dist, b.const_i64("starts", {start}), b.const_i64("ends", {start + 2}),
+                 b.const_i64("axes", {1})});
+  };
+  const std::string lt = slice(0), rb = slice(2);
+  const std::string x1y1 = node("Sub", "x1y1", {anchors, lt});
+  const std::string x2y2 = node("Add", "x2y2", {anchors, rb});
+  const std::string centre =
+      node("Mul", "cxy", {node("Add", "sum_xy", {x1y1, x2y2}), b.const_f32("half", {0.5f}, true)});
+  const std::string wh = node("Sub", "wh", {x2y2, x1y1});
+  const std::string xywh = b.fresh("xywh");
+  attr_int(b.node("Concat", {centre, wh}, {xywh}), "axis", 1);
+  const std::string pixels = node("Mul", "xywh_pixels", {xywh, strides});
+  const std::string cls = node("Sigmoid", "scores", {scores});
+  const std::string y = b.fresh("yolo_decode");
+  attr_int(b.node("Concat", {pixels, cls}, {y}), "axis", 1);
+  return y;
 }
 
 // One record's nodes; returns the name of the value holding r.output.
@@ -290,6 +358,33 @@ std::string emit(GraphBuilder& b, const trace::Record& r) {
     attr_int(b.node("Concat", inputs, {y}), "axis", iattr(r, "dim"));
     return y;
   }
+  if (op == "silu") {  // opset 17 has no SiLU: x * sigmoid(x), as torch.onnx writes it
+    const std::string x = in(0), s = b.fresh("sigmoid"), y = b.fresh("silu");
+    b.node("Sigmoid", {x}, {s});
+    b.node("Mul", {x, s}, {y});
+    return y;
+  }
+  if (op == "sigmoid") {
+    const std::string y = b.fresh("sigmoid");
+    b.node("Sigmoid", {in(0)}, {y});
+    return y;
+  }
+  if (op == "mul") {
+    const std::string y = b.fresh("mul");
+    b.node("Mul", {in(0), in(1)}, {y});
+    return y;
+  }
+  if (op == "narrow") {
+    const int64_t start = iattr(r, "start");
+    const std::string y = b.fresh("narrow");
+    b.node(
+        "Slice",
+        {in(0), b.const_i64("starts", {start}), b.const_i64("ends", {start + iattr(r, "length")}),
+         b.const_i64("axes", {iattr(r, "dim")})},
+        {y});
+    return y;
+  }
+  if (op == "yolo_decode") return emit_yolo_decode(b, r);
   throw InputError("export: op '" + op + "' has no ONNX form yet");
 }
 
@@ -313,7 +408,20 @@ void add_metadata(onnx::ModelProto& m, const std::string& key, const std::string
   e.set_value(value);
 }
 
+std::string float_list(const std::array<float, 3>& v) {
+  char b[96];
+  std::snprintf(b, sizeof b, "[%g, %g, %g]", v[0], v[1], v[2]);
+  return b;
+}
+
 }  // namespace
+
+std::string normalize_text(const OnnxOptions& o) {
+  const bool plain =
+      o.mean == std::array<float, 3>{0.f, 0.f, 0.f} && o.std == std::array<float, 3>{1.f, 1.f, 1.f};
+  return std::string(plain ? "x / 255" : "(x / 255 - mean) / std") +
+         ", x: RGB pixels 0..255 (N, 3, H, W)";
+}
 
 OnnxResult export_onnx(nn::Module& model, const OnnxOptions& o, const std::string& path) {
   HPCNET_REQUIRE(o.batch >= 1, "export: --batch must be at least 1");
@@ -321,11 +429,16 @@ OnnxResult export_onnx(nn::Module& model, const OnnxOptions& o, const std::strin
                  "export: the input size must be positive");
   model.eval();
   OnnxResult res;
-  // A fixed input: normal values from a seeded generator, as a normalised image would be.
+  // A fixed input: uniform pixels in [0, 1) from a seeded generator, normalised as the model's
+  // input is (o.mean, o.std per channel).
   res.sample_input = Tensor::empty({o.batch, o.channels, o.height, o.width});
   Rng rng(20261203);
   float* px = res.sample_input.data<float>();
-  for (int64_t i = 0; i < res.sample_input.numel(); ++i) px[i] = static_cast<float>(rng.normal());
+  const int64_t plane = o.height * o.width;
+  for (int64_t i = 0; i < res.sample_input.numel(); ++i) {
+    const size_t c = static_cast<size_t>(std::min<int64_t>((i / plane) % o.channels, 2));
+    px[i] = (static_cast<float>(rng.uniform()) - o.mean[c]) / o.std[c];
+  }
   Device dev = cpu_device();
   if (const auto params = model.parameters(); !params.empty()) dev = params.front().device();
 
@@ -334,7 +447,7 @@ OnnxResult export_onnx(nn::Module& model, const OnnxOptions& o, const std::strin
   {
     NoGradGuard no_grad;
     trace::Scope scope(rec);
-    y = model.forward(x);
+    y = o.output ? o.output(model, x) : model.forward(x);
   }
   res.sample_output = y.to(cpu_device()).contiguous();
 
@@ -378,6 +491,10 @@ OnnxResult export_onnx(nn::Module& model, const OnnxOptions& o, const std::strin
     add_metadata(m, "names", names + "}");
   }
   add_metadata(m, "batch", o.dynamic_batch ? "dynamic" : std::to_string(o.batch));
+  add_metadata(m, "normalize", normalize_text(o));
+  add_metadata(m, "mean", float_list(o.mean));
+  add_metadata(m, "std", float_list(o.std));
+  for (const auto& [key, value] : o.metadata) add_metadata(m, key, value);
 
   std::string bytes;
   HPCNET_CHECK(m.SerializeToString(&bytes),

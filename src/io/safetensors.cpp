@@ -304,6 +304,18 @@ class MemoryBuf final : public std::streambuf {
   }
 };
 
+// Whether a torch.save zip archive pickles one of Ultralytics' classes (its best.pt / last.pt hold
+// a DetectionModel): the archive's first member, data.pkl, is stored uncompressed and names the
+// class as "ultralytics.nn.tasks" within its first few hundred bytes; the first 256 KiB are read.
+bool pickles_ultralytics_model(std::istream& in, uint64_t file_size) {
+  std::string head(static_cast<size_t>(std::min<uint64_t>(file_size, 256 * 1024)), '\0');
+  in.clear();
+  in.seekg(0);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head.find("ultralytics.nn.") != std::string::npos;
+}
+
 // The reader behind load_safetensors and parse_safetensors: `in` holds file_size bytes, at 0.
 SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
   HPCNET_REQUIRE(file_size >= 8, path + ": not a safetensors file (" + std::to_string(file_size) +
@@ -317,6 +329,14 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std
     std::memcpy(head, &n, 8);
     const bool zip = head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
     const bool pickle = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    if (zip && pickles_ultralytics_model(in, file_size))
+      throw InputError(path +
+                       ": an Ultralytics checkpoint (a pickled model), not safetensors: "
+                       "convert it with python3 scripts/convert_checkpoint.py to-safetensors " +
+                       path +
+                       " OUT.safetensors --allow-pickle (it reads the model, class names "
+                       "and imgsz from the file; --allow-pickle runs code from the file: only for "
+                       "files you trust)");
     if (zip || pickle)
       throw InputError(path + ": a PyTorch " + (zip ? "torch.save file" : "pickle") +
                        ", not safetensors: convert it with python3 scripts/convert_checkpoint.py "

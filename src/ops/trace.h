@@ -2,6 +2,9 @@
 // (conv2d, linear, batch_norm_act, resample, cat, ...) appends one Record naming the op, its input
 // and output tensors and its parameters. The exporter (src/export/onnx.cpp) turns the records into
 // a graph. A Record holds its tensors, so none is freed (and its address reused) while tracing.
+// A few plain functions outside the op table record themselves too, so that they export:
+// "yolo_decode" (task::detect::decode_predictions), whose constant inputs (anchors, strides)
+// no op produced.
 #pragma once
 
 #include <map>

@@ -310,6 +310,19 @@ class DetectTask : public Task {
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
     return std::make_unique<DetectMetric>(classes, options().imgsz);
   }
+  // Ultralytics' exported output: Detect._inference of the head's raw outputs.
+  Tensor export_output(nn::Module& model, const Tensor& images) const override {
+    const Outputs out = model.forward_all(images);
+    HPCNET_REQUIRE(out.size() >= 2,
+                   "detect: the model must return the Detect head's (boxes, scores) outputs");
+    return detect::decode_predictions(out[0], out[1], images.size(2), images.size(3));
+  }
+  std::vector<std::pair<std::string, std::string>> export_metadata() const override {
+    return {{"stride", std::to_string(detect::kStrides[detect::kNumLevels - 1])},
+            {"output",
+             "(N, 4 + nc, anchors): box centre x, y, width, height in input pixels, then the "
+             "nc class scores (sigmoid); no NMS"}};
+  }
   Prediction predict(const Outputs& outputs, int64_t i, const std::vector<std::string>& classes,
                      const PredictOptions& po) const override {
     const std::vector<detect::Detection> dets = detections(outputs, i, po);

@@ -11,6 +11,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/profile.h"
 #include "src/ops/box_math.h"
+#include "src/ops/trace.h"
 
 namespace hpcnet::task::detect {
 
@@ -296,6 +297,16 @@ Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, 
       ob[3 * A + a] = (y2 - y1) * s;
       for (int64_t c = 0; c < nc; ++c) ob[(4 + c) * A + a] = math::sigmoid(ps[(b * nc + c) * A + a]);
     }
+  }
+  if (trace::g_recorder != nullptr) {  // `hpcnet export`: the decoding becomes ONNX nodes
+    Tensor centres = Tensor::empty({1, 2, A}), strides = Tensor::empty({1, 1, A});
+    float *pc = centres.data<float>(), *pstride = strides.data<float>();
+    for (int64_t a = 0; a < A; ++a) {
+      pc[a] = anchors.xy[2 * a];
+      pc[A + a] = anchors.xy[2 * a + 1];
+      pstride[a] = anchors.stride[a];
+    }
+    trace::add("yolo_decode", {boxes, scores, centres, strides}, out, {{"reg_max", kRegMax}});
   }
   return out;
 }

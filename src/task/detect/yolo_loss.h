@@ -81,6 +81,8 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
 // The Detect head's inference output (Ultralytics' _inference): (B, 4 + nc, A) float32 on the
 // CPU, rows 0..3 the box centre x, y and width, height in input pixels (DFL expectation, then
 // dist2bbox times the stride), rows 4.. the sigmoid class scores. boxes and scores on any device.
+// Under a trace::Scope it records "yolo_decode" (inputs boxes, scores, anchor centres (1, 2, A)
+// in grid cells, strides (1, 1, A); attr reg_max), which the ONNX exporter writes as nodes.
 Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w);
 
 }  // namespace hpcnet::task::detect
