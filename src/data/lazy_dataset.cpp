@@ -383,6 +383,19 @@ std::shared_ptr<LazyDataset> LazyDataset::from_bytes(const std::string& bytes) {
   return ds;
 }
 
+uint64_t LazyDataset::hash_objects(uint64_t h) const {
+  for (const YoloRow& r : rows_) {
+    const double v[5] = {static_cast<double>(r.cls), r.x1, r.y1, r.x2, r.y2};
+    h = fnv1a(v, sizeof v, h);
+  }
+  for (const Box& b : boxes_) {
+    const float v[7] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2, b.area,
+                        b.crowd ? 1.f : 0.f};
+    h = fnv1a(v, sizeof v, h);
+  }
+  return h;
+}
+
 std::string LazyDataset::fingerprint() const {
   uint64_t h = fnv1a(store_->identity());
   h = fnv1a(description_, h);
@@ -394,16 +407,7 @@ std::string LazyDataset::fingerprint() const {
                   std::to_string(it.label) + "\n",
               h);
   }
-  for (const YoloRow& r : rows_) {
-    const double v[5] = {static_cast<double>(r.cls), r.x1, r.y1, r.x2, r.y2};
-    h = fnv1a(v, sizeof v, h);
-  }
-  for (const Box& b : boxes_) {
-    const float v[7] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2, b.area,
-                        b.crowd ? 1.f : 0.f};
-    h = fnv1a(v, sizeof v, h);
-  }
-  return hex64(h);
+  return hex64(hash_objects(h));
 }
 
 std::string LazyDataset::index_fingerprint() const {
@@ -412,16 +416,7 @@ std::string LazyDataset::index_fingerprint() const {
   for (const std::string& c : classes_) h = fnv1a(c + "\n", h);
   for (const LazyItem& it : items_)
     h = fnv1a(it.name + "|" + std::to_string(it.label) + "|" + std::to_string(it.count) + "\n", h);
-  for (const YoloRow& r : rows_) {
-    const double v[5] = {static_cast<double>(r.cls), r.x1, r.y1, r.x2, r.y2};
-    h = fnv1a(v, sizeof v, h);
-  }
-  for (const Box& b : boxes_) {
-    const float v[7] = {static_cast<float>(b.cls), b.x1, b.y1, b.x2, b.y2, b.area,
-                        b.crowd ? 1.f : 0.f};
-    h = fnv1a(v, sizeof v, h);
-  }
-  return hex64(h);
+  return hex64(hash_objects(h));
 }
 
 }  // namespace hpcnet::data::detail

@@ -108,6 +108,8 @@ class LazyDataset : public Dataset {
   std::vector<Box> boxes_of(int64_t i) const;
 
  private:
+  // h continued over the label rows and boxes (both fingerprints).
+  uint64_t hash_objects(uint64_t h) const;
   std::shared_ptr<const FileStore> store_;
   std::vector<std::string> classes_;
   TargetKind kind_;
