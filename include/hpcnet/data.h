@@ -245,17 +245,17 @@ std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::s
 // or annotations/instances_<split>*.json, or a .tar/.tar.gz/.tgz holding those (at its top or
 // below one top-level folder; a YAML's `path` inside an archive is used only when it names a
 // folder of the archive, else the YAML's folder is the root). A YAML is preferred to a JSON.
-// Boxes become pixel corners of the decoded image (x1 = (cx - w/2) * width, ...; coordinates
-// within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). The dataset
-// is lazy (label files and the JSON are read at load time, images by get(), where a COCO image
-// of another size than its JSON says is refused) and sorted by image path
-// (Ultralytics) or by image id (COCO); item_name() is the image's path below the root.
-// Throws InputError naming FILE:LINE for a bad label row (a class out of range or not an integer,
-// a coordinate outside 0..1, not a number, a column count other than 5 or an odd count >= 7),
-// the JSON field for bad COCO data, and the file for YAML that does not parse, names that are
-// not numbered 0, 1, ..., an `nc` other than the number of names, a missing split key or folder,
-// a split without images, an undecodable image, a COCO image that is missing or of another size
-// than its JSON says.
+// Boxes become pixel corners of the decoded image, turned upright for its EXIF orientation as
+// Ultralytics (cv2.imread) and Pillow's exif_transpose read it (x1 = (cx - w/2) * width, ...;
+// coordinates within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). The
+// dataset is lazy (label files and the JSON are read at load time, images by get(), where a COCO
+// image of another size than its JSON says is refused) and sorted by image path (Ultralytics) or by
+// image id (COCO); item_name() is the image's path below the root. Throws InputError naming
+// FILE:LINE for a bad label row (a class out of range or not an integer, a coordinate outside 0..1,
+// not a number, a column count other than 5 or an odd count >= 7), the JSON field for bad COCO
+// data, and the file for YAML that does not parse, names that are not numbered 0, 1, ..., an `nc`
+// other than the number of names, a missing split key or folder, a split without images, an
+// undecodable image, a COCO image that is missing or of another size than its JSON says.
 struct DetectionOptions {
   std::string coco_images;  // COCO: the folder (or archive folder) file_name is relative to
 };
@@ -376,6 +376,10 @@ int64_t max_image_pixels();
 
 // Decodes a JPEG or PNG held in memory (format told by its first bytes). `name` is used in the
 // InputError thrown for data that is not a decodable JPEG/PNG or is over max_image_pixels().
+// The image comes out upright: an EXIF orientation (a JPEG's APP1 "Exif" block, a PNG's eXIf
+// chunk) is applied as Pillow's ImageOps.exif_transpose applies it (OpenCV's imread and
+// Ultralytics do the same), so height and width are the upright picture's. Every reader decodes
+// so: the dataset loaders, the caches and predict.
 // min_side > 0: a JPEG is decoded at the smallest of libjpeg-turbo's DCT scales (1/8 ... 8/8)
 // whose shorter side is still at least min_side (see set_decode_min_side).
 Image decode_image(const uint8_t* data, size_t size, const std::string& name,
