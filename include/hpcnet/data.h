@@ -229,7 +229,9 @@ std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::s
 //                row per object, `class cx cy w h` normalised to 0..1, or a polygon `class x1 y1
 //                x2 y2 x3 y3 ...` (an odd column count of 7 or more) taken as its bounding box.
 //                A missing or empty label file is an image without objects; exact duplicate rows
-//                are dropped (both counted in DetectionReport, not refused).
+//                are dropped (both counted in DetectionReport, not refused). An image entry that
+//                is a link leading nowhere is left out and counted (DetectionReport::broken_links;
+//                a folder holding nothing else is refused).
 //   COCO         an instances JSON (`images` id/file_name/width/height, `annotations` image_id/
 //                category_id/bbox [x, y, w, h] in pixels/iscrowd, `categories` id/name). Class k
 //                is the k-th category by ascending id. Crowd annotations (Box::crowd) and boxes
@@ -265,6 +267,8 @@ struct DetectionReport {
   std::string source;              // the YAML or JSON read
   std::string split;               // the split read
   int64_t images = 0;              // images in the dataset
+  int64_t broken_links = 0;        // yolo: image links leading nowhere (left out, not in images)
+  std::string first_broken_link;   //   the first one, "PATH -> TARGET"
   int64_t objects = 0;             // boxes in the dataset
   int64_t missing_labels = 0;      // yolo: images without a label file (used without objects)
   std::string first_missing;       //   the first such label file's path
@@ -277,7 +281,8 @@ struct DetectionReport {
   int64_t crowd = 0;               // coco: iscrowd annotations (kept, Box::crowd)
   int64_t degenerate = 0;          // coco: boxes of zero width or height (kept)
   std::vector<std::string> notes;  // other things worth saying once (e.g. a `path` not found)
-  // One line each for missing labels, duplicates, crowd/degenerate boxes and notes ("detect:
+  // One line each for image links that lead nowhere, missing labels, duplicates,
+  // crowd/degenerate boxes and notes ("detect:
   // 3 of 100 images of train have no label file (first: labels/train/x.txt); ..."); empty when
   // nothing needs saying (empty label files and polygons are normal and not reported). A split
   // of images without a single object gets no_objects() instead of the missing-labels line.
@@ -414,7 +419,8 @@ std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
 
 // The image files a prediction reads from `path`: the file itself, or every JPEG/PNG file in the
 // folder (not its sub-folders; hidden names skipped), sorted by name. InputError when the path
-// does not exist or a folder holds no image.
+// does not exist or a folder holds no image. An entry with an image's name that is a link leading
+// nowhere is listed too: reading it then says so (predict reports it on its own line).
 std::vector<std::string> list_image_files(const std::string& path);
 
 // ---------------------------------------------------------------------------------------------

@@ -356,10 +356,10 @@ std::vector<std::string> list_image_files(const std::string& path) {
   fs::directory_iterator it(path, ec), end;
   while (!ec && it != end) {
     const std::string name = it->path().filename().string();
-    std::error_code entry_ec;  // a dangling link is skipped, not a failure of the listing
+    std::error_code entry_ec;  // a dangling link is not a failure of the listing
     if (!name.empty() && name[0] != '.' && detail::is_image_name(name) &&
-        it->is_regular_file(entry_ec))
-      files.push_back(it->path().string());
+        (it->is_regular_file(entry_ec) || detail::is_broken_link(it->path().string())))
+      files.push_back(it->path().string());  // a link leading nowhere: its read says so
     it.increment(ec);
   }
   HPCNET_REQUIRE(!ec, path + ": cannot list the folder (" + ec.message() + ")");

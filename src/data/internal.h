@@ -22,6 +22,10 @@ inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
 // more than max_bytes.
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes = kMaxInputFileBytes);
+// Whether path is a symbolic link that leads nowhere (its target is missing, or the links loop);
+// *target, when not null, gets what the link holds. The loaders count such links among a split's
+// images and say so, instead of dropping them unseen; reading one says what it is.
+bool is_broken_link(const std::string& path, std::string* target = nullptr);
 // What a stat mode is, for "not a regular file (...)": "a folder", "a FIFO", ...
 const char* file_kind(unsigned mode);
 // A byte limit for messages: "1 GiB", "64 MiB" or "N bytes".
