@@ -10,13 +10,17 @@
 namespace hpcnet::data::detail {
 namespace {
 
-// A TIFF integer at p (2 or 4 bytes) in the block's byte order.
+// A TIFF integer at p (2, 4 or 8 bytes) in the block's byte order.
 uint32_t get16(const uint8_t* p, bool big) {
   return big ? (uint32_t{p[0]} << 8) | p[1] : (uint32_t{p[1]} << 8) | p[0];
 }
 uint32_t get32(const uint8_t* p, bool big) {
   return big ? (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3]
              : (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0];
+}
+uint64_t get64(const uint8_t* p, bool big) {
+  return big ? (uint64_t{get32(p, big)} << 32) | get32(p + 4, big)
+             : (uint64_t{get32(p + 4, big)} << 32) | get32(p, big);
 }
 
 // Output row y of an oriented image reads the stored image (h x w, c bytes per pixel) from byte
@@ -63,6 +67,66 @@ void orient_rows(int orientation, const uint8_t* in, int64_t h, int64_t w, uint8
   }
 }
 
+// Bytes per value of a TIFF type Pillow reads (BYTE ASCII SHORT LONG RATIONAL SBYTE UNDEFINED
+// SSHORT SLONG SRATIONAL FLOAT DOUBLE IFD, LONG8), 0 for others.
+uint64_t type_size(uint32_t type) {
+  static const uint8_t kSize[17] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8};
+  return type < 17 ? kSize[type] : 0;
+}
+
+// The orientation an Orientation entry's first value gives, as exif_transpose takes it: a number
+// equal to 1..8 (an integer, a float or a ratio such as 12/2), else 1. Pillow reads BYTE,
+// UNDEFINED and ASCII values as bytes or text, which are no orientation.
+int orientation_value(uint32_t type, const uint8_t* v, bool big) {
+  double x = 0;
+  switch (type) {
+    case 3:  // SHORT
+      x = get16(v, big);
+      break;
+    case 8:  // SSHORT
+      x = static_cast<int16_t>(get16(v, big));
+      break;
+    case 4:   // LONG
+    case 13:  // IFD
+      x = get32(v, big);
+      break;
+    case 9:  // SLONG
+      x = static_cast<int32_t>(get32(v, big));
+      break;
+    case 6:  // SBYTE
+      x = static_cast<int8_t>(v[0]);
+      break;
+    case 16:  // LONG8
+      x = static_cast<double>(get64(v, big));
+      break;
+    case 5:     // RATIONAL: numerator / denominator
+    case 10: {  // SRATIONAL
+      const uint32_t n = get32(v, big), d = get32(v + 4, big);
+      if (d == 0) return 1;
+      x = type == 5 ? static_cast<double>(n) / d
+                    : static_cast<double>(static_cast<int32_t>(n)) / static_cast<int32_t>(d);
+      break;
+    }
+    case 11: {  // FLOAT
+      const uint32_t bits = get32(v, big);
+      float f;
+      std::memcpy(&f, &bits, 4);
+      x = f;
+      break;
+    }
+    case 12: {  // DOUBLE
+      const uint64_t bits = get64(v, big);
+      std::memcpy(&x, &bits, 8);
+      break;
+    }
+    default:  // BYTE, ASCII, UNDEFINED
+      return 1;
+  }
+  for (int o = 1; o <= 8; ++o)
+    if (x == o) return o;
+  return 1;  // NaN, fractions and other numbers too
+}
+
 }  // namespace
 
 int exif_orientation(const uint8_t* data, size_t size) {
@@ -84,27 +148,30 @@ int exif_orientation(const uint8_t* data, size_t size) {
   const uint64_t ifd = get32(data + 4, big);
   if (ifd > size || size - ifd < 2) return 1;
   const uint64_t entries = get16(data + ifd, big);
-  // Entries of 12 bytes: tag, type, count, value (or its offset). A list cut short by the end of
-  // the block keeps the entries read before it, as Pillow does.
+  // Entries of 12 bytes: tag, type, count, value (inline when it fits in 4 bytes, else its
+  // offset). As Pillow's ImageFileDirectory_v2.load reads them: a list cut short ends the scan;
+  // an entry of an unknown type, or of no value, is skipped; a value past the end of the block
+  // ends the scan (one whose size, added to those before it, is over the block's is skipped);
+  // the first Orientation entry with a value decides, by its first value.
+  uint64_t out_of_line = 0;  // bytes of the values read from offsets so far
   for (uint64_t k = 0; k < entries; ++k) {
     const uint64_t at = ifd + 2 + 12 * k;  // < 2^32 + 2^20: no overflow
-    if (at > size || size - at < 12) break;
+    if (at > size || size - at < 12) return 1;
     const uint8_t* e = data + at;
-    if (get16(e, big) != 0x0112) continue;  // Orientation
     const uint32_t type = get16(e + 2, big);
-    // Types Pillow does not know are skipped (a later entry may still give the tag).
-    if (type == 0 || (type > 13 && type != 16)) continue;
-    if (get32(e + 4, big) != 1) return 1;  // a count other than 1: no single value
-    int64_t v = 0;
-    if (type == 3)
-      v = get16(e + 8, big);  // SHORT
-    else if (type == 8)
-      v = static_cast<int16_t>(get16(e + 8, big));  // SSHORT
-    else if (type == 4 || type == 13)
-      v = get32(e + 8, big);  // LONG, IFD
-    else if (type == 9)
-      v = static_cast<int32_t>(get32(e + 8, big));  // SLONG
-    return v >= 1 && v <= 8 ? static_cast<int>(v) : 1;
+    const uint64_t unit = type_size(type);
+    if (unit == 0) continue;                          // a type Pillow does not know
+    const uint64_t bytes = unit * get32(e + 4, big);  // < 2^35
+    if (bytes == 0) continue;
+    const uint8_t* value = e + 8;
+    if (bytes > 4) {
+      out_of_line += bytes;
+      if (out_of_line > size) continue;
+      const uint64_t offset = get32(e + 8, big);
+      if (offset > size || size - offset < bytes) return 1;
+      value = data + offset;
+    }
+    if (get16(e, big) == 0x0112) return orientation_value(type, value, big);
   }
   return 1;
 }

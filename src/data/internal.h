@@ -186,10 +186,11 @@ struct CocoInstances {
 CocoInstances parse_coco_instances(const std::string& text, const std::string& file);
 
 // The EXIF orientation of an EXIF block: 1 (upright as stored) ... 8, from tag 0x0112 of IFD0 as
-// Pillow's Image.getexif() reads it for ImageOps.exif_transpose (a SHORT or LONG, count 1; the
-// first entry of a type Pillow knows decides). data: a TIFF header and IFD0 ("II*\0" or "MM\0*"),
-// as a PNG's eXIf chunk holds it, or after "Exif\0\0" as in a JPEG's APP1 marker. 1 when the tag
-// is absent, unreadable or outside 1..8. Reads only data[0, size) (untrusted bytes).
+// Pillow 13's Image.getexif() reads it for ImageOps.exif_transpose (the first entry with a value
+// decides, by its first value: any number type equal to 1..8; tests/fixtures/exif/exif_cases.json
+// holds Pillow's answers for 97 blocks). data: a TIFF header and IFD0 ("II*\0" or "MM\0*"), as a
+// PNG's eXIf chunk holds it, or after "Exif\0\0" as in a JPEG's APP1 marker. 1 when the tag is
+// absent, unreadable or no orientation. Reads only data[0, size) (untrusted bytes).
 int exif_orientation(const uint8_t* data, size_t size);
 // Turns an image of *height x *width x channels (1 or 3, HWC) upright for an EXIF orientation
 // (2..8, as exif_transpose: 2 mirror left-right, 3 turn 180, 4 mirror top-bottom, 5 transpose,
