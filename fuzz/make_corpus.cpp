@@ -51,7 +51,36 @@ std::vector<uint8_t> pixels(int w, int h) {
   return px;
 }
 
-std::string jpeg(int w, int h, bool gray, bool progressive) {
+// An EXIF block (TIFF header, IFD0 with Make and Orientation), with the "Exif\0\0" of a JPEG's
+// APP1 if asked, in either byte order.
+std::string exif_block(int orientation, bool big_endian, bool app1) {
+  std::string s = app1 ? std::string("Exif\0\0", 6) : std::string();
+  auto u16 = [&](unsigned v) {
+    const char b[2] = {static_cast<char>(v & 0xff), static_cast<char>(v >> 8)};
+    s += big_endian ? std::string{b[1], b[0]} : std::string{b[0], b[1]};
+  };
+  auto u32 = [&](uint32_t v) {
+    u16(big_endian ? v >> 16 : v & 0xffff);
+    u16(big_endian ? v & 0xffff : v >> 16);
+  };
+  s += big_endian ? "MM" : "II";
+  u16(42);
+  u32(8);       // IFD0 right after the header
+  u16(2);       // entries
+  u16(0x010f);  // Make: ASCII, 4 bytes, "cam" in the entry
+  u16(2);
+  u32(4);
+  s += std::string("cam\0", 4);
+  u16(0x0112);  // Orientation: SHORT, 1, the value in the entry's first 2 bytes
+  u16(3);
+  u32(1);
+  u16(static_cast<unsigned>(orientation));
+  u16(0);
+  u32(0);  // no next IFD
+  return s;
+}
+
+std::string jpeg(int w, int h, bool gray, bool progressive, const std::string& app1 = "") {
   const std::vector<uint8_t> rgb = pixels(w, h);
   std::vector<uint8_t> px = rgb;
   if (gray) px.resize(static_cast<size_t>(w * h));
@@ -69,6 +98,9 @@ std::string jpeg(int w, int h, bool gray, bool progressive) {
   jpeg_set_defaults(&cinfo);
   if (progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
+  if (!app1.empty())
+    jpeg_write_marker(&cinfo, JPEG_APP0 + 1, reinterpret_cast<const JOCTET*>(app1.data()),
+                      static_cast<unsigned>(app1.size()));
   const size_t stride = static_cast<size_t>(w) * cinfo.input_components;
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = &px[cinfo.next_scanline * stride];
@@ -86,8 +118,9 @@ void png_append(png_structp png, png_bytep data, png_size_t n) {
   out->append(reinterpret_cast<const char*>(data), n);
 }
 
-// A w x h PNG of any colour type and bit depth (pixel values from a pattern), Adam7 if asked.
-std::string png(int w, int h, int color, int depth, bool interlace) {
+// A w x h PNG of any colour type and bit depth (pixel values from a pattern), Adam7 if asked, with
+// an eXIf chunk if exif is not empty.
+std::string png(int w, int h, int color, int depth, bool interlace, std::string exif = "") {
   std::string out;
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
@@ -99,6 +132,9 @@ std::string png(int w, int h, int color, int depth, bool interlace) {
     png_color palette[4] = {{0, 0, 0}, {128, 0, 0}, {0, 128, 0}, {128, 128, 0}};
     png_set_PLTE(png, info, palette, 4);
   }
+  if (!exif.empty())
+    png_set_eXIf_1(png, info, static_cast<png_uint_32>(exif.size()),
+                   reinterpret_cast<png_bytep>(exif.data()));
   png_write_info(png, info);
   const int channels = color == PNG_COLOR_TYPE_RGB          ? 3
                        : color == PNG_COLOR_TYPE_RGB_ALPHA  ? 4
@@ -238,6 +274,14 @@ int main(int argc, char** argv) {
   seed("image", "gray1.png", png(4, 4, PNG_COLOR_TYPE_GRAY, 1, false));
   seed("image", "gray_alpha.png", png(4, 4, PNG_COLOR_TYPE_GRAY_ALPHA, 8, false));
   seed("image", "rgba16_adam7.png", png(4, 4, PNG_COLOR_TYPE_RGB_ALPHA, 16, true));
+  // With EXIF orientations (turned when decoded): a JPEG's APP1, a PNG's eXIf chunk.
+  seed("image", "exif6.jpg", jpeg(4, 2, false, false, exif_block(6, false, true)));
+  seed("image", "exif3_mm.jpg", jpeg(2, 4, false, true, exif_block(3, true, true)));
+  seed("image", "exif8.png", png(4, 2, PNG_COLOR_TYPE_RGB, 8, false, exif_block(8, false, false)));
+  // EXIF blocks alone: both byte orders, with and without the APP1 prefix.
+  seed("exif", "ii6", exif_block(6, false, false));
+  seed("exif", "mm5_app1", exif_block(5, true, true));
+  seed("exif", "ii8_app1", exif_block(8, false, true));
 
   // Masks: palette (hpcnet's writer), 8-bit gray, 2-bit palette, interlaced gray + alpha.
   const std::vector<uint8_t> index = {0, 1, 2, 255, 1, 1, 0, 0, 2, 2, 2, 2, 0, 1, 255, 0};
@@ -247,6 +291,8 @@ int main(int argc, char** argv) {
   seed("mask", "palette2.png", png(4, 4, PNG_COLOR_TYPE_PALETTE, 2, false));
   seed("mask", "gray_alpha_adam7.png", png(4, 4, PNG_COLOR_TYPE_GRAY_ALPHA, 8, true));
   seed("mask", "rgb.png", bytes_of(data::encode_png_rgb(px.data(), 4, 4)));
+  seed("mask", "gray8_exif7.png",
+       png(4, 2, PNG_COLOR_TYPE_GRAY, 8, false, exif_block(7, true, false)));
 
   // Archives: an image folder and a CIFAR-10 test batch, as .tar.gz (pax) and .tar (ustar).
   const std::vector<Member> members = {

@@ -248,7 +248,9 @@ std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::s
 //                row per object, `class cx cy w h` normalised to 0..1, or a polygon `class x1 y1
 //                x2 y2 x3 y3 ...` (an odd column count of 7 or more) taken as its bounding box.
 //                A missing or empty label file is an image without objects; exact duplicate rows
-//                are dropped (both counted in DetectionReport, not refused).
+//                are dropped (both counted in DetectionReport, not refused). An image entry that
+//                is a link leading nowhere is left out and counted (DetectionReport::broken_links;
+//                a folder holding nothing else is refused).
 //   COCO         an instances JSON (`images` id/file_name/width/height, `annotations` image_id/
 //                category_id/bbox [x, y, w, h] in pixels/iscrowd, `categories` id/name). Class k
 //                is the k-th category by ascending id. Crowd annotations (Box::crowd) and boxes
@@ -264,17 +266,17 @@ std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::s
 // or annotations/instances_<split>*.json, or a .tar/.tar.gz/.tgz holding those (at its top or
 // below one top-level folder; a YAML's `path` inside an archive is used only when it names a
 // folder of the archive, else the YAML's folder is the root). A YAML is preferred to a JSON.
-// Boxes become pixel corners of the decoded image (x1 = (cx - w/2) * width, ...; coordinates
-// within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). The dataset
-// is lazy (label files and the JSON are read at load time, images by get(), where a COCO image
-// of another size than its JSON says is refused) and sorted by image path
-// (Ultralytics) or by image id (COCO); item_name() is the image's path below the root.
-// Throws InputError naming FILE:LINE for a bad label row (a class out of range or not an integer,
-// a coordinate outside 0..1, not a number, a column count other than 5 or an odd count >= 7),
-// the JSON field for bad COCO data, and the file for YAML that does not parse, names that are
-// not numbered 0, 1, ..., an `nc` other than the number of names, a missing split key or folder,
-// a split without images, an undecodable image, a COCO image that is missing or of another size
-// than its JSON says.
+// Boxes become pixel corners of the decoded image, turned upright for its EXIF orientation as
+// Ultralytics (cv2.imread) and Pillow's exif_transpose read it (x1 = (cx - w/2) * width, ...;
+// coordinates within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). The
+// dataset is lazy (label files and the JSON are read at load time, images by get(), where a COCO
+// image of another size than its JSON says is refused) and sorted by image path (Ultralytics) or by
+// image id (COCO); item_name() is the image's path below the root. Throws InputError naming
+// FILE:LINE for a bad label row (a class out of range or not an integer, a coordinate outside 0..1,
+// not a number, a column count other than 5 or an odd count >= 7), the JSON field for bad COCO
+// data, and the file for YAML that does not parse, names that are not numbered 0, 1, ..., an `nc`
+// other than the number of names, a missing split key or folder, a split without images, an
+// undecodable image, a COCO image that is missing or of another size than its JSON says.
 struct DetectionOptions {
   std::string coco_images;  // COCO: the folder (or archive folder) file_name is relative to
 };
@@ -284,6 +286,8 @@ struct DetectionReport {
   std::string source;              // the YAML or JSON read
   std::string split;               // the split read
   int64_t images = 0;              // images in the dataset
+  int64_t broken_links = 0;        // yolo: image links leading nowhere (left out, not in images)
+  std::string first_broken_link;   //   the first one, "PATH -> TARGET"
   int64_t objects = 0;             // boxes in the dataset
   int64_t missing_labels = 0;      // yolo: images without a label file (used without objects)
   std::string first_missing;       //   the first such label file's path
@@ -296,7 +300,8 @@ struct DetectionReport {
   int64_t crowd = 0;               // coco: iscrowd annotations (kept, Box::crowd)
   int64_t degenerate = 0;          // coco: boxes of zero width or height (kept)
   std::vector<std::string> notes;  // other things worth saying once (e.g. a `path` not found)
-  // One line each for missing labels, duplicates, crowd/degenerate boxes and notes ("detect:
+  // One line each for image links that lead nowhere, missing labels, duplicates,
+  // crowd/degenerate boxes and notes ("detect:
   // 3 of 100 images of train have no label file (first: labels/train/x.txt); ..."); empty when
   // nothing needs saying (empty label files and polygons are normal and not reported). A split
   // of images without a single object gets no_objects() instead of the missing-labels line.
@@ -413,6 +418,10 @@ int64_t max_image_pixels();
 
 // Decodes a JPEG or PNG held in memory (format told by its first bytes). `name` is used in the
 // InputError thrown for data that is not a decodable JPEG/PNG or is over max_image_pixels().
+// The image comes out upright: an EXIF orientation (a JPEG's APP1 "Exif" block, a PNG's eXIf
+// chunk) is applied as Pillow's ImageOps.exif_transpose applies it (OpenCV's imread and
+// Ultralytics do the same), so height and width are the upright picture's. Every reader decodes
+// so: the dataset loaders, the caches and predict.
 // min_side > 0: a JPEG is decoded at the smallest of libjpeg-turbo's DCT scales (1/8 ... 8/8)
 // whose shorter side is still at least min_side (see set_decode_min_side).
 Image decode_image(const uint8_t* data, size_t size, const std::string& name,
@@ -447,7 +456,8 @@ std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
 
 // The image files a prediction reads from `path`: the file itself, or every JPEG/PNG file in the
 // folder (not its sub-folders; hidden names skipped), sorted by name. InputError when the path
-// does not exist or a folder holds no image.
+// does not exist or a folder holds no image. An entry with an image's name that is a link leading
+// nowhere is listed too: reading it then says so (predict reports it on its own line).
 std::vector<std::string> list_image_files(const std::string& path);
 
 // ---------------------------------------------------------------------------------------------

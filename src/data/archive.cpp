@@ -33,6 +33,18 @@ std::string limit_str(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+bool is_broken_link(const std::string& path, std::string* target) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return false;
+  if (::stat(path.c_str(), &st) == 0) return false;  // it leads somewhere
+  if (target) {
+    char buf[4096];
+    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+    target->assign(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  return true;
+}
+
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes) {
   std::vector<uint8_t> out;
@@ -47,7 +59,13 @@ void read_file_into(const std::string& path, const std::string& what, std::vecto
   };
   // stat before open: opening a FIFO would block until a writer comes, and a device may act.
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (std::string target; is_broken_link(path, &target))
+      throw fail("a link to " + target + ", which " + (err == ELOOP ? "loops" : "does not exist") +
+                 "; fix or remove the link");
+    throw fail(std::strerror(err));
+  }
   if (!S_ISREG(st.st_mode))
     throw fail(std::string("not a regular file (") + file_kind(st.st_mode) + ")");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);

@@ -165,8 +165,10 @@ class Tree {
   }
 
   // JPEG/PNG files below dir at any depth (hidden names skipped, folder links not followed),
-  // sorted by path.
-  std::vector<std::string> list_images(const std::string& dir) const {
+  // sorted by path. Entries with an image's name that are links leading nowhere go to *broken
+  // as "PATH -> TARGET", sorted (a folder only; an archive's links are not its files).
+  std::vector<std::string> list_images(const std::string& dir,
+                                       std::vector<std::string>* broken) const {
     std::vector<std::string> out;
     if (is_archive()) {
       const std::string pre = dir.empty() ? "" : dir + "/";
@@ -190,11 +192,16 @@ class Tree {
         if (it->is_directory(fec)) it.disable_recursion_pending();
         continue;
       }
-      if (!it->is_directory(fec) && it->is_regular_file(fec) && detail::is_image_name(name))
-        out.push_back(join(dir, it->path().lexically_relative(root).generic_string()));
+      if (!detail::is_image_name(name) || it->is_directory(fec)) continue;
+      const std::string p = join(dir, it->path().lexically_relative(root).generic_string());
+      if (it->is_regular_file(fec))
+        out.push_back(p);
+      else if (std::string target; detail::is_broken_link(it->path().string(), &target))
+        broken->push_back(p + " -> " + target);
     }
     HPCNET_REQUIRE(!ec, "detect: cannot list " + dir + ": " + ec.message());
     std::sort(out.begin(), out.end());
+    std::sort(broken->begin(), broken->end());
     return out;
   }
 
@@ -515,9 +522,17 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
     HPCNET_REQUIRE(t.inside(dir) && t.is_dir(dir), "detect: " + yaml_display + ": " + split +
                                                        " folder " + shown(d) + " (" +
                                                        t.display(dir) + ") does not exist");
-    std::vector<std::string> found = t.list_images(dir);
-    HPCNET_REQUIRE(!found.empty(), "detect: " + t.display_dir(dir) +
-                                       " holds no images (.jpg, .jpeg, .png) for " + split);
+    std::vector<std::string> broken;
+    std::vector<std::string> found = t.list_images(dir, &broken);
+    HPCNET_REQUIRE(
+        !found.empty() || !broken.empty(),
+        "detect: " + t.display_dir(dir) + " holds no images (.jpg, .jpeg, .png) for " + split);
+    HPCNET_REQUIRE(!found.empty(), "detect: " + t.display_dir(dir) + " holds no images for " +
+                                       split + ", only " + std::to_string(broken.size()) +
+                                       " links that lead nowhere (first: " + broken[0] +
+                                       "); fix or remove the links");
+    if (!broken.empty() && report.broken_links == 0) report.first_broken_link = broken[0];
+    report.broken_links += static_cast<int64_t>(broken.size());
     image_files.insert(image_files.end(), found.begin(), found.end());
   }
   std::sort(image_files.begin(), image_files.end());
@@ -607,6 +622,12 @@ DetectionData load_coco(Source& s, const std::string& split, const DetectionOpti
     detail::CocoImage& im = c.images[i];
     Item& it = items[i];
     it.path = t.join(base, im.file_name);
+    if (std::string target; !t.is_archive() && detail::is_broken_link(it.path, &target))
+      throw InputError("detect: " + json_display + ": image id " + std::to_string(im.id) +
+                       " file_name " + shown(im.file_name) + ": " + t.display(it.path) +
+                       " is a link to " + target +
+                       ", which leads nowhere; fix the link or "
+                       "remove the image from the JSON");
     HPCNET_REQUIRE(t.inside(it.path) && t.is_file(it.path),
                    "detect: " + json_display + ": image id " + std::to_string(im.id) +
                        " file_name " + shown(im.file_name) + ": no such file " +
@@ -1008,6 +1029,11 @@ std::string DetectionReport::no_objects() const {
 
 std::vector<std::string> DetectionReport::lines() const {
   std::vector<std::string> out;
+  if (broken_links > 0)
+    out.push_back("detect: " + std::to_string(broken_links) + " of " +
+                  std::to_string(images + broken_links) + " images of " + split +
+                  " are links that lead nowhere and are left out (first: " + first_broken_link +
+                  "); fix or remove the links");
   if (const std::string none = no_objects(); !none.empty())
     out.push_back("detect: " + none);
   else if (missing_labels > 0)

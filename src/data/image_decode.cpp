@@ -1,4 +1,5 @@
-// JPEG (libjpeg API of libjpeg-turbo) and PNG (libpng) decoding to 8-bit RGB HWC. Both libraries
+// JPEG (libjpeg API of libjpeg-turbo) and PNG (libpng) decoding to 8-bit RGB HWC, turned upright
+// for the EXIF orientation (exif.cpp) as Pillow's exif_transpose shows the picture. Both libraries
 // report errors by longjmp; the functions holding setjmp keep no C++ objects with destructors
 // alive across it. An ImageDecoder (one per thread) keeps its JPEG error manager between images;
 // each image gets a fresh decompressor, so no table of one image is used for another.
@@ -89,10 +90,21 @@ void png_on_error(png_structp png, png_const_charp msg) {
 
 void png_on_warning(png_structp, png_const_charp) {}
 
-// Returns nullptr on success or the error text (in io->message). index: a class mask, one byte
-// per pixel holding the gray value or palette index (see ImageDecoder::decode_mask).
+// The orientation of a PNG's eXIf chunk (read before or after the image data, as Pillow reads
+// it), 1 when there is none.
+int png_orientation(png_structp png, png_infop info) {
+  png_bytep exif = nullptr;
+  png_uint_32 size = 0;
+  if (png_get_eXIf_1(png, info, &size, &exif) == 0 || exif == nullptr) return 1;
+  return exif_orientation(exif, size);
+}
+
+// Returns nullptr on success or the error text (in io->message); *orientation gets the EXIF
+// orientation (not applied). index: a class mask, one byte per pixel holding the gray value or
+// palette index (see ImageDecoder::decode_mask).
 const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int64_t* w,
-                       bool index = false) {
+                       int* orientation, bool index = false) {
+  *orientation = 1;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, io, png_on_error, png_on_warning);
   if (!png) return "out of memory";
   png_infop info = png_create_info_struct(png);
@@ -133,7 +145,8 @@ const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int6
     for (int pass = 0; pass < passes; ++pass)
       for (png_uint_32 y = 0; y < height; ++y)
         png_read_row(png, pixels.data() + size_t{y} * width, nullptr);
-    png_read_end(png, nullptr);
+    png_read_end(png, info);  // the chunks after the image data (an eXIf may be there)
+    *orientation = png_orientation(png, info);
     png_destroy_read_struct(&png, &info, nullptr);
     *h = height;
     *w = width;
@@ -153,7 +166,8 @@ const char* decode_png(PngIo* io, std::vector<uint8_t>& pixels, int64_t* h, int6
   for (int pass = 0; pass < passes; ++pass)
     for (png_uint_32 y = 0; y < height; ++y)
       png_read_row(png, pixels.data() + size_t{y} * width * 3, nullptr);
-  png_read_end(png, nullptr);
+  png_read_end(png, info);  // the chunks after the image data (an eXIf may be there)
+  *orientation = png_orientation(png, info);
   png_destroy_read_struct(&png, &info, nullptr);
   *h = height;
   *w = width;
@@ -179,10 +193,21 @@ ImageDecoder::~ImageDecoder() { jpeg_destroy_decompress(&jpeg_->cinfo); }
 
 namespace {
 
-// Returns nullptr on success or the error text. Holds setjmp: no C++ objects in this frame.
+// The orientation of the first APP1 "Exif" marker (Pillow reads the first one), 1 when none.
+int jpeg_orientation(const jpeg_decompress_struct* cinfo) {
+  for (jpeg_saved_marker_ptr m = cinfo->marker_list; m != nullptr; m = m->next)
+    if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 &&
+        std::memcmp(m->data, "Exif\0\0", 6) == 0)
+      return exif_orientation(m->data, m->data_length);
+  return 1;
+}
+
+// Returns nullptr on success or the error text; *orientation gets the EXIF orientation (not
+// applied). Holds setjmp: no C++ objects in this frame.
 const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8_t* data,
                         size_t size, std::vector<uint8_t>* pixels, int64_t* h, int64_t* w,
-                        int64_t min_side) {
+                        int64_t min_side, int* orientation) {
+  *orientation = 1;
   err->truncated = false;
   err->too_large = false;
   err->message[0] = '\0';
@@ -191,7 +216,10 @@ const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8
     return err->message;
   }
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  // APP1 markers (EXIF, XMP: at most 64 KiB each) kept in libjpeg's pool for the orientation.
+  jpeg_save_markers(cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(cinfo, TRUE);
+  *orientation = jpeg_orientation(cinfo);
   // Before jpeg_start_decompress, which allocates the whole coefficient image of a progressive
   // JPEG (2 bytes per sample) and the output buffers.
   if (over_pixel_limit(cinfo->image_width, cinfo->image_height, err->message,
@@ -211,6 +239,7 @@ const char* decode_jpeg(jpeg_decompress_struct* cinfo, JpegErr* err, const uint8
     // libjpeg sizes it) keeps the shorter side at least min_side: the IDCT then computes only the
     // pixels needed. (libjpeg-turbo's other scales, 3/8 ... 7/8, run scalar IDCTs slower than its
     // SIMD 8x8 one: measured, a 7/8 decode of a 300 x 400 photograph cost more than a full one.)
+    // An EXIF turn swaps the sides but keeps the shorter one: the upright image's scale is this.
     const uint64_t shorter = std::min(cinfo->image_width, cinfo->image_height);
     unsigned n = 1;
     while (n < 8 && (shorter * n + 7) / 8 < static_cast<uint64_t>(min_side)) n *= 2;
@@ -253,18 +282,21 @@ std::string ImageDecoder::decode(const uint8_t* data, size_t size, Image& out, i
     // or uses the standard tables.
     jpeg_destroy_decompress(&jpeg_->cinfo);
     jpeg_create_decompress(&jpeg_->cinfo);
-    const char* e =
-        decode_jpeg(&jpeg_->cinfo, &jpeg_->err, data, size, &out.pixels, &out.height, &out.width,
-                    min_side);
+    int orientation = 1;
+    const char* e = decode_jpeg(&jpeg_->cinfo, &jpeg_->err, data, size, &out.pixels, &out.height,
+                                &out.width, min_side, &orientation);
     if (e && jpeg_->err.too_large) return e;
     if (e) return std::string("bad JPEG data (") + e + ")";
+    orient_pixels(orientation, out.pixels, &out.height, &out.width, 3, turned_);
     return {};
   }
   if (size >= 8 && png_sig_cmp(data, 0, 8) == 0) {
     PngIo io{data, size, 0, {0}, false};
-    const char* e = decode_png(&io, out.pixels, &out.height, &out.width);
+    int orientation = 1;
+    const char* e = decode_png(&io, out.pixels, &out.height, &out.width, &orientation);
     if (e && io.too_large) return e;
     if (e) return std::string("bad PNG data (") + e + ")";
+    orient_pixels(orientation, out.pixels, &out.height, &out.width, 3, turned_);
     return {};
   }
   if (size == 0) return "empty file";
@@ -277,9 +309,11 @@ std::string ImageDecoder::decode_mask(const uint8_t* data, size_t size,
   *height = *width = 0;
   if (size >= 8 && png_sig_cmp(data, 0, 8) == 0) {
     PngIo io{data, size, 0, {0}, false};
-    const char* e = decode_png(&io, pixels, height, width, true);
+    int orientation = 1;
+    const char* e = decode_png(&io, pixels, height, width, &orientation, true);
     if (e && io.too_large) return e;
     if (e) return std::string("bad PNG mask (") + e + ")";
+    orient_pixels(orientation, pixels, height, width, 1, turned_);
     return {};
   }
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8)
@@ -322,10 +356,10 @@ std::vector<std::string> list_image_files(const std::string& path) {
   fs::directory_iterator it(path, ec), end;
   while (!ec && it != end) {
     const std::string name = it->path().filename().string();
-    std::error_code entry_ec;  // a dangling link is skipped, not a failure of the listing
+    std::error_code entry_ec;  // a dangling link is not a failure of the listing
     if (!name.empty() && name[0] != '.' && detail::is_image_name(name) &&
-        it->is_regular_file(entry_ec))
-      files.push_back(it->path().string());
+        (it->is_regular_file(entry_ec) || detail::is_broken_link(it->path().string())))
+      files.push_back(it->path().string());  // a link leading nowhere: its read says so
     it.increment(ec);
   }
   HPCNET_REQUIRE(!ec, path + ": cannot list the folder (" + ec.message() + ")");

@@ -5,9 +5,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
-#include <filesystem>
 
 #include "src/data/internal.h"
 #include "src/data/lazy_dataset.h"
@@ -204,6 +205,9 @@ std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::s
                                        "/<class>/<images>");
   std::vector<std::string> class_dirs;
   std::vector<detail::ImageFile> files;
+  int64_t broken = 0;  // image entries that are links leading nowhere
+  std::vector<int64_t> broken_in_class(classes.size(), 0);
+  std::vector<std::string> first_broken(classes.size());  // by name: "PATH -> TARGET"
   // A folder's identity (device, inode), whatever path or link leads to it.
   auto folder_id = [](const fs::path& p, std::pair<dev_t, ino_t>* id) {
     struct stat st;
@@ -241,7 +245,18 @@ std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::s
           it.disable_recursion_pending();
         continue;
       }
-      if (!it->is_regular_file(ec) || !detail::is_image_name(name)) continue;
+      if (!detail::is_image_name(name)) continue;
+      if (std::error_code fec; !it->is_regular_file(fec)) {
+        // A link leading nowhere: left out, counted and said once below (a FIFO or device with
+        // an image's name is left out as before).
+        if (std::string target; detail::is_broken_link(it->path().string(), &target)) {
+          std::string link = it->path().lexically_relative(root).generic_string() + " -> " + target;
+          if (broken_in_class[k]++ == 0 || link < first_broken[k])
+            first_broken[k] = std::move(link);
+          ++broken;
+        }
+        continue;
+      }
       detail::ImageFile f;
       f.label = static_cast<int64_t>(k);
       f.rel_dir = it->path().parent_path().lexically_relative(class_dir).generic_string();
@@ -251,6 +266,23 @@ std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::s
       f.ref.path = (root / f.display).string();
       files.push_back(std::move(f));
     }
+  }
+  if (broken > 0) {
+    std::vector<int64_t> kept(classes.size(), 0);
+    for (const detail::ImageFile& f : files) kept[static_cast<size_t>(f.label)]++;
+    for (size_t k = 0; k < classes.size(); ++k)
+      HPCNET_REQUIRE(kept[k] > 0 || broken_in_class[k] == 0,
+                     "imagefolder: class folder " + class_dirs[k] + " holds no images, only " +
+                         std::to_string(broken_in_class[k]) + " links that lead nowhere (first: " +
+                         first_broken[k] + "); fix or remove the links");
+    std::fprintf(stderr,
+                 "imagefolder: %lld of %lld images of %s are links that lead nowhere and are "
+                 "left out (first: %s); fix or remove the links\n",
+                 static_cast<long long>(broken),
+                 static_cast<long long>(broken + static_cast<int64_t>(files.size())), split.c_str(),
+                 std::find_if(first_broken.begin(), first_broken.end(), [](const std::string& f) {
+                   return !f.empty();
+                 })->c_str());
   }
   for (const char* names_file : {"LOC_synset_mapping.txt", "classes.txt"})
     if (std::error_code nec; fs::is_regular_file(root / names_file, nec)) {

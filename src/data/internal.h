@@ -22,6 +22,10 @@ inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
 // more than max_bytes.
 std::vector<uint8_t> read_whole_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes = kMaxInputFileBytes);
+// Whether path is a symbolic link that leads nowhere (its target is missing, or the links loop);
+// *target, when not null, gets what the link holds. The loaders count such links among a split's
+// images and say so, instead of dropping them unseen; reading one says what it is.
+bool is_broken_link(const std::string& path, std::string* target = nullptr);
 // What a stat mode is, for "not a regular file (...)": "a folder", "a FIFO", ...
 const char* file_kind(unsigned mode);
 // A byte limit for messages: "1 GiB", "64 MiB" or "N bytes".
@@ -185,8 +189,24 @@ struct CocoInstances {
 // with a negative, non-finite or out-of-image (by more than 1 pixel) extent.
 CocoInstances parse_coco_instances(const std::string& text, const std::string& file);
 
+// The EXIF orientation of an EXIF block: 1 (upright as stored) ... 8, from tag 0x0112 of IFD0 as
+// Pillow 13's Image.getexif() reads it for ImageOps.exif_transpose (the first entry with a value
+// decides, by its first value: any number type equal to 1..8; tests/fixtures/exif/exif_cases.json
+// holds Pillow's answers for 97 blocks). data: a TIFF header and IFD0 ("II*\0" or "MM\0*"), as a
+// PNG's eXIf chunk holds it, or after "Exif\0\0" as in a JPEG's APP1 marker. 1 when the tag is
+// absent, unreadable or no orientation. Reads only data[0, size) (untrusted bytes).
+int exif_orientation(const uint8_t* data, size_t size);
+// Turns an image of *height x *width x channels (1 or 3, HWC) upright for an EXIF orientation
+// (2..8, as exif_transpose: 2 mirror left-right, 3 turn 180, 4 mirror top-bottom, 5 transpose,
+// 6 turn 90 clockwise, 7 transverse, 8 turn 90 anticlockwise; others: unchanged). 5..8 swap
+// *height and *width. scratch: a buffer whose capacity is reused (it gets the old pixels).
+void orient_pixels(int orientation, std::vector<uint8_t>& pixels, int64_t* height, int64_t* width,
+                   int channels, std::vector<uint8_t>& scratch);
+
 // Decodes JPEG/PNG (one per thread). Each image decodes as with a fresh decoder, whatever came
-// before it.
+// before it. Images come out upright: an EXIF orientation (JPEG APP1, PNG eXIf) is applied, as
+// Pillow's exif_transpose, OpenCV's imread and Ultralytics do, so the width and height are the
+// upright ones (label files and COCO sizes are written against those).
 class ImageDecoder {
  public:
   ImageDecoder();
@@ -194,18 +214,21 @@ class ImageDecoder {
   ImageDecoder(const ImageDecoder&) = delete;
   ImageDecoder& operator=(const ImageDecoder&) = delete;
   // Decodes into out (resized). min_side > 0: a JPEG is decoded at the smallest of libjpeg's DCT
-  // scales n/8 whose shorter side is still at least min_side (PNGs at full size). Returns "" on
-  // success, else the reason (no throw).
+  // scales n/8 whose shorter side is still at least min_side (PNGs at full size; a turn keeps the
+  // shorter side, so the scale is the upright image's too). Returns "" on success, else the
+  // reason (no throw).
   std::string decode(const uint8_t* data, size_t size, Image& out, int64_t min_side = 0);
   // A class mask: an 8-bit (or 1/2/4-bit) gray or palette PNG whose values (palette indices, not
   // colours) are the classes, into pixels (height * width bytes, one per pixel). RGB masks,
-  // 16-bit masks and JPEGs are refused (the reason says what to save instead).
+  // 16-bit masks and JPEGs are refused (the reason says what to save instead). An eXIf
+  // orientation turns the mask as it would its image.
   std::string decode_mask(const uint8_t* data, size_t size, std::vector<uint8_t>& pixels,
                           int64_t* height, int64_t* width);
 
  private:
   struct Jpeg;
   std::unique_ptr<Jpeg> jpeg_;
+  std::vector<uint8_t> turned_;  // orient_pixels' scratch
 };
 
 }  // namespace hpcnet::data::detail

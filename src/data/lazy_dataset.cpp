@@ -398,6 +398,9 @@ uint64_t LazyDataset::hash_objects(uint64_t h) const {
 
 std::string LazyDataset::fingerprint() const {
   uint64_t h = fnv1a(store_->identity());
+  // What the decoder makes of the same bytes: a --cache disk file written by a decoder that did
+  // not apply EXIF orientations holds other pixels, and must not be reused.
+  h = fnv1a(std::string("decoder 2: EXIF orientation applied\n"), h);  // not (void*, size)
   h = fnv1a(description_, h);
   h = fnv1a(std::to_string(static_cast<int>(kind_)) + "|" + std::to_string(decode_min_side_), h);
   for (const std::string& c : classes_) h = fnv1a(c + "\n", h);

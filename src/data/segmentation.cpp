@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -40,7 +41,14 @@ struct FileTree {
   std::string where;  // the folder or archive, for messages
   std::shared_ptr<const detail::FileStore> store;
   std::map<std::string, detail::FileRef> files;
+  // Entries a layout would use that are links leading nowhere (a folder only): path -> target.
+  std::map<std::string, std::string> broken;
   bool has(const std::string& p) const { return files.count(p) != 0; }
+  // " (a link to TARGET, which leads nowhere)" when p is such a link, else "".
+  std::string why_missing(const std::string& p) const {
+    auto it = broken.find(p);
+    return it == broken.end() ? "" : " (a link to " + it->second + ", which leads nowhere)";
+  }
   const detail::FileRef& ref(const std::string& p) const { return files.at(p); }
   std::string text(const std::string& p) const {
     std::vector<uint8_t> b;
@@ -158,8 +166,11 @@ FileTree read_tree(const std::string& path, const std::string& split) {
       if (!keep) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(fec) && wanted(parts, split))
+    if (!wanted(parts, split)) continue;
+    if (it->is_regular_file(fec))
       t.files.emplace(rel.generic_string(), detail::FileRef{it->path().string()});
+    else if (std::string target; detail::is_broken_link(it->path().string(), &target))
+      t.broken.emplace(rel.generic_string(), std::move(target));
   }
   HPCNET_REQUIRE(!ec, "segmentation: cannot list " + root.string() + ": " + ec.message());
   t.where = root.string() + "/";
@@ -232,19 +243,40 @@ std::shared_ptr<Dataset> load_generic(const FileTree& t, const std::string& spli
     if (kv.first.compare(0, mask_dir.size(), mask_dir) == 0 &&
         kv.first.find('/', mask_dir.size()) == std::string::npos)
       masks[stem(kv.first.substr(mask_dir.size()))] = &kv;
+  auto in_dir = [](const std::string& p, const std::string& dir) {
+    return p.compare(0, dir.size(), dir) == 0 && p.find('/', dir.size()) == std::string::npos &&
+           detail::is_image_name(p);
+  };
   std::vector<Pair> pairs;
   for (auto& kv : t.files) {
-    if (kv.first.compare(0, img_dir.size(), img_dir) != 0) continue;
+    if (!in_dir(kv.first, img_dir)) continue;
     const std::string file = kv.first.substr(img_dir.size());
-    if (file.find('/') != std::string::npos || !detail::is_image_name(file)) continue;
     auto m = masks.find(stem(file));
+    const std::string mask = mask_dir + stem(file) + ".png";
     HPCNET_REQUIRE(m != masks.end(), "segmentation: " + t.where + kv.first + " has no mask (" +
-                                         mask_dir + stem(file) + ".png); add it or remove the image");
+                                         mask + t.why_missing(mask) +
+                                         "); add it or remove the image");
     pairs.push_back({kv.first, m->second->first});
   }
+  // Images that are links leading nowhere: left out, and said once.
+  int64_t broken = 0;
+  std::string first;
+  for (const auto& [p, target] : t.broken)
+    if (in_dir(p, img_dir) && broken++ == 0) first = t.where + p + " -> " + target;
+  HPCNET_REQUIRE(!pairs.empty() || broken == 0,
+                 "segmentation: " + t.where + img_dir + " holds no images, only " +
+                     std::to_string(broken) + " links that lead nowhere (first: " + first +
+                     "); fix or remove the links");
   HPCNET_REQUIRE(!pairs.empty(), "segmentation: " + t.where + " has no images in " + img_dir +
                                      " (expected " + img_dir + "NAME.jpg with " + mask_dir +
                                      "NAME.png)");
+  if (broken > 0)
+    std::fprintf(stderr,
+                 "segmentation: %lld of %lld images of %s are links that lead nowhere and are "
+                 "left out (first: %s); fix or remove the links\n",
+                 static_cast<long long>(broken),
+                 static_cast<long long>(broken + static_cast<int64_t>(pairs.size())), split.c_str(),
+                 first.c_str());
   return lazy_pairs(t, std::move(pairs), class_names_generic(t),
                     "segmentation " + split + " from " + t.where);
 }
@@ -262,8 +294,9 @@ std::shared_ptr<Dataset> load_voc(const FileTree& t, const std::string& split) {
     if (line.empty()) continue;
     const std::string img = "JPEGImages/" + line + ".jpg", mask = "SegmentationClass/" + line + ".png";
     HPCNET_REQUIRE(t.has(img), "segmentation: " + t.where + list + ":" + std::to_string(line_no) +
-                                   ": no " + img);
-    HPCNET_REQUIRE(t.has(mask), "segmentation: " + t.where + img + " has no mask (" + mask + ")");
+                                   ": no " + img + t.why_missing(img));
+    HPCNET_REQUIRE(t.has(mask), "segmentation: " + t.where + img + " has no mask (" + mask +
+                                    t.why_missing(mask) + ")");
     pairs.push_back({img, mask});
   }
   HPCNET_REQUIRE(!pairs.empty(), "segmentation: " + t.where + list + " lists no image");
@@ -336,6 +369,8 @@ std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::s
     generic = generic || kv.first.rfind("images/", 0) == 0;
     voc = voc || kv.first.rfind("JPEGImages/", 0) == 0;
   }
+  for (const auto& kv : t.broken)  // images/<split>/ of nothing but dead links: say so
+    generic = generic || kv.first.rfind("images/", 0) == 0;
   if (generic) return load_generic(t, split);
   if (voc) return load_voc(t, split);
   throw InputError("segmentation: " + path +
