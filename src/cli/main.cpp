@@ -486,7 +486,8 @@ int cmd_export(const ExportArgs& a) {
   // The task's output (detect: decoded as Ultralytics' exports) and input normalisation.
   const std::unique_ptr<task::Task> t = task_of(m);
   o.output = [&t](nn::Module& model, const Tensor& x) { return t->export_output(model, x); };
-  for (const data::Transform& tr : t->eval_transform().transforms())
+  const data::Compose eval_tf = t->eval_transform();  // kept: the loop reads its transforms
+  for (const data::Transform& tr : eval_tf.transforms())
     if (const auto* n = std::get_if<data::Normalize>(&tr)) {
       o.mean = n->mean;
       o.std = n->std;

@@ -25,7 +25,7 @@ template <class T>
 void put_raw(std::string& out, const std::vector<T>& v) {
   static_assert(std::is_trivially_copyable_v<T>);
   put_u64(out, v.size());
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
 [[noreturn]] void malformed() {
@@ -50,7 +50,7 @@ std::vector<T> get_raw(const uint8_t*& p, const uint8_t* end) {
   const uint64_t n = get_u64(p, end);
   if (n > static_cast<uint64_t>(end - p) / sizeof(T)) malformed();
   std::vector<T> v(n);
-  std::memcpy(v.data(), p, n * sizeof(T));
+  if (n > 0) std::memcpy(v.data(), p, n * sizeof(T));  // v.data() may be null when empty
   p += n * sizeof(T);
   return v;
 }
