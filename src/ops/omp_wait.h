@@ -14,15 +14,23 @@ namespace hpcnet::ops {
 // sleeps; beside another busy process a team of 2 on 2 cores then waits at every barrier for
 // threads the scheduler took away from spinners (yolov8n predict at 640 px fell from 9-10 to
 // 1.6-2.1 images/s), while passive waiting (no spin) costs speed on an idle machine. hpcnet's
-// default bounds the spin: GOMP_SPINCOUNT=kOmpSpinCount (measured in docs/scaling.md, "Shared
-// nodes").
-inline constexpr const char* kOmpSpinCount = "10000";
+// default therefore looks at the machine when it starts: when other processes keep at least
+// kBusyCores cores busy it waits passively, otherwise it spins GOMP_SPINCOUNT=kOmpSpinCount rounds
+// (short enough that a neighbour starting later does not bring the cliff back, long enough to
+// keep an idle machine's speed; measured in docs/scaling.md, "Shared nodes").
+inline constexpr const char* kOmpSpinCount = "30000";
+inline constexpr double kBusyCores = 0.5;
 
-// The variables that default needs, given get(name): a variable's value or nullptr when unset.
-// {{"GOMP_SPINCOUNT", kOmpSpinCount}} when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set;
-// none when the user set either (their choice stands).
+// Cores kept busy by the machine's processes over `ms` milliseconds, from two samples of
+// /proc/stat's "cpu" line (this process has not started its threads yet); -1 when unreadable.
+double busy_cores(int ms);
+
+// The variables that default needs, given get(name): a variable's value or nullptr when unset,
+// and busy: busy_cores()'s figure. None when the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT
+// (their choice stands); {{"OMP_WAIT_POLICY", "passive"}} when busy >= kBusyCores;
+// {{"GOMP_SPINCOUNT", kOmpSpinCount}} otherwise (also when busy is unknown, < 0).
 std::vector<std::pair<std::string, std::string>> omp_wait_defaults(
-    const std::function<const char*(const char*)>& get);
+    const std::function<const char*(const char*)>& get, double busy);
 
 // When omp_wait_defaults() of this process's environment is not empty: sets those variables and
 // executes this program again (/proc/self/exe, the same argv), so it does not return. Returns
