@@ -12,6 +12,11 @@ namespace hpcnet::ops {
 
 namespace {
 
+// Whether the user chose how libgomp waits (either variable set, even empty): that choice stands.
+bool user_chose(const std::function<const char*(const char*)>& get) {
+  return get("OMP_WAIT_POLICY") || get("GOMP_SPINCOUNT");
+}
+
 // /proc/stat's first line: busy and total jiffies over all cores; false when unreadable.
 bool cpu_jiffies(uint64_t* busy, uint64_t* total) {
   std::FILE* f = std::fopen("/proc/stat", "r");
@@ -42,14 +47,14 @@ double busy_cores(int ms) {
 
 std::vector<std::pair<std::string, std::string>> omp_wait_defaults(
     const std::function<const char*(const char*)>& get, double busy) {
-  if (get("OMP_WAIT_POLICY") || get("GOMP_SPINCOUNT")) return {};
+  if (user_chose(get)) return {};
   if (busy >= kBusyCores) return {{"OMP_WAIT_POLICY", "passive"}};
   return {{"GOMP_SPINCOUNT", kOmpSpinCount}};
 }
 
 void apply_omp_wait_defaults(char** argv) {
-  auto get = [](const char* n) -> const char* { return std::getenv(n); };
-  if (get("OMP_WAIT_POLICY") || get("GOMP_SPINCOUNT")) return;  // no sampling: the user chose
+  const std::function<const char*(const char*)> get = [](const char* n) { return std::getenv(n); };
+  if (user_chose(get)) return;  // no sampling: the user chose
   const auto missing = omp_wait_defaults(get, busy_cores(50));
   for (const auto& [name, value] : missing) ::setenv(name.c_str(), value.c_str(), 0);
   ::execv("/proc/self/exe", argv);  // returns only on failure: run on with libgomp's default

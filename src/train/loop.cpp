@@ -63,39 +63,52 @@ std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::strin
 // without listing a folder (on a parallel file system millions of stats and directory reads per
 // rank matter). A dataset held in memory (CIFAR-10's batches) is read by each rank, as before.
 // When rank 0 cannot open the data every rank fails, rank 0 with the reason.
+// Lifts the group's timeout for the collectives of its scope, which wait on slow I/O (a folder
+// walk, a download) rather than on a failed rank, and restores it on every way out.
+class UntimedCollectives {
+ public:
+  explicit UntimedCollectives(dist::ProcessGroup& pg) : pg_(pg), saved_(pg.timeout()) {
+    pg_.set_timeout(0);
+  }
+  ~UntimedCollectives() { pg_.set_timeout(saved_); }
+  UntimedCollectives(const UntimedCollectives&) = delete;
+  UntimedCollectives& operator=(const UntimedCollectives&) = delete;
+
+ private:
+  dist::ProcessGroup& pg_;
+  double saved_;
+};
+
 std::shared_ptr<data::Dataset> open_split_once(const TrainConfig& c, const std::string& split,
                                                dist::ProcessGroup& pg,
                                                std::vector<std::string>& notes) {
   if (pg.world_size() == 1) return open_split(c, split);
   constexpr uint64_t kFailed = ~uint64_t{0};
-  const double timeout = pg.timeout();
-  pg.set_timeout(0);  // walking a large folder takes as long as it takes
   std::shared_ptr<data::Dataset> ds;
   std::string bytes;
   uint64_t size = 0;
-  if (pg.rank() == 0) {
-    try {
-      ds = open_split(c, split);
-      bytes = data::dataset_index_bytes(*ds);
-      size = bytes.size();
-    } catch (...) {
-      size = kFailed;
-      pg.broadcast(&size, sizeof size, 0);
-      pg.set_timeout(timeout);
-      throw;
+  {
+    const UntimedCollectives untimed(pg);  // walking a large folder takes as long as it takes
+    if (pg.rank() == 0) {
+      try {
+        ds = open_split(c, split);
+        bytes = data::dataset_index_bytes(*ds);
+        size = bytes.size();
+      } catch (...) {
+        size = kFailed;
+        pg.broadcast(&size, sizeof size, 0);
+        throw;
+      }
+    }
+    pg.broadcast(&size, sizeof size, 0);
+    if (size == kFailed)
+      throw InputError("--data " + c.data + ": rank 0 could not open its " + split +
+                       " split (its message says why)");
+    if (size > 0) {
+      bytes.resize(size);
+      pg.broadcast(bytes.data(), size, 0);
     }
   }
-  pg.broadcast(&size, sizeof size, 0);
-  if (size == kFailed) {
-    pg.set_timeout(timeout);
-    throw InputError("--data " + c.data + ": rank 0 could not open its " + split +
-                     " split (its message says why)");
-  }
-  if (size > 0) {
-    bytes.resize(size);
-    pg.broadcast(bytes.data(), size, 0);
-  }
-  pg.set_timeout(timeout);
   if (size == 0) return pg.rank() == 0 ? ds : open_split(c, split);
   char line[160];
   std::snprintf(line, sizeof line, "%s index: read by rank 0, sent to %d other rank%s (%.1f MB)",
@@ -126,10 +139,11 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
     }
   }
   if (shared_download) {
-    const double timeout = pg.timeout();
-    pg.set_timeout(0);  // a download takes as long as it takes; a dead rank 0 ends the job anyway
-    pg.barrier();
-    pg.set_timeout(timeout);
+    {
+      // A download takes as long as it takes; a dead rank 0 ends the job anyway.
+      const UntimedCollectives untimed(pg);
+      pg.barrier();
+    }
     if (!full) full = data::open_dataset(c.dataset, c.data, "train");
   }
   // --cache: decoded images kept in ram, on disk, or decoded as read (the choice and why printed).
