@@ -21,6 +21,7 @@ packages=(
   libonnx-dev                         # hpcnet export: ONNX protobuf classes and checker
   clang-14 libclang-rt-14-dev libomp-14-dev  # scripts/fuzz.sh: libFuzzer, ASan/UBSan, OpenMP
   ccache                              # compiler cache: rebuilds of unchanged files are hits
+  universal-ctags                     # scripts/check-structure.sh: function lengths
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 python3-torch python3-numpy python3-pil)
