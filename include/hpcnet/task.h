@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,13 @@ class Task {
       const data::Image& original, const Outputs& outputs, int64_t i,
       const std::vector<std::string>& classes, const PredictOptions& options) const {
     return {};
+  }
+  // The text file of image i's prediction for `predict --save` (NAME.txt), from its Prediction and
+  // the original image's size; none where the task writes none (detect: YOLO label rows, "class
+  // cx cy w h conf", normalised to the image).
+  virtual std::optional<std::string> label_file(const Prediction& prediction, int64_t height,
+                                                int64_t width) const {
+    return std::nullopt;
   }
 
  protected:

@@ -1,8 +1,10 @@
 // The training loop the `hpcnet` command drives, its recipe and its run files. A run directory
 // holds model.safetensors (PyTorch parameter names; loads with safetensors.torch.load_file),
-// checkpoint.safetensors (model, optimizer state, epoch and data-order state; written atomically
-// after every epoch) and metrics.jsonl (one JSON object per log line and per epoch). What depends
-// on the kind of target (loss, metric, transforms, predictions) is the task's (hpcnet/task.h).
+// best.safetensors (the epoch of the best validation metric), checkpoint.safetensors (model,
+// optimizer and EMA state, epoch and data-order state; written atomically after every epoch, every
+// --save-every steps and on SIGINT/SIGTERM) and metrics.jsonl, metrics.csv and TensorBoard events
+// (one record per log line and per epoch). What depends on the kind of target (loss, metric,
+// transforms, predictions, a fresh run's defaults) is the task's (hpcnet/task.h).
 #pragma once
 
 #include <array>

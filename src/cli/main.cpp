@@ -430,19 +430,9 @@ int cmd_predict(const PredictArgs& a) {
                                                  bytes.size()));
         j["saved"].push_back(file);
       }
-      if (p.json.contains("boxes")) {  // detect: YOLO label rows, class cx cy w h conf (0..1)
-        std::string rows;
-        char row[160];
-        for (const auto& bx : p.json["boxes"]) {
-          const double x1 = bx["box"][0], y1 = bx["box"][1], x2 = bx["box"][2], y2 = bx["box"][3];
-          const double W = static_cast<double>(im.width), H = static_cast<double>(im.height);
-          std::snprintf(row, sizeof row, "%lld %.6f %.6f %.6f %.6f %.5f\n",
-                        static_cast<long long>(bx["class"].get<int64_t>()), (x1 + x2) / 2 / W,
-                        (y1 + y2) / 2 / H, (x2 - x1) / W, (y2 - y1) / H, bx["score"].get<double>());
-          rows += row;
-        }
+      if (const std::optional<std::string> rows = task->label_file(p, im.height, im.width)) {
         const std::string file = (fs::path(save) / (base + ".txt")).string();
-        write_file_atomic(file, rows);
+        write_file_atomic(file, *rows);
         j["saved"].push_back(file);
       }
       saved_lines->write(j);

@@ -51,11 +51,12 @@ std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::strin
   // Shards are read by the factory whatever --dataset says (a detect model's default "detect").
   if (c.dataset != "detect" || data::is_webdataset_path(c.data))
     return data::open_dataset(c.dataset, c.data, split);
-  data::DetectionData d = data::load_detection_dataset(c.data, split);
-  if (const std::string none = d.report.no_objects(); !none.empty() && split == "train")
+  data::DetectionData detection = data::load_detection_dataset(c.data, split);
+  if (const std::string none = detection.report.no_objects(); !none.empty() && split == "train")
     throw InputError(none + "; there is nothing to train on");
-  for (const std::string& line : d.report.lines()) std::fprintf(stderr, "%s\n", line.c_str());
-  return d.dataset;
+  for (const std::string& line : detection.report.lines())
+    std::fprintf(stderr, "%s\n", line.c_str());
+  return detection.dataset;
 }
 
 // open_split, done once per job: with several ranks, rank 0 walks the folder (or reads the JSON,
@@ -122,13 +123,14 @@ std::shared_ptr<data::Dataset> open_split_once(const TrainConfig& c, const std::
 // it needs); --cache ram and disk keep images at the size the task's pipelines first resize to.
 Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& task) {
   const int64_t decode_min_side = task.decode_min_side();
-  Data d;
+  Data loaded;
   std::shared_ptr<data::Dataset> full;
   // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
   const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
   if (!shared_download || pg.rank() == 0) {
     try {
-      full = shared_download ? open_split(c, "train") : open_split_once(c, "train", pg, d.notes);
+      full =
+          shared_download ? open_split(c, "train") : open_split_once(c, "train", pg, loaded.notes);
     } catch (const InputError& e) {
       if (!c.download || c.dataset != "cifar10") throw;
       std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
@@ -147,34 +149,34 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
     if (!full) full = data::open_dataset(c.dataset, c.data, "train");
   }
   // --cache: decoded images kept in ram, on disk, or decoded as read (the choice and why printed).
-  data::CacheOptions co{c.cache, c.cache_dir, c.threads};
+  data::CacheOptions cache{c.cache, c.cache_dir, c.threads};
   // Images kept at the size both pipelines first resize them to (classify: imgsz x imgsz).
   const std::array<int64_t, 2> keep = task.train_transform().leading_resize();
-  if (keep == task.eval_transform().leading_resize()) co.resize = keep;
+  if (keep == task.eval_transform().leading_resize()) cache.resize = keep;
   auto cached = [&](std::shared_ptr<data::Dataset> ds, const char* split) {
     data::set_decode_min_side(*ds, decode_min_side);
-    data::CachedDataset r = data::cache_dataset(std::move(ds), co);
-    if (!r.line.empty()) d.notes.push_back(std::string(split) + " " + r.line);
+    data::CachedDataset r = data::cache_dataset(std::move(ds), cache);
+    if (!r.line.empty()) loaded.notes.push_back(std::string(split) + " " + r.line);
     return r.dataset;
   };
   std::string index = data::index_fingerprint(*full);
   std::shared_ptr<const data::Dataset> all = cached(full, "train");
-  d.classes = full->classes();
+  loaded.classes = full->classes();
   if (c.val_split > 0) {
     HPCNET_REQUIRE(c.val_split < full->size(),
                    "--val-split " + std::to_string(c.val_split) + " leaves no training images (" +
                        std::to_string(full->size()) + " in the training split)");
     auto split = data::split_train_val(full->size(), c.val_split);
-    d.train = std::make_shared<data::Subset>(all, split.train);
-    d.val = std::make_shared<data::Subset>(all, split.val);
+    loaded.train = std::make_shared<data::Subset>(all, split.train);
+    loaded.val = std::make_shared<data::Subset>(all, split.val);
   } else {
-    d.train = all;
+    loaded.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      std::shared_ptr<data::Dataset> val = open_split_once(c, "val", pg, d.notes);
+      std::shared_ptr<data::Dataset> val = open_split_once(c, "val", pg, loaded.notes);
       index += "+" + data::index_fingerprint(*val);
-      d.val = cached(std::move(val), "val");
-      HPCNET_REQUIRE(d.val->classes() == d.classes,
+      loaded.val = cached(std::move(val), "val");
+      HPCNET_REQUIRE(loaded.val->classes() == loaded.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
     } else if ((c.dataset == "segmentation" || c.dataset == "voc") && pg.rank() == 0) {
       std::fprintf(stderr,
@@ -184,12 +186,12 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
                    c.data.c_str());
     }
   }
-  d.record = {{"path", c.data},
-              {"dataset", c.dataset},
-              {"train_images", d.train->size()},
-              {"val_images", d.val ? d.val->size() : 0},
-              {"index", index}};
-  return d;
+  loaded.record = {{"path", c.data},
+                   {"dataset", c.dataset},
+                   {"train_images", loaded.train->size()},
+                   {"val_images", loaded.val ? loaded.val->size() : 0},
+                   {"index", index}};
+  return loaded;
 }
 
 // "--data PATH (dataset, N train + M val images, index FINGERPRINT)" of a data record.
@@ -696,12 +698,14 @@ void Trainer::build_model() {
 
 std::unique_ptr<optim::Optimizer> Trainer::make_optimizer(const nn::NamedTensors& params,
                                                           double weight_decay) const {
-  const ResolvedOptimizer& ro = resolved_opt_;
-  if (ro.name == "AdamW")
+  const ResolvedOptimizer& chosen = resolved_opt_;
+  if (chosen.name == "AdamW")
     return std::make_unique<optim::AdamW>(
-        params, optim::AdamWOptions{ro.lr, ro.momentum, cfg_.beta2, cfg_.adam_eps, weight_decay});
+        params,
+        optim::AdamWOptions{chosen.lr, chosen.momentum, cfg_.beta2, cfg_.adam_eps, weight_decay});
   return std::make_unique<optim::SGD>(
-      params, optim::SGDOptions{ro.lr, ro.momentum, cfg_.dampening, weight_decay, ro.nesterov});
+      params,
+      optim::SGDOptions{chosen.lr, chosen.momentum, cfg_.dampening, weight_decay, chosen.nesterov});
 }
 
 // The optimizer (--optimizer auto: as Ultralytics chooses), its schedule, its parameter groups,
@@ -709,26 +713,26 @@ std::unique_ptr<optim::Optimizer> Trainer::make_optimizer(const nn::NamedTensors
 void Trainer::build_optimizer() {
   // --optimizer auto (Ultralytics): AdamW at a rate fitted to the class count for short runs.
   resolved_opt_ = resolve_optimizer(cfg_, data_.train->size(), data_.classes.size(), world_);
-  const ResolvedOptimizer& ro = resolved_opt_;
+  const ResolvedOptimizer& chosen = resolved_opt_;
   if (lead_ && cfg_.optimizer == "auto" && !cfg_.quiet)
-    *out_ << "optimizer: 'auto' chose " << ro.name << "(lr=" << ro.lr
-          << ", momentum=" << ro.momentum << ")" << (ro.note.empty() ? "" : " " + ro.note)
-          << std::endl;
+    *out_ << "optimizer: 'auto' chose " << chosen.name << "(lr=" << chosen.lr
+          << ", momentum=" << chosen.momentum << ")"
+          << (chosen.note.empty() ? "" : " " + chosen.note) << std::endl;
   schedule_ = make_schedule(cfg_);
-  schedule_.lr = ro.lr;
+  schedule_.lr = chosen.lr;
   if (cfg_.optimizer == "auto") schedule_.warmup_bias_lr = 0.0;  // as Ultralytics' auto
   if (cfg_.param_groups) {
     // Ultralytics' three groups: decayed weights, norm weights and biases (the last two without
     // weight decay), the decay scaled by the nominal batch.
     const auto g = optim::ultralytics_param_groups(*model_, trainable_);
-    const double wd = ro.weight_decay;
+    const double wd = chosen.weight_decay;
     auto grouped = std::make_unique<optim::GroupedOptimizer>(
         std::vector<nn::NamedTensors>{g[0], g[1], g[2]},
         [&](const nn::NamedTensors& p, size_t k) { return make_optimizer(p, k == 0 ? wd : 0.0); });
     groups_ = grouped.get();
     opt_ = std::move(grouped);
   } else {
-    opt_ = make_optimizer(trainable_, ro.weight_decay);
+    opt_ = make_optimizer(trainable_, chosen.weight_decay);
   }
   if (cfg_.ema_decay > 0)
     ema_ = std::make_unique<optim::EMA>(*model_, cfg_.ema_decay, cfg_.ema_tau);
@@ -793,31 +797,31 @@ void Trainer::sync_replicas() {
 // The data pipeline: the training loader (this rank's share of every epoch, the task's
 // transforms) and the validation loader (this rank's slice of the val split).
 void Trainer::build_loaders() {
-  data::DataLoaderOptions& lo = loader_options_;
-  lo.batch_size = cfg_.batch_size;
-  lo.shuffle = true;
-  lo.drop_last = false;
-  lo.num_workers = cfg_.workers;
+  data::DataLoaderOptions& opts = loader_options_;
+  opts.batch_size = cfg_.batch_size;
+  opts.shuffle = true;
+  opts.drop_last = false;
+  opts.num_workers = cfg_.workers;
   // Small batches are cheap to hold: a deeper ring lets workers run ahead in bursts.
-  lo.prefetch_factor = cfg_.workers > 0 ? std::max<int64_t>(2, 16 / cfg_.workers) : 2;
-  lo.seed = cfg_.seed;
-  lo.rank = rank_;  // DistributedSampler: this rank's share of every epoch
-  lo.world_size = world_;
-  lo.shuffle_buffer = cfg_.shuffle_buffer;  // > 0: shards streamed in turn through a buffer
+  opts.prefetch_factor = cfg_.workers > 0 ? std::max<int64_t>(2, 16 / cfg_.workers) : 2;
+  opts.seed = cfg_.seed;
+  opts.rank = rank_;  // DistributedSampler: this rank's share of every epoch
+  opts.world_size = world_;
+  opts.shuffle_buffer = cfg_.shuffle_buffer;  // > 0: shards streamed in turn through a buffer
   data::Compose first_tf = task_->train_transform(st_.epochs_done, cfg_.epochs);
   loader_transform_ = first_tf.str();
-  loader_ = std::make_unique<data::DataLoader>(data_.train, std::move(first_tf), lo);
+  loader_ = std::make_unique<data::DataLoader>(data_.train, std::move(first_tf), opts);
   if (!data_.val) return;
-  data::DataLoaderOptions vo;
-  vo.batch_size = task_->val_batch_size(cfg_.batch_size);
-  vo.num_workers = std::min(cfg_.workers, 1);
+  data::DataLoaderOptions val_opts;
+  val_opts.batch_size = task_->val_batch_size(cfg_.batch_size);
+  val_opts.num_workers = std::min(cfg_.workers, 1);
   std::shared_ptr<const data::Dataset> val = data_.val;
   if (world_ > 1) {  // this rank's slice: positions rank, rank + W, ...
     std::vector<int64_t> mine;
     for (int64_t i = rank_; i < val->size(); i += world_) mine.push_back(i);
     val = std::make_shared<data::Subset>(val, std::move(mine));
   }
-  val_loader_ = std::make_unique<data::DataLoader>(val, task_->eval_transform(), vo);
+  val_loader_ = std::make_unique<data::DataLoader>(val, task_->eval_transform(), val_opts);
 }
 
 // The run folder (rank 0's): created and locked, temporary files of dead writers removed, and

@@ -393,6 +393,20 @@ class DetectTask : public Task {
     }
     return {{"_boxes.png", data::encode_png_rgb(px.data(), im.height, im.width)}};
   }
+  std::optional<std::string> label_file(const Prediction& prediction, int64_t height,
+                                        int64_t width) const override {
+    std::string rows;
+    char row[160];
+    for (const auto& bx : prediction.json.at("boxes")) {
+      const double x1 = bx["box"][0], y1 = bx["box"][1], x2 = bx["box"][2], y2 = bx["box"][3];
+      const double w = static_cast<double>(width), h = static_cast<double>(height);
+      std::snprintf(row, sizeof row, "%lld %.6f %.6f %.6f %.6f %.5f\n",
+                    static_cast<long long>(bx["class"].get<int64_t>()), (x1 + x2) / 2 / w,
+                    (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h, bx["score"].get<double>());
+      rows += row;
+    }
+    return rows;
+  }
 
  private:
   // NMS at predict settings; boxes in the original image's pixels (po.height x po.width; the
