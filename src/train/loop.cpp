@@ -2,8 +2,10 @@
 // loss -> backward -> SGD, loss lines every log_every mini-batches), plus checkpoints after every
 // epoch, exact resume, metrics (run_metrics.cpp: jsonl, csv, TensorBoard) and a progress bar on
 // terminals; data-parallel over the ranks of dist::world() (DistributedSampler shares, bucketed
-// gradient all-reduce, rank 0 writes). What a target is, the loop leaves to the task; the recipe
-// is recipe.cpp's, the run files checkpoint.cpp's.
+// gradient all-reduce, rank 0 writes). The Trainer at the end of the file runs it in named steps
+// (set-up, epoch, train_step, optimizer_step, validate, save_checkpoint), as Ultralytics'
+// BaseTrainer. What a target is, the loop leaves to the task; the recipe is recipe.cpp's, the run
+// files checkpoint.cpp's.
 #include <signal.h>
 #include <unistd.h>
 
