@@ -467,8 +467,8 @@ TEST(RecipeValidate, ResolvedTaskImgszAndTaskOptions) {
   const task::TaskOptions o = train::task_options(c);
   EXPECT_EQ(o.imgsz, 48);
   EXPECT_EQ(o.augment, "default");
-  EXPECT_EQ(o.cutout, 8);
-  EXPECT_EQ(o.label_smoothing, 0.1);
+  EXPECT_EQ(o.classify.cutout, 8);
+  EXPECT_EQ(o.classify.label_smoothing, 0.1);
   c.imgsz = 0;
   EXPECT_EQ(train::task_options(c).imgsz, 32);
   c.loss = "ce+dice";
@@ -476,10 +476,10 @@ TEST(RecipeValidate, ResolvedTaskImgszAndTaskOptions) {
   c.scale_min = 0.5;
   c.scale_max = 2;
   const task::TaskOptions s = train::task_options(c);
-  EXPECT_EQ(s.loss, "ce+dice");
-  EXPECT_EQ(s.class_weights, (std::vector<double>{0.5, 1, 2}));
-  EXPECT_EQ(s.scale_min, 0.5);
-  EXPECT_EQ(s.scale_max, 2);
+  EXPECT_EQ(s.segment.loss, "ce+dice");
+  EXPECT_EQ(s.segment.class_weights, (std::vector<double>{0.5, 1, 2}));
+  EXPECT_EQ(s.segment.scale_min, 0.5);
+  EXPECT_EQ(s.segment.scale_max, 2);
   EXPECT_TRUE(train::parse_class_weights("").empty());
 }
 

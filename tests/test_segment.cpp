@@ -274,21 +274,21 @@ TEST(SegmentTask, LossKindsClassWeightsAuxAndAllIgnored) {
   const double ce = F::cross_entropy2d(logits, b.masks).item();
   const double dice = F::dice_loss(logits, b.masks).item();
   EXPECT_NEAR(loss_of(o, {logits}), ce, 1e-7);
-  o.loss = "dice";
+  o.segment.loss = "dice";
   EXPECT_NEAR(loss_of(o, {logits}), dice, 1e-7);
-  o.loss = "ce+dice";
+  o.segment.loss = "ce+dice";
   EXPECT_NEAR(loss_of(o, {logits}), ce + dice, 1e-6);
-  o.class_weights = {0.5, 2};
+  o.segment.class_weights = {0.5, 2};
   EXPECT_NEAR(
       loss_of(o, {logits}),
       F::cross_entropy2d(logits, b.masks, w).item() + F::dice_loss(logits, b.masks, w).item(),
       1e-6);
-  o.class_weights.clear();
-  o.loss = "ce";
+  o.segment.class_weights.clear();
+  o.segment.loss = "ce";
   EXPECT_NEAR(loss_of(o, {logits, aux}), ce + 0.5 * F::cross_entropy2d(aux, b.masks).item(), 1e-6);
-  o.class_weights = {1, 1, 1};  // three weights, two classes
+  o.segment.class_weights = {1, 1, 1};  // three weights, two classes
   EXPECT_TRUE(input_error([&] { loss_of(o, {logits}); }, "--class-weights has 3 values"));
-  o.class_weights.clear();
+  o.segment.class_weights.clear();
   b.masks = Tensor::full({1, 2, 2}, 255, DType::kInt64);
   EXPECT_EQ(loss_of(o, {logits}), 0.0);
 }

@@ -129,7 +129,7 @@ TEST(TaskClassify, LossIsCrossEntropyWithLabelSmoothing) {
   const data::Batch b = tk_batch(labels);
   for (double eps : {0.0, 0.1, 0.5}) {
     task::TaskOptions o;
-    o.label_smoothing = eps;
+    o.classify.label_smoothing = eps;
     auto t = task::make_task("classify", o);
     Tensor x = logits.clone();
     x.set_requires_grad(true);
@@ -399,7 +399,7 @@ TEST(TaskClassify, TransformsBringAnyImageToImgsz) {
   o.imgsz = 24;
   auto plain = task::make_task("classify", o);
   o.augment = "default";
-  o.cutout = 8;
+  o.classify.cutout = 8;
   auto aug = task::make_task("classify", o);
   for (auto [h, w] : {std::pair{50, 40}, std::pair{24, 24}, std::pair{7, 90}}) {
     const std::array<int64_t, 3> want{3, 24, 24};

@@ -328,6 +328,8 @@ DetectionData load_detection_dataset(const std::string& path, const std::string&
 // False for an unusable path.
 bool detection_has_split(const std::string& path, const std::string& split);
 
+// The names open_dataset knows (--dataset), in the order help texts list them.
+const std::vector<std::string>& dataset_formats();
 // The dataset factory. name:
 //   "cifar10"     auto-detects: a .tar/.tar.gz holding cifar-10-batches-bin/ or an image folder
 //                 (train/<class>/...); a folder holding cifar-10-batches-bin/ or

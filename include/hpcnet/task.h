@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,25 +24,40 @@ namespace hpcnet::task {
 
 using nn::Outputs;
 
-// The recipe's fields a task reads (train::TrainConfig fills it).
-struct TaskOptions {
-  int64_t imgsz = 32;                 // square input size of the model
-  // The training augmentation: "" none, "default" the task's own, or a policy the task names
-  // (classify: "cifar", "imagenet"; eval_transform follows the policy: imagenet evaluates as
-  // Resize(imgsz * 256 / 224) + CenterCrop(imgsz) with ImageNet's mean and std).
-  std::string augment;
-  int64_t cutout = 0;                 // classify: Cutout(size) after the other transforms (0 = off)
-  double label_smoothing = 0.0;       // classify: cross-entropy label smoothing
-  std::string loss = "ce";            // segment: ce, dice or ce+dice (their sum)
-  std::vector<double> class_weights;  // segment: per-class loss weights (empty: all 1)
-  double aux_weight = 0.5;            // segment: weight of an auxiliary head's loss
-  double scale_min = 1, scale_max = 1;  // segment: RandomScale range when augmenting (1, 1 = off)
-  // detect, augmenting (Ultralytics' hyperparameters): RandomAffine and RandomHSV, flip.
+// Each task's own options, declared once: these are their defaults for API callers (and
+// train::TrainConfig's, which takes them from here); a fresh `hpcnet train` run of the task may
+// start from others, its Task::train_defaults().
+struct ClassifyOptions {
+  int64_t cutout = 0;            // Cutout(size) after the other transforms (0 = off)
+  double label_smoothing = 0.0;  // cross-entropy label smoothing
+};
+struct SegmentOptions {
+  std::string loss = "ce";              // ce, dice or ce+dice (their sum)
+  std::vector<double> class_weights;    // per-class loss weights (empty: all 1)
+  double aux_weight = 0.5;              // weight of an auxiliary head's loss
+  double scale_min = 1, scale_max = 1;  // RandomScale range when augmenting (1, 1 = off)
+};
+// Augmenting (Ultralytics' hyperparameters): Mosaic, RandomAffine, RandomHSV, flip.
+struct DetectOptions {
   double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
   double fliplr = 0.5;
-  double mosaic = 0;         // detect: Mosaic probability (Ultralytics' 1.0)
-  int64_t close_mosaic = 0;  // detect: no mosaic in the last this many epochs (Ultralytics' 10)
+  double mosaic = 0;         // Mosaic probability
+  int64_t close_mosaic = 0;  // no mosaic in the last this many epochs
+};
+
+// What a task is made with: the options every task reads, and each task's own (a task reads only
+// its own struct; train::task_options fills them from the recipe).
+struct TaskOptions {
+  int64_t imgsz = 32;  // square input size of the model
+  // The training augmentation: "" none, "default" the task's own, or a policy the task names
+  // (Task::augment_policies(); classify: "cifar", "imagenet"; eval_transform follows the policy:
+  // imagenet evaluates as Resize(imgsz * 256 / 224) + CenterCrop(imgsz) with ImageNet's mean and
+  // std).
+  std::string augment;
+  ClassifyOptions classify;
+  SegmentOptions segment;
+  DetectOptions detect;
 };
 
 // A metric summed over batches. Its whole state is a vector of numbers that add up: the state of
@@ -102,6 +118,19 @@ class Task {
   virtual std::string name() const = 0;
   virtual data::TargetKind target_kind() const = 0;
   const TaskOptions& options() const { return options_; }
+
+  // ---- hooks of the recipe and the CLI (which never test a task's name)
+  // The defaults of a fresh `hpcnet train` run of the task (nothing else given) where they differ
+  // from train::TrainConfig's (the classify tutorial's), by recipe key (the config-file key of
+  // train::recipe_fields(), "batch_size"), each value JSON of the field's type: the model --task
+  // alone trains, what --data is read as, and for detect Ultralytics' cfg/default.yaml.
+  using Defaults = std::vector<std::pair<std::string, nlohmann::json>>;
+  virtual Defaults train_defaults() const { return {}; }
+  // The --augment policies besides true and false the task knows (TaskOptions::augment; classify:
+  // cifar, imagenet); none unless it says.
+  virtual std::vector<std::string> augment_policies() const { return {}; }
+  // Whether its metric writes a results file (Metric::write_results; detect: COCO's).
+  virtual bool writes_results() const { return false; }
 
   // Training transforms (augmentation per options()) and evaluation / predict transforms; both
   // bring an image of any size to options().imgsz.
@@ -175,6 +204,13 @@ class Task {
       const data::Image& original, const Outputs& outputs, int64_t i,
       const std::vector<std::string>& classes, const PredictOptions& options) const {
     return {};
+  }
+  // The text file of image i's prediction for `predict --save` (NAME.txt), from its Prediction and
+  // the original image's size; none where the task writes none (detect: YOLO label rows, "class
+  // cx cy w h conf", normalised to the image).
+  virtual std::optional<std::string> label_file(const Prediction& prediction, int64_t height,
+                                                int64_t width) const {
+    return std::nullopt;
   }
 
  protected:

@@ -1,8 +1,10 @@
 // The training loop the `hpcnet` command drives, its recipe and its run files. A run directory
 // holds model.safetensors (PyTorch parameter names; loads with safetensors.torch.load_file),
-// checkpoint.safetensors (model, optimizer state, epoch and data-order state; written atomically
-// after every epoch) and metrics.jsonl (one JSON object per log line and per epoch). What depends
-// on the kind of target (loss, metric, transforms, predictions) is the task's (hpcnet/task.h).
+// best.safetensors (the epoch of the best validation metric), checkpoint.safetensors (model,
+// optimizer and EMA state, epoch and data-order state; written atomically after every epoch, every
+// --save-every steps and on SIGINT/SIGTERM) and metrics.jsonl, metrics.csv and TensorBoard events
+// (one record per log line and per epoch). What depends on the kind of target (loss, metric,
+// transforms, predictions, a fresh run's defaults) is the task's (hpcnet/task.h).
 #pragma once
 
 #include <array>
@@ -25,12 +27,18 @@
 namespace hpcnet::train {
 
 // A run's settings. Every field but `progress`, `quiet` (how this invocation shows itself) and
-// `given` is declared once more, in the recipe table
-// (recipe_fields(), src/train/recipe.cpp), which yields its flag, its config-file and checkpoint
-// key, its help and its validation.
+// `given` has one row in the recipe table (recipe_fields(), src/train/recipe.cpp), which yields
+// its flag, its config-file and checkpoint key, its help and its validation. These defaults are
+// an API caller's and the classify tutorial's; a fresh CLI run of another task starts from that
+// task's (task::Task::train_defaults(), applied by apply_task_defaults). The fields a task reads
+// take their defaults from its options (hpcnet/task.h).
 struct TrainConfig {
+  static inline const task::ClassifyOptions kClassify{};
+  static inline const task::SegmentOptions kSegment{};
+  static inline const task::DetectOptions kDetect{};
+
   std::string model = "lenet";
-  std::string task;   // "" = the model's task (classify for every model so far)
+  std::string task;   // "" = the model's task (nn::model_info(model).task)
   int64_t imgsz = 0;  // square input size; 0 = the model's default (32 for the CIFAR models)
   std::string dataset = "cifar10";
   std::string data;    // dataset path (folder or archive)
@@ -46,35 +54,37 @@ struct TrainConfig {
   double lr = 0.001;
   double momentum = 0.9;
   double dampening = 0.0;
-  std::string lr_schedule = "constant";  // constant | multistep | cosine | onecycle
+  std::string lr_schedule = "constant";  // constant | multistep | cosine | onecycle | linear
   std::vector<int64_t> milestones;       // multistep epochs
   double lr_gamma = 0.1;                 // multistep factor
   double lr_min = 0.0;                   // cosine floor
-  int64_t warmup_epochs = 0;             // linear warm-up from lr / 10 (linear: Ultralytics')
+  int64_t warmup_epochs = 0;  // warm-up from lr / 10 per epoch (linear: Ultralytics' per step)
   double lrf = 0.01;                     // linear: the last rate as a fraction of lr
   double warmup_bias_lr = 0.1;           // linear warm-up: the biases' starting rate
   double warmup_momentum = 0.8;          // linear warm-up: SGD's starting momentum
   bool param_groups = false;             // Ultralytics' groups: no decay on biases and norms
   int64_t nbs = 0;                       // nominal batch: accumulate round(nbs / batch) batches
   double ema_tau = 0.0;                  // > 0: EMA decay ramp (Ultralytics' 2000)
-  // detect augmentation (Ultralytics' hyperparameters)
-  double degrees = 0, translate = 0.1, scale = 0.5, shear = 0;
-  double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4, fliplr = 0.5;
-  double mosaic = 0.0;        // detect: Mosaic probability (Ultralytics' 1.0)
-  int64_t close_mosaic = 0;   // detect: no mosaic in the last N epochs (Ultralytics' 10)
-  double label_smoothing = 0.0;          // cross-entropy label smoothing
+  // detect, augmenting (task::DetectOptions)
+  double degrees = kDetect.degrees, translate = kDetect.translate, scale = kDetect.scale,
+         shear = kDetect.shear;
+  double hsv_h = kDetect.hsv_h, hsv_s = kDetect.hsv_s, hsv_v = kDetect.hsv_v;
+  double fliplr = kDetect.fliplr;
+  double mosaic = kDetect.mosaic;
+  int64_t close_mosaic = kDetect.close_mosaic;
+  double label_smoothing = kClassify.label_smoothing;  // classify (task::ClassifyOptions)
   double weight_decay = 0.0;
   bool nesterov = false;
-  std::string optimizer = "sgd";      // sgd | adamw (lr, weight_decay, beta1/2, adam_eps)
+  std::string optimizer = "sgd";      // sgd | adamw (beta1/2, adam_eps) | auto (Ultralytics')
   double beta1 = 0.9, beta2 = 0.999;  // adamw
   double adam_eps = 1e-8;             // adamw
   double clip_grad_norm = 0.0;        // > 0: clip the gradients' 2-norm to this each step
   double ema_decay = 0.0;             // > 0: keep an EMA of weights; eval and model file use it
-  int64_t cutout = 0;                 // > 0: Cutout(size) after the other augmentation
-  std::string loss = "ce";            // segment: ce | dice | ce+dice
+  int64_t cutout = kClassify.cutout;  // classify: > 0: Cutout(size) after the other augmentation
+  std::string loss = kSegment.loss;   // segment (task::SegmentOptions): ce | dice | ce+dice
   std::string class_weights;          // segment: "w0,w1,..." per-class loss weights ("" = 1)
-  bool aux_loss = false;              // deeplabv3: auxiliary FCN head, its loss weighted 0.5
-  double scale_min = 1.0, scale_max = 1.0;  // segment, with --augment: RandomScale range
+  bool aux_loss = false;  // deeplabv3: auxiliary FCN head (its loss weighted aux_weight, 0.5)
+  double scale_min = kSegment.scale_min, scale_max = kSegment.scale_max;  // with --augment
   int workers = 2;
   // Decoded images: none (decoded as read), ram, disk (decoded once to cache_dir and mapped) or
   // auto (ram when they need under a quarter of the available memory); see data::cache_dataset.
@@ -172,18 +182,15 @@ void merge_resumed_recipe(TrainConfig& c, const nlohmann::json& saved, const std
 // The task and input size a config resolves to (task "" = the model's, imgsz 0 = the model's).
 std::string resolved_task(const TrainConfig& c);
 // A fresh run from the CLI: the fields its flags and --config left unset take the task's defaults
-// where they differ from TrainConfig's (the classify tutorial's). --task alone: the task's model
-// (segment: unet_resnet18, detect: yolov8n). segment: dataset segmentation. detect: Ultralytics'
-// default.yaml values (dataset detect, epochs 100, batch 16, optimizer auto, lr 0.01, momentum
-// 0.937, weight decay 5e-4, linear schedule with lrf 0.01 and 3 warm-up epochs, parameter groups,
-// nbs 64, EMA 0.9999 with tau 2000, gradient clipping at 10, augmentation, mosaic 1 closed for the
-// last 10 epochs). Does nothing without c.given (API callers set every field themselves).
+// (task::Task::train_defaults(): segment's model and dataset, detect's Ultralytics values).
+// --task alone also takes the task's model. Does nothing without c.given (API callers set every
+// field themselves).
 void apply_task_defaults(TrainConfig& c);
 // The default of recipe field `key` in a fresh run of `task` (nothing else given), as --help
 // writes it ("segmentation", "100", "0.937", "on"); eval's --dataset takes the model's task's.
 std::string task_default(const std::string& task, const std::string& key);
-// A field's defaults over the tasks where they differ, from the same tables the run applies
-// (TrainConfig, the task defaults, the model registry for kAuto fields): "2 (classify, segment),
+// A field's defaults over the tasks where they differ, from what the run applies (TrainConfig,
+// the tasks' train_defaults(), the model registry for kAuto fields): "2 (classify, segment),
 // 100 (detect)"; "" when every task has the same default.
 std::string defaults_by_task(const RecipeField& f);
 // A field's --help text: its help, its lists, and "[default: ...]" where defaults_by_task says.
@@ -226,7 +233,7 @@ struct TrainResult {
 // to out and to cfg.out, and the losses it prints are means over all ranks.
 TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
 
-// ---- evaluation (classification) -------------------------------------------------------------
+// ---- evaluation (the classification API of earlier versions; other tasks: task::evaluate) -----
 
 struct EvalResult {
   int64_t correct = 0, total = 0;

@@ -207,7 +207,7 @@ int cmd_info() {
   cli::print_library_versions();
   fmt::print("models: {}\n", fmt::join(nn::model_names(), ", "));
   fmt::print("tasks: {}\n", fmt::join(task::task_names(), ", "));
-  fmt::print("datasets: cifar10 (binary folder or .tar.gz, or JPEG/PNG image folder), imagefolder\n");
+  fmt::print("datasets: {}\n", fmt::join(data::dataset_formats(), ", "));
   return 0;
 }
 
@@ -278,7 +278,7 @@ int cmd_eval(const EvalArgs& given) {
     std::fprintf(stderr, "eval: %s has no test split; evaluating val\n", args.data.c_str());
   }
   const EvalArgs& a = args;
-  HPCNET_REQUIRE(a.save_json.empty() || task->name() == "detect",
+  HPCNET_REQUIRE(a.save_json.empty() || task->writes_results(),
                  "--save-json: COCO results are written for detection models only");
   std::shared_ptr<const data::Dataset> ds;
   // Decoded as the task decodes them in training (a reduced JPEG scale where it changes nothing).
@@ -345,35 +345,42 @@ std::string fresh_save_dir(std::string dir, bool exist_ok, bool* renamed) {
     if (std::string d = dir + std::to_string(n); !fs::exists(d, ec)) return d;
 }
 
+struct PredictArgs {
+  std::string weights, model, device = "auto", save;
+  std::vector<std::string> images;  // files or folders
+  int top = 3, threads = 0;
+  int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels;
+  bool json = false, exist_ok = false;
+  task::PredictOptions options;
+};
+
 // Predicts every image of every path (a file, or a folder's images in sorted order). An image
 // that cannot be read is reported on its own line and the others are still predicted; the exit
 // code is then 2.
-int cmd_predict(const std::string& weights, const std::string& model_name,
-                const std::vector<std::string>& paths, int top, bool json, int threads,
-                const std::string& device, const std::string& save_arg, bool exist_ok,
-                int64_t imgsz, task::PredictOptions po) {
-  const Device dev = train::resolve_device(device);
-  HPCNET_REQUIRE(threads >= 0, "--threads must be >= 0 (0 = all cores)");
-  ops::set_num_threads(threads);
-  HPCNET_REQUIRE(top >= 1, "--top must be at least 1");
-  HPCNET_REQUIRE(imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
-  train::LoadedModel m = train::load_model(weights, model_name);
+int cmd_predict(const PredictArgs& a) {
+  const Device dev = train::resolve_device(a.device);
+  HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  ops::set_num_threads(a.threads);
+  HPCNET_REQUIRE(a.top >= 1, "--top must be at least 1");
+  HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
+  train::LoadedModel m = train::load_model(a.weights, a.model);
   m.module->to_(dev);
-  if (imgsz > 0) m.imgsz = imgsz;
+  if (a.imgsz > 0) m.imgsz = a.imgsz;
   const std::unique_ptr<task::Task> task = task_of(m);
   const data::Compose tf = task->eval_transform();
-  po.top = top;
+  task::PredictOptions po = a.options;
+  po.top = a.top;
   HPCNET_REQUIRE(po.conf >= 0 && po.conf <= 1, "--conf must be in [0, 1]");
   HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");
   HPCNET_REQUIRE(po.max_det >= 1, "--max-det must be at least 1");
   std::vector<std::string> images;
-  for (const std::string& p : paths) {
+  for (const std::string& p : a.images) {
     std::vector<std::string> files = data::list_image_files(p);
     images.insert(images.end(), files.begin(), files.end());
   }
   std::optional<MetricsLog> saved_lines;  // --save: predictions.jsonl beside the pictures
   bool renamed = false;
-  const std::string save = save_arg.empty() ? "" : fresh_save_dir(save_arg, exist_ok, &renamed);
+  const std::string save = a.save.empty() ? "" : fresh_save_dir(a.save, a.exist_ok, &renamed);
   if (!save.empty()) {
     std::error_code ec;
     fs::create_directories(save, ec);
@@ -423,24 +430,14 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
                                                  bytes.size()));
         j["saved"].push_back(file);
       }
-      if (p.json.contains("boxes")) {  // detect: YOLO label rows, class cx cy w h conf (0..1)
-        std::string rows;
-        char row[160];
-        for (const auto& bx : p.json["boxes"]) {
-          const double x1 = bx["box"][0], y1 = bx["box"][1], x2 = bx["box"][2], y2 = bx["box"][3];
-          const double W = static_cast<double>(im.width), H = static_cast<double>(im.height);
-          std::snprintf(row, sizeof row, "%lld %.6f %.6f %.6f %.6f %.5f\n",
-                        static_cast<long long>(bx["class"].get<int64_t>()), (x1 + x2) / 2 / W,
-                        (y1 + y2) / 2 / H, (x2 - x1) / W, (y2 - y1) / H, bx["score"].get<double>());
-          rows += row;
-        }
+      if (const std::optional<std::string> rows = task->label_file(p, im.height, im.width)) {
         const std::string file = (fs::path(save) / (base + ".txt")).string();
-        write_file_atomic(file, rows);
+        write_file_atomic(file, *rows);
         j["saved"].push_back(file);
       }
       saved_lines->write(j);
     }
-    if (json)
+    if (a.json)
       std::cout << j.dump() << std::endl;
     else
       std::printf("%s:%s\n", path.c_str(), p.line.c_str());
@@ -448,7 +445,7 @@ int cmd_predict(const std::string& weights, const std::string& model_name,
   if (!save.empty()) {
     std::fflush(stdout);
     const std::string why =
-        renamed ? " (" + save_arg + " holds earlier results; --exist-ok writes into it)" : "";
+        renamed ? " (" + a.save + " holds earlier results; --exist-ok writes into it)" : "";
     std::fprintf(stderr, "hpcnet: results saved to %s%s\n", save.c_str(), why.c_str());
   }
   if (failed > 0 && images.size() > 1) {  // one image: its own line says it all
@@ -617,96 +614,124 @@ int cmd_shard(const ShardArgs& a) {
   return 0;
 }
 
-}  // namespace
+// ---- the command line: one function per command's flags, then the parse and the dispatch
 
-int main(int argc, char** argv) {
-  // Before any OpenMP: a bounded spin-wait unless the user chose one (this may exec again).
-  ops::apply_omp_wait_defaults(argv);
+// " or "-joined names: "a, b or c".
+std::string or_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
+struct TrainArgs {
+  train::TrainConfig config;
+  std::string config_file;  // read by expand_config() before parsing; listed here for --help
+  bool no_progress = false, force_progress = false;
+};
+struct BenchArgs {
+  train::BenchConfig config;
+  bool json = false, no_profile = false;
+};
+struct PlotArgs {
+  std::string run_dir, out;
+};
+
+// Every command's flags and the subcommand that parsed them.
+struct Cli {
   CLI::App app{
       "hpcnet: train and evaluate convolutional networks on CPUs (oneDNN), in C++.\n"
       "The tutorial run:  hpcnet train --data DIR --out runs/lenet",
       "hpcnet"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", cli::version_line());
+  TrainArgs train;
+  EvalArgs eval;
+  PredictArgs predict;
+  BenchArgs bench;
+  ExportArgs exporting;
+  PlotArgs plot;
+  ShardArgs shard;
+  CLI::App *train_cmd = nullptr, *eval_cmd = nullptr, *predict_cmd = nullptr, *bench_cmd = nullptr,
+           *export_cmd = nullptr, *plot_cmd = nullptr, *shard_cmd = nullptr;
+};
 
-  train::TrainConfig tc;
-  CLI::App* t = app.add_subcommand("train", "train a model (the PyTorch CIFAR-10 tutorial by default)");
+const char* const kMaxPixelsHelp =
+    "refuse an image or mask whose header claims more pixels (width x height) than this, "
+    "before decoding it (a guard against decompression bombs)";
+
+CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
+  CLI::App* t =
+      app.add_subcommand("train", "train a model (the PyTorch CIFAR-10 tutorial by default)");
   t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  std::string config_file;  // read by expand_config() before parsing; listed here for --help
-  t->add_option("--config", config_file,
+  t->add_option("--config", a.config_file,
                 "a JSON run recipe (configs/*.json); flags on the command line override it");
-  add_recipe_flags(*t, tc);
-  bool no_progress = false;
-  bool force_progress = false;
-  t->add_flag("--no-progress", no_progress, "never draw the progress bar");
-  t->add_flag("--progress", force_progress,
+  add_recipe_flags(*t, a.config);
+  t->add_flag("--no-progress", a.no_progress, "never draw the progress bar");
+  t->add_flag("--progress", a.force_progress,
               "draw the progress bar even where it is off by default (stdout not a terminal; "
               "under mpirun, srun or torchrun, whose ranks may see a terminal that is not yours)");
+  return t;
+}
 
-  EvalArgs ea;
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   CLI::App* e = app.add_subcommand("eval", "accuracy of trained weights on a split, per class");
-  e->add_option("--weights", ea.weights, "model.safetensors (or checkpoint.safetensors)")->required();
-  e->add_option("--model", ea.model, "model name (default: from the weights file)");
-  e->add_option("--dataset", ea.dataset,
-                "cifar10, imagefolder, segmentation, voc, detect or webdataset (default: the "
-                "model's task's, " +
+  e->add_option("--weights", a.weights, "model.safetensors (or checkpoint.safetensors)")
+      ->required();
+  e->add_option("--model", a.model, "model name (default: from the weights file)");
+  e->add_option("--dataset", a.dataset,
+                or_list(data::dataset_formats()) + " (default: the model's task's, " +
                     train::defaults_by_task(train::recipe_field("dataset")) +
                     "; shards are recognised from --data)");
-  e->add_option("--save-json", ea.save_json,
+  e->add_option("--save-json", a.save_json,
                 "detect: also write the detections as a COCO results file (pycocotools' loadRes)");
-  e->add_option("--data", ea.data, "dataset folder or archive")->required();
-  e->add_option("--split", ea.split,
+  e->add_option("--data", a.data, "dataset folder or archive")->required();
+  e->add_option("--split", a.split,
                 "test or val (default: test; val where the dataset has no test split)")
       ->capture_default_str();
-  e->add_option("--val-split", ea.val_split, "size of the val split (default: from the weights file)");
-  e->add_option("--batch-size", ea.batch_size, "evaluation batch size")->capture_default_str();
-  e->add_option("--workers", ea.workers, "data-loading threads")->capture_default_str();
-  e->add_option("--threads", ea.threads, "CPU threads (0 = all cores)")->capture_default_str();
-  e->add_option("--device", ea.device, "auto, cpu or cuda")->capture_default_str();
-  const char* kMaxPixelsHelp =
-      "refuse an image or mask whose header claims more pixels (width x height) than this, "
-      "before decoding it (a guard against decompression bombs)";
-  e->add_option("--max-image-pixels", ea.max_image_pixels, kMaxPixelsHelp)->capture_default_str();
-  e->add_flag("--json", ea.json, "print one JSON object instead of text");
-  e->add_flag("--tta-flip", ea.tta_flip,
+  e->add_option("--val-split", a.val_split,
+                "size of the val split (default: from the weights file)");
+  e->add_option("--batch-size", a.batch_size, "evaluation batch size")->capture_default_str();
+  e->add_option("--workers", a.workers, "data-loading threads")->capture_default_str();
+  e->add_option("--threads", a.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  e->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
+  e->add_option("--max-image-pixels", a.max_image_pixels, kMaxPixelsHelp)->capture_default_str();
+  e->add_flag("--json", a.json, "print one JSON object instead of text");
+  e->add_flag("--tta-flip", a.tta_flip,
               "test-time augmentation: classify each image and its left-right mirror, sum the "
               "logits (reported as such; training-time validation never uses it)");
+  return e;
+}
 
-  std::string pw, pm, pdevice = "auto";
-  std::vector<std::string> images;
-  int top = 3, pthreads = 0;
-  int64_t pimgsz = 0;
-  bool pjson = false, pexist_ok = false;
+CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   CLI::App* p = app.add_subcommand("predict", "predict images (JPEG or PNG): files or folders");
-  p->add_option("--weights", pw, "model.safetensors")->required();
-  p->add_option("--model", pm, "model name (default: from the weights file)");
-  p->add_option("--top", top, "classes to show per image")->capture_default_str();
-  p->add_option("--imgsz", pimgsz,
+  p->add_option("--weights", a.weights, "model.safetensors")->required();
+  p->add_option("--model", a.model, "model name (default: from the weights file)");
+  p->add_option("--top", a.top, "classes to show per image")->capture_default_str();
+  p->add_option("--imgsz", a.imgsz,
                 "input size the images are brought to (default: the size in the model file, "
                 "the one it was trained at)");
-  p->add_option("--threads", pthreads, "CPU threads (0 = all cores)");
-  p->add_option("--device", pdevice, "auto, cpu or cuda")->capture_default_str();
-  int64_t pmax_pixels = data::kDefaultMaxImagePixels;
-  p->add_option("--max-image-pixels", pmax_pixels, kMaxPixelsHelp)->capture_default_str();
-  p->add_flag("--json", pjson, "one JSON object per image");
-  task::PredictOptions popt;
-  p->add_option("--conf", popt.conf, "detect: smallest score of a box shown")->capture_default_str();
-  p->add_option("--iou", popt.iou, "detect: NMS IoU threshold")->capture_default_str();
-  p->add_option("--max-det", popt.max_det, "detect: most boxes per image")->capture_default_str();
-  std::string psave;
-  p->add_option("--save", psave,
+  p->add_option("--threads", a.threads, "CPU threads (0 = all cores)");
+  p->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
+  p->add_option("--max-image-pixels", a.max_image_pixels, kMaxPixelsHelp)->capture_default_str();
+  p->add_flag("--json", a.json, "one JSON object per image");
+  task::PredictOptions& po = a.options;
+  p->add_option("--conf", po.conf, "detect: smallest score of a box shown")->capture_default_str();
+  p->add_option("--iou", po.iou, "detect: NMS IoU threshold")->capture_default_str();
+  p->add_option("--max-det", po.max_det, "detect: most boxes per image")->capture_default_str();
+  p->add_option("--save", a.save,
                 "write pictures of the predictions there (segment: NAME_mask.png, an index PNG, "
                 "and NAME_overlay.png; detect: NAME_boxes.png, the boxes drawn with class and "
                 "score) and predictions.jsonl; a folder that holds files is kept and the "
                 "results go into a new one beside it, NAME2, NAME3, ... (as Ultralytics)");
-  p->add_flag("--exist-ok", pexist_ok,
+  p->add_flag("--exist-ok", a.exist_ok,
               "--save into the folder given even when it holds earlier results (files of the "
               "same names are replaced)");
-  p->add_option("images", images, "image files, or folders (every image in them, sorted)")
+  p->add_option("images", a.images, "image files, or folders (every image in them, sorted)")
       ->required();
+  return p;
+}
 
-  train::BenchConfig bc;
-  bool bjson = false, bnoprof = false;
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
+  train::BenchConfig& bc = a.config;
   CLI::App* b = app.add_subcommand("bench", "time training steps on synthetic data, per kernel");
   b->add_option("--model", bc.model, "model name")->capture_default_str();
   b->add_option("--imgsz", bc.imgsz, "input size (0 = the model's default)")->capture_default_str();
@@ -714,11 +739,12 @@ int main(int argc, char** argv) {
   b->add_option("--steps", bc.steps, "timed steps")->capture_default_str();
   b->add_option("--warmup", bc.warmup, "untimed steps first")->capture_default_str();
   b->add_option("--threads", bc.threads, "CPU threads (0 = all cores)")->capture_default_str();
-  b->add_option("--precision", bc.precision, "fp32 or bf16 (bfloat16 convolutions)")->capture_default_str();
+  b->add_option("--precision", bc.precision, "fp32 or bf16 (bfloat16 convolutions)")
+      ->capture_default_str();
   b->add_option("--conv-algorithm", bc.conv_algorithm,
                 "float32 CPU convolutions: auto, direct or winograd")
       ->capture_default_str();
-  b->add_flag("--no-profile", bnoprof, "time whole steps only (no per-kernel clock reads)");
+  b->add_flag("--no-profile", a.no_profile, "time whole steps only (no per-kernel clock reads)");
   b->add_flag("--loader", bc.loader,
               "time the input pipeline alone over --data (decode, augment, batch); its last line "
               "is 'loader: N images/s'");
@@ -730,26 +756,33 @@ int main(int argc, char** argv) {
   b->add_option("--cache", bc.cache, "--loader: none, ram, disk or auto")->capture_default_str();
   b->add_option("--epochs", bc.epochs, "--loader: passes over the data (the last is timed)")
       ->capture_default_str();
-  b->add_flag("--json", bjson, "print one JSON object");
+  b->add_flag("--json", a.json, "print one JSON object");
+  return b;
+}
 
-  ExportArgs xa;
+CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
   CLI::App* x = app.add_subcommand("export", "write trained weights as an ONNX model (opset 17)");
-  x->add_option("--weights", xa.weights, "model.safetensors (or checkpoint.safetensors)")->required();
-  x->add_option("--model", xa.model, "model name (default: from the weights file)");
-  x->add_option("--format", xa.format, "onnx")->capture_default_str();
-  x->add_option("--out", xa.out, "output file (default: the weights' name with .onnx)");
-  x->add_option("--imgsz", xa.imgsz, "input height and width (default: the size it was trained at)");
-  x->add_option("--batch", xa.batch, "batch size of the input, or 'dynamic'")->capture_default_str();
-  x->add_option("--save-io", xa.save_io,
+  x->add_option("--weights", a.weights, "model.safetensors (or checkpoint.safetensors)")
+      ->required();
+  x->add_option("--model", a.model, "model name (default: from the weights file)");
+  x->add_option("--format", a.format, "onnx")->capture_default_str();
+  x->add_option("--out", a.out, "output file (default: the weights' name with .onnx)");
+  x->add_option("--imgsz", a.imgsz, "input height and width (default: the size it was trained at)");
+  x->add_option("--batch", a.batch, "batch size of the input, or 'dynamic'")->capture_default_str();
+  x->add_option("--save-io", a.save_io,
                 "also write the traced input and hpcnet's output to this safetensors file (to "
                 "check an ONNX runtime against)");
+  return x;
+}
 
-  std::string plot_dir, plot_out;
+CLI::App* add_plot_command(CLI::App& app, PlotArgs& a) {
   CLI::App* pl = app.add_subcommand("plot", "draw a run's metrics.jsonl as results.png");
-  pl->add_option("rundir", plot_dir, "the run folder (train's --out)")->required();
-  pl->add_option("--out", plot_out, "the PNG file (default: RUNDIR/results.png)");
+  pl->add_option("rundir", a.run_dir, "the run folder (train's --out)")->required();
+  pl->add_option("--out", a.out, "the PNG file (default: RUNDIR/results.png)");
+  return pl;
+}
 
-  ShardArgs sa;
+CLI::App* add_shard_command(CLI::App& app, ShardArgs& a) {
   CLI::App* sh = app.add_subcommand(
       "shard", "write a dataset as WebDataset tar shards (OUT/SPLIT-000000.tar, ...)");
   sh->footer(
@@ -757,80 +790,113 @@ int main(int argc, char** argv) {
       "(YOLO rows, normalised) or KEY.mask.png (segmentation), and KEY.json ({\"source\": ...});\n"
       "keys are sample numbers (000000123); OUT/classes.txt names the classes. Read the shards\n"
       "with: hpcnet train --data 'OUT/train-{000000..000009}.tar' ... (see docs/data.md)");
-  sh->add_option("--data", sa.data,
-                 "the dataset to write: any folder, archive or file hpcnet reads")
+  sh->add_option("--data", a.data, "the dataset to write: any folder, archive or file hpcnet reads")
       ->required();
-  sh->add_option("--out", sa.out, "the folder for the shards (created; must hold no SPLIT-*.tar)")
+  sh->add_option("--out", a.out, "the folder for the shards (created; must hold no SPLIT-*.tar)")
       ->required();
-  sh->add_option("--dataset", sa.dataset,
-                 "cifar10, imagefolder, detect, segmentation, voc or webdataset (default: "
-                 "guessed from --data)");
-  sh->add_option("--split", sa.split, "the split to write, also the shards' name prefix")
+  sh->add_option("--dataset", a.dataset,
+                 or_list(data::dataset_formats()) + " (default: guessed from --data)");
+  sh->add_option("--split", a.split, "the split to write, also the shards' name prefix")
       ->capture_default_str();
-  sh->add_option("--shard-size", sa.shard_size,
+  sh->add_option("--shard-size", a.shard_size,
                  "close a shard before it would pass this size (1GB, 500MB, 64KiB, bytes)")
       ->capture_default_str();
-  sh->add_flag("--shuffle", sa.shuffle, "write the samples in a random order (of --seed)");
-  sh->add_option("--seed", sa.seed, "the shuffle's seed")->capture_default_str();
+  sh->add_flag("--shuffle", a.shuffle, "write the samples in a random order (of --seed)");
+  sh->add_option("--seed", a.seed, "the shuffle's seed")->capture_default_str();
+  return sh;
+}
 
-  app.add_subcommand("info", "build, backends and library versions");
+void add_commands(Cli& c) {
+  c.app.require_subcommand(1);
+  c.app.set_version_flag("--version", cli::version_line());
+  c.train_cmd = add_train_command(c.app, c.train);
+  c.eval_cmd = add_eval_command(c.app, c.eval);
+  c.predict_cmd = add_predict_command(c.app, c.predict);
+  c.bench_cmd = add_bench_command(c.app, c.bench);
+  c.export_cmd = add_export_command(c.app, c.exporting);
+  c.plot_cmd = add_plot_command(c.app, c.plot);
+  c.shard_cmd = add_shard_command(c.app, c.shard);
+  c.app.add_subcommand("info", "build, backends and library versions");
+}
 
+// Parses the command line (after --config's expansion); an exit code when that ends the run
+// (--help, --version, a usage error: one line), nothing when a command is to run.
+std::optional<int> parse_command_line(Cli& c, int argc, char** argv) {
   std::vector<std::string> in_order;  // the arguments, for messages
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     try {
-      args = expand_config(args, *t);
+      args = expand_config(args, *c.train_cmd);
     } catch (const InputError& err) {
       std::fprintf(stderr, "hpcnet: error: %s\n", err.what());
       return 2;
     }
     in_order = args;
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
-    app.parse(args);
+    c.app.parse(args);
   } catch (const CLI::ParseError& err) {
-    if (err.get_exit_code() == 0) return app.exit(err);  // --help, --version
+    if (err.get_exit_code() == 0) return c.app.exit(err);  // --help, --version
     // One line, like every other error (CLI11's own printer adds a second "Run with --help" line).
-    std::string msg = explain_parse_error(app, in_order, err.what());
+    std::string msg = explain_parse_error(c.app, in_order, err.what());
     std::replace(msg.begin(), msg.end(), '\n', ' ');
     while (!msg.empty() && msg.back() == ' ') msg.pop_back();
     std::fprintf(stderr, "hpcnet: error: %s (see hpcnet --help)\n", msg.c_str());
     return 2;
   }
+  return std::nullopt;
+}
+
+int cmd_train(TrainArgs& a, const CLI::App& cmd) {
+  dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
+  train::TrainConfig& tc = a.config;
+  tc.progress = a.no_progress ? 0 : a.force_progress ? 1 : -1;
+  tc.given = given_recipe_keys(cmd);
+  if (tc.augment.empty()) tc.augment = "true";  // --augment without a value
+  const train::TrainResult r = train::run_training(tc, std::cout);
+  dist::finalize();
+  return r.exit_code;  // 130 / 143 when SIGINT / SIGTERM stopped it (checkpoint written)
+}
+
+// Runs the parsed command; its exit code.
+int run_command(Cli& c) {
+  if (c.train_cmd->parsed()) return cmd_train(c.train, *c.train_cmd);
+  if (c.eval_cmd->parsed()) {
+    c.eval.dataset_given = c.eval_cmd->count("--dataset") > 0;
+    c.eval.split_given = c.eval_cmd->count("--split") > 0;
+    return cmd_eval(c.eval);
+  }
+  if (c.predict_cmd->parsed()) {
+    data::set_max_image_pixels(c.predict.max_image_pixels);
+    return cmd_predict(c.predict);
+  }
+  if (c.bench_cmd->parsed()) {
+    train::BenchConfig& bc = c.bench.config;
+    bc.profile = !c.bench.no_profile;
+    if (bc.loader) {
+      if (c.bench_cmd->count("--batch-size") == 0) bc.batch_size = 64;
+      return cmd_bench_loader(bc, c.bench.json);
+    }
+    return cmd_bench(bc, c.bench.json);
+  }
+  if (c.export_cmd->parsed()) return cmd_export(c.exporting);
+  if (c.shard_cmd->parsed()) return cmd_shard(c.shard);
+  if (c.plot_cmd->parsed()) {
+    std::printf("%s\n", train::plot_run(c.plot.run_dir, c.plot.out).c_str());
+    return 0;
+  }
+  return cmd_info();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any OpenMP: a bounded spin-wait unless the user chose one (this may exec again).
+  ops::apply_omp_wait_defaults(argv);
+  Cli cli;
+  add_commands(cli);
+  if (const std::optional<int> done = parse_command_line(cli, argc, argv)) return *done;
   try {
-    if (t->parsed()) {
-      dist::world();  // joins the job's process group (MPI_Init_thread under mpirun or srun)
-      tc.progress = no_progress ? 0 : force_progress ? 1 : -1;
-      tc.given = given_recipe_keys(*t);
-      if (tc.augment.empty()) tc.augment = "true";  // --augment without a value
-      const train::TrainResult r = train::run_training(tc, std::cout);
-      dist::finalize();
-      return r.exit_code;  // 130 / 143 when SIGINT / SIGTERM stopped it (checkpoint written)
-    }
-    if (e->parsed()) {
-      ea.dataset_given = e->count("--dataset") > 0;
-      ea.split_given = e->count("--split") > 0;
-      return cmd_eval(ea);
-    }
-    if (p->parsed()) {
-      data::set_max_image_pixels(pmax_pixels);
-      return cmd_predict(pw, pm, images, top, pjson, pthreads, pdevice, psave, pexist_ok, pimgsz,
-                         popt);
-    }
-    if (b->parsed()) {
-      bc.profile = !bnoprof;
-      if (bc.loader) {
-        if (b->count("--batch-size") == 0) bc.batch_size = 64;
-        return cmd_bench_loader(bc, bjson);
-      }
-      return cmd_bench(bc, bjson);
-    }
-    if (x->parsed()) return cmd_export(xa);
-    if (sh->parsed()) return cmd_shard(sa);
-    if (pl->parsed()) {
-      std::printf("%s\n", train::plot_run(plot_dir, plot_out).c_str());
-      return 0;
-    }
-    return cmd_info();
+    return run_command(cli);
   } catch (const InputError& err) {
     return exit_with_error(2, std::string("hpcnet: error: ") + err.what());
   } catch (const std::exception& err) {

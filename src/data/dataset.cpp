@@ -269,6 +269,12 @@ std::shared_ptr<Dataset> open_cifar10(const std::string& path, const std::string
 
 }  // namespace
 
+const std::vector<std::string>& dataset_formats() {
+  static const std::vector<std::string> names = {"cifar10", "imagefolder", "segmentation",
+                                                 "voc",     "detect",      "webdataset"};
+  return names;
+}
+
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& path,
                                       const std::string& split) {
   // WebDataset shards are known by their form whatever the name (see is_webdataset_path).
@@ -281,8 +287,9 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
     for (const std::string& line : d.report.lines()) std::fprintf(stderr, "%s\n", line.c_str());
     return d.dataset;
   }
-  throw InputError("unknown dataset '" + name +
-                   "'; use cifar10, imagefolder, segmentation, detect or webdataset");
+  std::string known;
+  for (const std::string& n : dataset_formats()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("unknown dataset '" + name + "'; use one of " + known);
 }
 
 bool has_split(const std::string& name, const std::string& path, const std::string& split) {

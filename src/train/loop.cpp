@@ -2,8 +2,10 @@
 // loss -> backward -> SGD, loss lines every log_every mini-batches), plus checkpoints after every
 // epoch, exact resume, metrics (run_metrics.cpp: jsonl, csv, TensorBoard) and a progress bar on
 // terminals; data-parallel over the ranks of dist::world() (DistributedSampler shares, bucketed
-// gradient all-reduce, rank 0 writes). What a target is, the loop leaves to the task; the recipe
-// is recipe.cpp's, the run files checkpoint.cpp's.
+// gradient all-reduce, rank 0 writes). The Trainer at the end of the file runs it in named steps
+// (set-up, epoch, train_step, optimizer_step, validate, save_checkpoint), as Ultralytics'
+// BaseTrainer. What a target is, the loop leaves to the task; the recipe is recipe.cpp's, the run
+// files checkpoint.cpp's.
 #include <signal.h>
 #include <unistd.h>
 
@@ -51,11 +53,12 @@ std::shared_ptr<data::Dataset> open_split(const TrainConfig& c, const std::strin
   // Shards are read by the factory whatever --dataset says (a detect model's default "detect").
   if (c.dataset != "detect" || data::is_webdataset_path(c.data))
     return data::open_dataset(c.dataset, c.data, split);
-  data::DetectionData d = data::load_detection_dataset(c.data, split);
-  if (const std::string none = d.report.no_objects(); !none.empty() && split == "train")
+  data::DetectionData detection = data::load_detection_dataset(c.data, split);
+  if (const std::string none = detection.report.no_objects(); !none.empty() && split == "train")
     throw InputError(none + "; there is nothing to train on");
-  for (const std::string& line : d.report.lines()) std::fprintf(stderr, "%s\n", line.c_str());
-  return d.dataset;
+  for (const std::string& line : detection.report.lines())
+    std::fprintf(stderr, "%s\n", line.c_str());
+  return detection.dataset;
 }
 
 // open_split, done once per job: with several ranks, rank 0 walks the folder (or reads the JSON,
@@ -122,13 +125,14 @@ std::shared_ptr<data::Dataset> open_split_once(const TrainConfig& c, const std::
 // it needs); --cache ram and disk keep images at the size the task's pipelines first resize to.
 Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& task) {
   const int64_t decode_min_side = task.decode_min_side();
-  Data d;
+  Data loaded;
   std::shared_ptr<data::Dataset> full;
   // With several ranks, rank 0 alone downloads (into a folder the ranks share); the rest wait.
   const bool shared_download = c.download && c.dataset == "cifar10" && pg.world_size() > 1;
   if (!shared_download || pg.rank() == 0) {
     try {
-      full = shared_download ? open_split(c, "train") : open_split_once(c, "train", pg, d.notes);
+      full =
+          shared_download ? open_split(c, "train") : open_split_once(c, "train", pg, loaded.notes);
     } catch (const InputError& e) {
       if (!c.download || c.dataset != "cifar10") throw;
       std::fprintf(stderr, "dataset not found (%s); downloading CIFAR-10 into %s\n", e.what(),
@@ -147,34 +151,34 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
     if (!full) full = data::open_dataset(c.dataset, c.data, "train");
   }
   // --cache: decoded images kept in ram, on disk, or decoded as read (the choice and why printed).
-  data::CacheOptions co{c.cache, c.cache_dir, c.threads};
+  data::CacheOptions cache{c.cache, c.cache_dir, c.threads};
   // Images kept at the size both pipelines first resize them to (classify: imgsz x imgsz).
   const std::array<int64_t, 2> keep = task.train_transform().leading_resize();
-  if (keep == task.eval_transform().leading_resize()) co.resize = keep;
+  if (keep == task.eval_transform().leading_resize()) cache.resize = keep;
   auto cached = [&](std::shared_ptr<data::Dataset> ds, const char* split) {
     data::set_decode_min_side(*ds, decode_min_side);
-    data::CachedDataset r = data::cache_dataset(std::move(ds), co);
-    if (!r.line.empty()) d.notes.push_back(std::string(split) + " " + r.line);
+    data::CachedDataset r = data::cache_dataset(std::move(ds), cache);
+    if (!r.line.empty()) loaded.notes.push_back(std::string(split) + " " + r.line);
     return r.dataset;
   };
   std::string index = data::index_fingerprint(*full);
   std::shared_ptr<const data::Dataset> all = cached(full, "train");
-  d.classes = full->classes();
+  loaded.classes = full->classes();
   if (c.val_split > 0) {
     HPCNET_REQUIRE(c.val_split < full->size(),
                    "--val-split " + std::to_string(c.val_split) + " leaves no training images (" +
                        std::to_string(full->size()) + " in the training split)");
     auto split = data::split_train_val(full->size(), c.val_split);
-    d.train = std::make_shared<data::Subset>(all, split.train);
-    d.val = std::make_shared<data::Subset>(all, split.val);
+    loaded.train = std::make_shared<data::Subset>(all, split.train);
+    loaded.val = std::make_shared<data::Subset>(all, split.val);
   } else {
-    d.train = all;
+    loaded.train = all;
     // A dataset with a validation split of its own (segmentation: images/val/) uses it.
     if (data::has_split(c.dataset, c.data, "val")) {
-      std::shared_ptr<data::Dataset> val = open_split_once(c, "val", pg, d.notes);
+      std::shared_ptr<data::Dataset> val = open_split_once(c, "val", pg, loaded.notes);
       index += "+" + data::index_fingerprint(*val);
-      d.val = cached(std::move(val), "val");
-      HPCNET_REQUIRE(d.val->classes() == d.classes,
+      loaded.val = cached(std::move(val), "val");
+      HPCNET_REQUIRE(loaded.val->classes() == loaded.classes,
                      "--data " + c.data + ": the val split's classes differ from train's");
     } else if ((c.dataset == "segmentation" || c.dataset == "voc") && pg.rank() == 0) {
       std::fprintf(stderr,
@@ -184,12 +188,12 @@ Data load_data(const TrainConfig& c, dist::ProcessGroup& pg, const task::Task& t
                    c.data.c_str());
     }
   }
-  d.record = {{"path", c.data},
-              {"dataset", c.dataset},
-              {"train_images", d.train->size()},
-              {"val_images", d.val ? d.val->size() : 0},
-              {"index", index}};
-  return d;
+  loaded.record = {{"path", c.data},
+                   {"dataset", c.dataset},
+                   {"train_images", loaded.train->size()},
+                   {"val_images", loaded.val ? loaded.val->size() : 0},
+                   {"index", index}};
+  return loaded;
 }
 
 // "--data PATH (dataset, N train + M val images, index FINGERPRINT)" of a data record.
@@ -462,233 +466,379 @@ RunFile read_resume(TrainConfig& c) {
   return f;
 }
 
-}  // namespace
+// One epoch's running numbers: where it starts, its loss sums, its time waiting for data and its
+// progress bar.
+struct EpochState {
+  EpochState(int64_t epoch_in, int64_t first_in, std::chrono::steady_clock::time_point start_in,
+             bool show_bar, int64_t epochs, int64_t num_batches, int64_t images_per_step,
+             std::vector<std::string> part_names)
+      : epoch(epoch_in),
+        first(first_in),
+        start(start_in),
+        bar(show_bar, "epoch " + std::to_string(epoch_in + 1) + "/" + std::to_string(epochs),
+            num_batches, images_per_step),
+        parts(std::move(part_names)),
+        steps(first_in) {}
+  int64_t epoch;  // 0-based
+  int64_t first;  // the batch it starts at: a run resumed inside an epoch starts after its
+                  // checkpoint's
+  std::chrono::steady_clock::time_point start;
+  ProgressBar bar;
+  double running_loss = 0, epoch_loss = 0;
+  LossPartSums parts;  // detect's box, cls, dfl
+  int64_t steps;       // batches done, counting those before a resumed checkpoint
+  double wait = 0;     // seconds the training thread waited for batches
+  int64_t images = 0;  // images this rank read
+};
 
-TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
-  TrainConfig cfg = cfg_in;
-  // Resume state is read (once) and checked, and the run's recipe merged in, before anything is
-  // written.
-  std::optional<RunFile> ckpt;
-  if (!cfg.resume.empty())
-    ckpt = read_resume(cfg);
+// The trainer in named steps, as Ultralytics' BaseTrainer: set-up (_setup_train: the recipe, the
+// process group, the data, the model, the optimizer, the replicas, the loaders, the run folder),
+// then epochs of optimizer steps, each complete epoch validated and saved. One object per
+// run_training call; the floating-point work happens in the order of the one function it was.
+class Trainer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Trainer(const TrainConfig& cfg, std::ostream& out_all) : cfg_(cfg), out_all_(out_all) {}
+  TrainResult run();
+
+ private:
+  // ---- set-up
+  void read_recipe();
+  void join_process_group();
+  void restore_counters();
+  void open_data();
+  void build_model();
+  std::unique_ptr<optim::Optimizer> make_optimizer(const nn::NamedTensors& params,
+                                                   double weight_decay) const;
+  void build_optimizer();
+  void restore_checkpoint();
+  void sync_replicas();
+  void build_loaders();
+  void prepare_run_directory();
+  void start_metrics();
+  // ---- training
+  void set_rates(int64_t step, int64_t steps_per_epoch);
+  void refresh_train_loader(int64_t epoch);
+  bool next_batch(EpochState& e, data::Batch& batch);
+  bool run_epoch(int64_t epoch);
+  bool train_step(EpochState& e, data::Batch& batch, int64_t i);
+  bool loss_is_usable(EpochState& e, double loss, int64_t i);
+  bool accumulation_done() const;
+  void optimizer_step();
+  void log_loss(EpochState& e, int64_t i);
+  bool after_step(EpochState& e, int64_t i);
+  nlohmann::json epoch_record(EpochState& e, double seconds);
+  void end_epoch(EpochState& e, nlohmann::json& rec, double seconds);
+  struct Validation {
+    bool improved = false;
+    std::string text;  // "  val_accuracy 52.10%", "" without a val split
+  };
+  Validation validate(int64_t epoch, nlohmann::json& rec);
+  void save_checkpoint(int64_t epoch_step, double epoch_loss, double running_loss);
+  void print_epoch_line(const EpochState& e, const nlohmann::json& rec, const Validation& v,
+                        double seconds);
+  TrainResult finish();
+
+  TrainConfig cfg_;
+  std::ostream& out_all_;
+  std::ostream null_out_{nullptr};  // other ranks print nothing
+  std::ostream* out_ = nullptr;
+  std::optional<RunFile> ckpt_;  // --resume's, until its state is restored
+  FailPoint fail_at_;
+  Device device_;
+  dist::ProcessGroup* pg_ = nullptr;
+  int rank_ = 0, world_ = 1;
+  bool lead_ = true;
+  RunLock run_lock_;
+  std::string out_flag_;
+  TrainState st_;
+  std::unique_ptr<task::Task> task_;
+  Data data_;
+  std::shared_ptr<nn::Module> model_;
+  ModelMeta meta_;
+  nn::NamedTensors trainable_;
+  ResolvedOptimizer resolved_opt_;
+  optim::LrSchedule schedule_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  optim::GroupedOptimizer* groups_ = nullptr;  // opt_ with --param-groups
+  std::unique_ptr<optim::EMA> ema_;
+  std::unique_ptr<dist::GradReducer> reducer_;
+  task::Task::StepRanks step_ranks_;
+  data::DataLoaderOptions loader_options_;
+  std::string loader_transform_;  // the training loader's transforms, as text
+  std::unique_ptr<data::DataLoader> loader_, val_loader_;
+  std::string ckpt_path_, model_path_, best_path_;
+  int64_t resume_epoch_ = 0, resume_step_ = 0;
+  std::unique_ptr<RunMetrics> metrics_;
+  bool show_bar_ = false;
+  TrainResult res_;
+  Clock::time_point start_;
+  int stopped_by_ = 0;  // SIGINT or SIGTERM, once one has stopped the run
+  bool stop_ = false, partial_ = false;
+  int64_t skipped_in_a_row_ = 0;  // --nan-policy skip
+};
+
+TrainResult Trainer::run() {
+  read_recipe();
+  join_process_group();
+  restore_counters();
+  task_ = task::make_task(resolved_task(cfg_), task_options(cfg_));
+  open_data();
+  build_model();
+  build_optimizer();
+  restore_checkpoint();
+  sync_replicas();
+  build_loaders();
+  prepare_run_directory();
+  const StopSignals signals;
+  start_metrics();
+  model_->train();
+  start_ = Clock::now();
+  for (int64_t epoch = st_.epochs_done; epoch < cfg_.epochs && !stop_; ++epoch)
+    if (!run_epoch(epoch)) break;
+  return finish();
+}
+
+// Resume state is read (once) and checked, and the run's recipe merged in, before anything is
+// written.
+void Trainer::read_recipe() {
+  if (!cfg_.resume.empty())
+    ckpt_ = read_resume(cfg_);
   else
-    apply_task_defaults(cfg);  // a detect model's unset fields: Ultralytics' defaults
-  validate(cfg);
-  data::set_max_image_pixels(cfg.max_image_pixels);  // before any dataset is read
-  check_run_directory(cfg);
-  const FailPoint fail_at = parse_fail_at(cfg.fail_at);
-  const Device device = resolve_device(cfg.device);
-  // Data parallelism: this process's place in the group (rank 0 of 1 without a launcher).
-  dist::ProcessGroup& pg = dist::world();
-  const int rank = pg.rank(), world = pg.world_size();
-  const bool lead = rank == 0;
-  std::ostream null_out(nullptr);  // other ranks print nothing
-  std::ostream& out = lead ? out_all : null_out;
+    apply_task_defaults(cfg_);  // the unset fields: the task's defaults (Ultralytics' for detect)
+  train::validate(cfg_);
+  data::set_max_image_pixels(cfg_.max_image_pixels);  // before any dataset is read
+  check_run_directory(cfg_);
+  fail_at_ = parse_fail_at(cfg_.fail_at);
+  device_ = resolve_device(cfg_.device);
+}
+
+// Data parallelism: this process's place in the group (rank 0 of 1 without a launcher).
+void Trainer::join_process_group() {
+  pg_ = &dist::world();
+  rank_ = pg_->rank();
+  world_ = pg_->world_size();
+  lead_ = rank_ == 0;
+  out_ = lead_ ? &out_all_ : &null_out_;
   // One writer per run folder (rank 0's): an existing folder is locked at once, before the data
   // is read, so a second `--exist-ok` or `--resume` of a run still training is refused before
-  // it touches anything; a new folder is locked when it is created, below.
-  RunLock run_lock;
-  const std::string out_flag = (cfg.resume.empty() ? "--out " : "--resume ") + cfg.out;
-  if (std::error_code ec; lead && fs::is_directory(cfg.out, ec))
-    run_lock.acquire(cfg.out, out_flag);
-  HPCNET_REQUIRE(world == 1 || device.is_cpu(),
-                 "--device " + cfg.device + " with " + std::to_string(world) +
+  // it touches anything; a new folder is locked when it is created (prepare_run_directory).
+  out_flag_ = (cfg_.resume.empty() ? "--out " : "--resume ") + cfg_.out;
+  if (std::error_code ec; lead_ && fs::is_directory(cfg_.out, ec))
+    run_lock_.acquire(cfg_.out, out_flag_);
+  HPCNET_REQUIRE(world_ == 1 || device_.is_cpu(),
+                 "--device " + cfg_.device + " with " + std::to_string(world_) +
                      " ranks needs the NCCL process group, which is not implemented yet; use "
                      "--device cpu");
-  if (cfg.threads == 0 && pg.local_size() > 1) {
+  if (cfg_.threads == 0 && pg_->local_size() > 1) {
     // Ranks sharing a node split its cores rather than each taking all of them.
     ops::set_num_threads(0);
-    ops::set_num_threads(std::max(1, ops::get_num_threads() / pg.local_size()));
+    ops::set_num_threads(std::max(1, ops::get_num_threads() / pg_->local_size()));
   } else {
-    ops::set_num_threads(cfg.threads);
+    ops::set_num_threads(cfg_.threads);
   }
-  TrainState st;
-  if (ckpt) {
-    st.epochs_done = ckpt->train->epochs_done;
-    st.steps = ckpt->train->steps;
-    st.optimizer_steps = ckpt->train->optimizer_steps;
-    st.last_opt_step = ckpt->train->last_opt_step;
-    st.epoch_step = ckpt->train->epoch_step;
-    st.best = ckpt->train->best;
-    if (rank == 0) {  // the loss sums are all ranks' (see write_state): rank 0 carries them
-      st.epoch_loss = ckpt->train->epoch_loss;
-      st.running_loss = ckpt->train->running_loss;
-    }
-  }
-  const std::unique_ptr<task::Task> task = task::make_task(resolved_task(cfg), task_options(cfg));
+}
 
-  Data d = load_data(cfg, pg, *task);
-  if (!cfg.quiet)
-    for (const std::string& note : d.notes) out << note << std::endl;
-  if (ckpt && !ckpt->meta.classes.empty() && ckpt->meta.classes != d.classes) {
-    ModelMeta here = ckpt->meta;
-    here.classes = d.classes;
-    const bool names = here.classes.size() == ckpt->meta.classes.size();
-    throw InputError(ckpt->path + " holds " + describe_run(ckpt->meta, names) + "; with --data " +
-                     cfg.data + " it would be " + describe_run(here, names) +
+void Trainer::restore_counters() {
+  if (!ckpt_) return;
+  const TrainState& saved = *ckpt_->train;
+  st_.epochs_done = saved.epochs_done;
+  st_.steps = saved.steps;
+  st_.optimizer_steps = saved.optimizer_steps;
+  st_.last_opt_step = saved.last_opt_step;
+  st_.epoch_step = saved.epoch_step;
+  st_.best = saved.best;
+  if (rank_ == 0) {  // the loss sums are all ranks' (see save_checkpoint): rank 0 carries them
+    st_.epoch_loss = saved.epoch_loss;
+    st_.running_loss = saved.running_loss;
+  }
+}
+
+// The data (load_data), checked against the checkpoint being resumed.
+void Trainer::open_data() {
+  data_ = load_data(cfg_, *pg_, *task_);
+  if (!cfg_.quiet)
+    for (const std::string& note : data_.notes) *out_ << note << std::endl;
+  if (ckpt_ && !ckpt_->meta.classes.empty() && ckpt_->meta.classes != data_.classes) {
+    ModelMeta here = ckpt_->meta;
+    here.classes = data_.classes;
+    const bool names = here.classes.size() == ckpt_->meta.classes.size();
+    throw InputError(ckpt_->path + " holds " + describe_run(ckpt_->meta, names) +
+                     "; with --data " + cfg_.data + " it would be " + describe_run(here, names) +
                      ": resume it with the run's own data");
   }
-  if (ckpt) check_resume_data(*ckpt, d.record, lead);
-  manual_seed(cfg.seed);
-  std::shared_ptr<nn::Module> model = nn::make_model(
-      cfg.model, nn::ModelOptions{static_cast<int64_t>(d.classes.size()), cfg.aux_loss});
-  HPCNET_REQUIRE(d.train->target_kind() == task->target_kind(),
-                 "--task " + task->name() + " needs a dataset of " +
-                     data::target_kind_name(task->target_kind()) + " targets; --dataset " +
-                     cfg.dataset + " holds " + data::target_kind_name(d.train->target_kind()));
-  if (!cfg.weights.empty() && !ckpt) load_initial_weights(cfg, *model);
-  ModelMeta meta;
-  meta.model = cfg.model;
-  meta.task = task->name();
-  meta.classes = d.classes;
-  meta.imgsz = task->options().imgsz;
-  if (task->options().augment == "imagenet") meta.eval_policy = "imagenet";
-  meta.val_split = cfg.val_split;
-  model->to_(device);
-  const nn::NamedTensors trainable = apply_freeze(cfg, *model);
-  HPCNET_REQUIRE(cfg.precision == "fp32" || device.is_cpu(),
+  if (ckpt_) check_resume_data(*ckpt_, data_.record, lead_);
+}
+
+// The model, initialised from --seed (or --weights), on its device, with --freeze, --precision
+// and --conv-algorithm applied; meta_ is what its files record.
+void Trainer::build_model() {
+  manual_seed(cfg_.seed);
+  model_ = nn::make_model(
+      cfg_.model, nn::ModelOptions{static_cast<int64_t>(data_.classes.size()), cfg_.aux_loss});
+  HPCNET_REQUIRE(data_.train->target_kind() == task_->target_kind(),
+                 "--task " + task_->name() + " needs a dataset of " +
+                     data::target_kind_name(task_->target_kind()) + " targets; --dataset " +
+                     cfg_.dataset + " holds " +
+                     data::target_kind_name(data_.train->target_kind()));
+  if (!cfg_.weights.empty() && !ckpt_) load_initial_weights(cfg_, *model_);
+  meta_.model = cfg_.model;
+  meta_.task = task_->name();
+  meta_.classes = data_.classes;
+  meta_.imgsz = task_->options().imgsz;
+  if (task_->options().augment == "imagenet") meta_.eval_policy = "imagenet";
+  meta_.val_split = cfg_.val_split;
+  model_->to_(device_);
+  trainable_ = apply_freeze(cfg_, *model_);
+  HPCNET_REQUIRE(cfg_.precision == "fp32" || device_.is_cpu(),
                  "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
                  "with --device " +
-                     cfg.device);
-  apply_precision(cfg.precision);
-  apply_conv_algorithm(cfg.conv_algorithm);
+                     cfg_.device);
+  apply_precision(cfg_.precision);
+  apply_conv_algorithm(cfg_.conv_algorithm);
+}
+
+std::unique_ptr<optim::Optimizer> Trainer::make_optimizer(const nn::NamedTensors& params,
+                                                          double weight_decay) const {
+  const ResolvedOptimizer& chosen = resolved_opt_;
+  if (chosen.name == "AdamW")
+    return std::make_unique<optim::AdamW>(
+        params,
+        optim::AdamWOptions{chosen.lr, chosen.momentum, cfg_.beta2, cfg_.adam_eps, weight_decay});
+  return std::make_unique<optim::SGD>(
+      params,
+      optim::SGDOptions{chosen.lr, chosen.momentum, cfg_.dampening, weight_decay, chosen.nesterov});
+}
+
+// The optimizer (--optimizer auto: as Ultralytics chooses), its schedule, its parameter groups,
+// and the EMA of the weights.
+void Trainer::build_optimizer() {
   // --optimizer auto (Ultralytics): AdamW at a rate fitted to the class count for short runs.
-  const ResolvedOptimizer ro = resolve_optimizer(cfg, d.train->size(), d.classes.size(), world);
-  if (lead && cfg.optimizer == "auto" && !cfg.quiet)
-    out << "optimizer: 'auto' chose " << ro.name << "(lr=" << ro.lr << ", momentum=" << ro.momentum
-        << ")" << (ro.note.empty() ? "" : " " + ro.note) << std::endl;
-  optim::LrSchedule schedule = make_schedule(cfg);
-  schedule.lr = ro.lr;
-  if (cfg.optimizer == "auto") schedule.warmup_bias_lr = 0.0;  // as Ultralytics' auto
-  auto make_opt = [&](const nn::NamedTensors& params, double wd) -> std::unique_ptr<optim::Optimizer> {
-    if (ro.name == "AdamW")
-      return std::make_unique<optim::AdamW>(
-          params, optim::AdamWOptions{ro.lr, ro.momentum, cfg.beta2, cfg.adam_eps, wd});
-    return std::make_unique<optim::SGD>(
-        params, optim::SGDOptions{ro.lr, ro.momentum, cfg.dampening, wd, ro.nesterov});
-  };
-  std::unique_ptr<optim::Optimizer> opt_ptr;
-  optim::GroupedOptimizer* groups = nullptr;
-  if (cfg.param_groups) {
+  resolved_opt_ = resolve_optimizer(cfg_, data_.train->size(), data_.classes.size(), world_);
+  const ResolvedOptimizer& chosen = resolved_opt_;
+  if (lead_ && cfg_.optimizer == "auto" && !cfg_.quiet)
+    *out_ << "optimizer: 'auto' chose " << chosen.name << "(lr=" << chosen.lr
+          << ", momentum=" << chosen.momentum << ")"
+          << (chosen.note.empty() ? "" : " " + chosen.note) << std::endl;
+  schedule_ = make_schedule(cfg_);
+  schedule_.lr = chosen.lr;
+  if (cfg_.optimizer == "auto") schedule_.warmup_bias_lr = 0.0;  // as Ultralytics' auto
+  if (cfg_.param_groups) {
     // Ultralytics' three groups: decayed weights, norm weights and biases (the last two without
     // weight decay), the decay scaled by the nominal batch.
-    const auto g = optim::ultralytics_param_groups(*model, trainable);
-    const double wd = ro.weight_decay;
+    const auto g = optim::ultralytics_param_groups(*model_, trainable_);
+    const double wd = chosen.weight_decay;
     auto grouped = std::make_unique<optim::GroupedOptimizer>(
         std::vector<nn::NamedTensors>{g[0], g[1], g[2]},
-        [&](const nn::NamedTensors& p, size_t k) { return make_opt(p, k == 0 ? wd : 0.0); });
-    groups = grouped.get();
-    opt_ptr = std::move(grouped);
+        [&](const nn::NamedTensors& p, size_t k) { return make_optimizer(p, k == 0 ? wd : 0.0); });
+    groups_ = grouped.get();
+    opt_ = std::move(grouped);
   } else {
-    opt_ptr = make_opt(trainable, ro.weight_decay);
+    opt_ = make_optimizer(trainable_, chosen.weight_decay);
   }
-  optim::Optimizer& opt = *opt_ptr;
-  // The per-step rates (and SGD momentum during Ultralytics' warm-up) of every group.
-  auto set_rates = [&](int64_t step, int64_t steps_per_epoch) {
-    if (!groups) {
-      opt.set_lr(schedule.lr_at(step, steps_per_epoch, cfg.epochs));
-      if (auto* sgd = dynamic_cast<optim::SGD*>(&opt))
-        sgd->set_momentum(schedule.momentum_at(step, steps_per_epoch, cfg.epochs, cfg.momentum));
-      return;
+  if (cfg_.ema_decay > 0)
+    ema_ = std::make_unique<optim::EMA>(*model_, cfg_.ema_decay, cfg_.ema_tau);
+}
+
+// --resume: the weights, optimizer and EMA state, pending gradients and the random state of the
+// checkpoint (whose memory is then released).
+void Trainer::restore_checkpoint() {
+  if (!ckpt_) return;
+  try {
+    model_->load_state_dict(ckpt_->model);
+    opt_->load_state_dict(ckpt_->optim, st_.optimizer_steps);
+    if (ema_) {
+      ema_->load_state_dict(ckpt_->ema);
+      ema_->set_updates(st_.optimizer_steps);  // one EMA update per optimizer step
     }
-    for (size_t k = 0; k < groups->num_groups(); ++k) {
-      optim::Optimizer& o = groups->group(k);
-      o.set_lr(schedule.group_lr_at(step, steps_per_epoch, cfg.epochs, k == 2));
-      if (auto* sgd = dynamic_cast<optim::SGD*>(&o))
-        sgd->set_momentum(schedule.momentum_at(step, steps_per_epoch, cfg.epochs, cfg.momentum));
-    }
-  };
-  std::unique_ptr<optim::EMA> ema;
-  if (cfg.ema_decay > 0) ema = std::make_unique<optim::EMA>(*model, cfg.ema_decay, cfg.ema_tau);
-  if (ckpt) {
-    try {
-      model->load_state_dict(ckpt->model);
-      opt.load_state_dict(ckpt->optim, st.optimizer_steps);
-      if (ema) {
-        ema->load_state_dict(ckpt->ema);
-        ema->set_updates(st.optimizer_steps);  // one EMA update per optimizer step
-      }
-      restore_accumulated_grads(*ckpt, trainable, device, st);
-    } catch (const InputError& e) {
-      throw InputError(ckpt->path + ": " + e.what());
-    }
-    check_resume_folder(*ckpt, cfg.out);  // not a checkpoint copied into another run's folder
-    default_rng().set_state(ckpt->train->rng);
-    if (lead && ckpt->train->world_size != world)
-      std::fprintf(stderr,
-                   "hpcnet: resuming a run of %d ranks on %d: the global batch is now %lld "
-                   "(%d x %lld per rank)\n",
-                   ckpt->train->world_size, world, static_cast<long long>(world * cfg.batch_size),
-                   world, static_cast<long long>(cfg.batch_size));
-    ckpt.reset();
-    if (!cfg.quiet && st.epochs_done < cfg.epochs)
-      out << "resuming " << cfg.out << " from epoch " << st.epochs_done + 1
-          << (st.epoch_step > 0 ? " step " + std::to_string(st.epoch_step + 1) : std::string())
-          << " (of " << cfg.epochs << ")" << std::endl;
+    restore_accumulated_grads(*ckpt_, trainable_, device_, st_);
+  } catch (const InputError& e) {
+    throw InputError(ckpt_->path + ": " + e.what());
   }
-  // Every replica starts from rank 0's state (ranks wait here for the slowest data loading, hence
-  // the longer timeout), and gradients are averaged over ranks in buckets during backward.
-  std::unique_ptr<dist::GradReducer> reducer;
+  check_resume_folder(*ckpt_, cfg_.out);  // not a checkpoint copied into another run's folder
+  default_rng().set_state(ckpt_->train->rng);
+  if (lead_ && ckpt_->train->world_size != world_)
+    std::fprintf(stderr,
+                 "hpcnet: resuming a run of %d ranks on %d: the global batch is now %lld "
+                 "(%d x %lld per rank)\n",
+                 ckpt_->train->world_size, world_, static_cast<long long>(world_ * cfg_.batch_size),
+                 world_, static_cast<long long>(cfg_.batch_size));
+  ckpt_.reset();
+  if (!cfg_.quiet && st_.epochs_done < cfg_.epochs)
+    *out_ << "resuming " << cfg_.out << " from epoch " << st_.epochs_done + 1
+          << (st_.epoch_step > 0 ? " step " + std::to_string(st_.epoch_step + 1) : std::string())
+          << " (of " << cfg_.epochs << ")" << std::endl;
+}
+
+// Every replica starts from rank 0's state (ranks wait here for the slowest data loading, hence
+// the longer timeout), and gradients are averaged over ranks in buckets during backward.
+void Trainer::sync_replicas() {
+  dist::ProcessGroup& pg = *pg_;
   // Sums doubles over the ranks (the loss normaliser of detect, SyncBatchNorm's statistics).
-  const F::RankSum rank_sum = [&pg](double* d, size_t n) { pg.allreduce_sum(d, n); };
-  const task::Task::StepRanks step_ranks{world, world > 1 ? rank_sum : F::RankSum{}};
-  if (world > 1) {
-    pg.set_timeout(cfg.dist_timeout > 0 ? std::max(cfg.dist_timeout, 600.0) : 0);
-    for (auto& [n, t] : model->state_dict()) pg.broadcast(t, 0);
-    for (auto& [n, t] : opt.state_dict()) pg.broadcast(t, 0);
-    if (ema)
-      for (auto& [n, t] : ema->state_dict()) pg.broadcast(t, 0);
-    pg.set_timeout(cfg.dist_timeout);
-    std::vector<Tensor> trained;
-    // Parameters the model itself keeps fixed (yolov8's DFL projection) have no gradient.
-    for (const auto& [n, t] : trainable)
-      if (t.requires_grad()) trained.push_back(t);
-    // --sync-bn: every BatchNorm normalises with the statistics of all ranks' batches.
-    if (cfg.sync_bn)
-      for (auto& [name, m] : model->named_modules())
-        if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) bn->sync = rank_sum;
-    reducer = std::make_unique<dist::GradReducer>(
-        pg, trained, dist::ReducerOptions{static_cast<size_t>(cfg.bucket_kb) * 1024});
-  }
+  const F::RankSum rank_sum = [group = pg_](double* d, size_t n) { group->allreduce_sum(d, n); };
+  step_ranks_ = task::Task::StepRanks{world_, world_ > 1 ? rank_sum : F::RankSum{}};
+  if (world_ == 1) return;
+  pg.set_timeout(cfg_.dist_timeout > 0 ? std::max(cfg_.dist_timeout, 600.0) : 0);
+  for (auto& [n, t] : model_->state_dict()) pg.broadcast(t, 0);
+  for (auto& [n, t] : opt_->state_dict()) pg.broadcast(t, 0);
+  if (ema_)
+    for (auto& [n, t] : ema_->state_dict()) pg.broadcast(t, 0);
+  pg.set_timeout(cfg_.dist_timeout);
+  std::vector<Tensor> trained;
+  // Parameters the model itself keeps fixed (yolov8's DFL projection) have no gradient.
+  for (const auto& [n, t] : trainable_)
+    if (t.requires_grad()) trained.push_back(t);
+  // --sync-bn: every BatchNorm normalises with the statistics of all ranks' batches.
+  if (cfg_.sync_bn)
+    for (auto& [name, m] : model_->named_modules())
+      if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) bn->sync = rank_sum;
+  reducer_ = std::make_unique<dist::GradReducer>(
+      pg, trained, dist::ReducerOptions{static_cast<size_t>(cfg_.bucket_kb) * 1024});
+}
 
-  data::DataLoaderOptions lo;
-  lo.batch_size = cfg.batch_size;
-  lo.shuffle = true;
-  lo.drop_last = false;
-  lo.num_workers = cfg.workers;
+// The data pipeline: the training loader (this rank's share of every epoch, the task's
+// transforms) and the validation loader (this rank's slice of the val split).
+void Trainer::build_loaders() {
+  data::DataLoaderOptions& opts = loader_options_;
+  opts.batch_size = cfg_.batch_size;
+  opts.shuffle = true;
+  opts.drop_last = false;
+  opts.num_workers = cfg_.workers;
   // Small batches are cheap to hold: a deeper ring lets workers run ahead in bursts.
-  lo.prefetch_factor = cfg.workers > 0 ? std::max<int64_t>(2, 16 / cfg.workers) : 2;
-  lo.seed = cfg.seed;
-  lo.rank = rank;  // DistributedSampler: this rank's share of every epoch
-  lo.world_size = world;
-  lo.shuffle_buffer = cfg.shuffle_buffer;  // > 0: shards streamed in turn through a buffer
-  data::Compose first_tf = task->train_transform(st.epochs_done, cfg.epochs);
-  std::string loader_tf = first_tf.str();
-  auto loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(first_tf), lo);
-  std::unique_ptr<data::DataLoader> val_loader;
-  if (d.val) {
-    data::DataLoaderOptions vo;
-    vo.batch_size = task->val_batch_size(cfg.batch_size);
-    vo.num_workers = std::min(cfg.workers, 1);
-    std::shared_ptr<const data::Dataset> val = d.val;
-    if (world > 1) {  // this rank's slice: positions rank, rank + W, ...
-      std::vector<int64_t> mine;
-      for (int64_t i = rank; i < val->size(); i += world) mine.push_back(i);
-      val = std::make_shared<data::Subset>(val, std::move(mine));
-    }
-    val_loader = std::make_unique<data::DataLoader>(val, task->eval_transform(), vo);
+  opts.prefetch_factor = cfg_.workers > 0 ? std::max<int64_t>(2, 16 / cfg_.workers) : 2;
+  opts.seed = cfg_.seed;
+  opts.rank = rank_;  // DistributedSampler: this rank's share of every epoch
+  opts.world_size = world_;
+  opts.shuffle_buffer = cfg_.shuffle_buffer;  // > 0: shards streamed in turn through a buffer
+  data::Compose first_tf = task_->train_transform(st_.epochs_done, cfg_.epochs);
+  loader_transform_ = first_tf.str();
+  loader_ = std::make_unique<data::DataLoader>(data_.train, std::move(first_tf), opts);
+  if (!data_.val) return;
+  data::DataLoaderOptions val_opts;
+  val_opts.batch_size = task_->val_batch_size(cfg_.batch_size);
+  val_opts.num_workers = std::min(cfg_.workers, 1);
+  std::shared_ptr<const data::Dataset> val = data_.val;
+  if (world_ > 1) {  // this rank's slice: positions rank, rank + W, ...
+    std::vector<int64_t> mine;
+    for (int64_t i = rank_; i < val->size(); i += world_) mine.push_back(i);
+    val = std::make_shared<data::Subset>(val, std::move(mine));
   }
+  val_loader_ = std::make_unique<data::DataLoader>(val, task_->eval_transform(), val_opts);
+}
 
-  if (lead) {
+// The run folder (rank 0's): created and locked, temporary files of dead writers removed, and
+// with --exist-ok the replaced run's model files and checkpoint.
+void Trainer::prepare_run_directory() {
+  if (lead_) {
     // An unusable --out is the user's to fix (exit 2), like bad data.
     std::error_code ec;
-    fs::create_directories(cfg.out, ec);
-    if (ec || !fs::is_directory(cfg.out))
-      throw InputError("--out " + cfg.out + ": cannot create the run directory (" +
+    fs::create_directories(cfg_.out, ec);
+    if (ec || !fs::is_directory(cfg_.out))
+      throw InputError("--out " + cfg_.out + ": cannot create the run directory (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
-    run_lock.acquire(cfg.out, out_flag);
+    run_lock_.acquire(cfg_.out, out_flag_);
     // Temporary files of writers that died mid-write (NAME.tmp.PID of a process that is gone).
-    for (const auto& e : fs::directory_iterator(cfg.out, ec)) {
+    for (const auto& e : fs::directory_iterator(cfg_.out, ec)) {
       const std::string name = e.path().filename().string();
       const size_t at = name.rfind(".tmp.");
       if (at == std::string::npos || !e.is_regular_file(ec)) continue;
@@ -699,334 +849,413 @@ TrainResult run_training(const TrainConfig& cfg_in, std::ostream& out_all) {
         fs::remove(e.path(), ec);
     }
     // --exist-ok replaces the run there: its checkpoint must not be resumed by mistake later.
-    if (cfg.resume.empty())
+    if (cfg_.resume.empty())
       for (const char* f : {"checkpoint.safetensors", "model.safetensors", "best.safetensors"})
-        fs::remove(fs::path(cfg.out) / f, ec);
+        fs::remove(fs::path(cfg_.out) / f, ec);
   }
-  const std::string ckpt_path = (fs::path(cfg.out) / "checkpoint.safetensors").string();
-  const std::string model_path = (fs::path(cfg.out) / "model.safetensors").string();
-  const std::string best_path = (fs::path(cfg.out) / "best.safetensors").string();
-  // The checkpoint of the run as it stands (every rank calls this: the loss sums are reduced).
-  auto write_state = [&](int64_t epoch_step, double epoch_loss, double running_loss) {
-    double sums[2] = {epoch_loss, running_loss};
-    if (world > 1) pg.allreduce_sum(sums, 2);
-    if (!lead) return;
-    st.rng = default_rng().state();
-    st.recipe = recipe_json(cfg);
-    st.data = d.record;
-    st.world_size = world;
-    st.epoch_step = epoch_step;
-    st.epoch_loss = sums[0];
-    st.running_loss = sums[1];
-    // Between two optimizer steps of an accumulation the gradients summed so far go along.
-    nn::NamedTensors grads;
-    if (st.last_opt_step < st.steps - 1)
-      for (const auto& [n, t] : trainable)
-        if (t.grad().defined()) grads.emplace_back(n, t.grad());
-    write_checkpoint(ckpt_path, meta, model->state_dict(), opt.state_dict(),
-                     ema ? ema->state_dict() : nn::NamedTensors{}, st, grads);
-  };
-  StopSignals signals;
-  int stopped_by = 0;  // SIGINT or SIGTERM, once one has stopped the run
-  const int64_t resume_epoch = st.epochs_done, resume_step = st.epoch_step;
-  // metrics.jsonl, metrics.csv and the TensorBoard events, kept by rank 0 alone.
-  RunMetrics metrics(lead, cfg.out, st.epochs_done > 0 || st.epoch_step > 0,
-                     {task->make_metric(d.classes)->value_keys(), task->loss_part_names()});
-  {
-    nlohmann::json rec = {{"event", "start"},
-                          {"config", recipe_json(cfg)},
-                          {"train_images", d.train->size()},
-                          {"val_images", d.val ? d.val->size() : 0},
-                          {"start_epoch", st.epochs_done + 1},
-                          {"threads", ops::get_num_threads()}};
-    if (!cfg.freeze.empty()) {
-      int64_t n = 0;
-      for (const auto& [name, t] : trainable) n += t.numel();
-      rec["trainable_parameters"] = n;
-      rec["frozen_parameters"] = model->num_parameters() - n;
-    }
-    if (world > 1) {
-      rec["world_size"] = world;
-      rec["global_batch_size"] = world * cfg.batch_size;
-      rec["allreduce_floats_per_step"] = reducer->num_floats();
-      rec["allreduce_buckets"] = reducer->num_buckets();
-    }
-    metrics.write(rec, st.steps);
-  }
+  ckpt_path_ = (fs::path(cfg_.out) / "checkpoint.safetensors").string();
+  model_path_ = (fs::path(cfg_.out) / "model.safetensors").string();
+  best_path_ = (fs::path(cfg_.out) / "best.safetensors").string();
+}
 
-  const bool show_bar = lead && show_progress_bar(cfg.progress, stdout_is_tty(), under_launcher());
-  TrainResult res;
-  res.world_size = world;
-  model->train();
-  using clock = std::chrono::steady_clock;
-  auto t_start = clock::now();
-  bool stop = false, partial = false;
-  int64_t skipped_in_a_row = 0;  // --nan-policy skip
-  for (int64_t epoch = st.epochs_done; epoch < cfg.epochs && !stop; ++epoch) {
-    auto t_epoch = clock::now();
-    // A run resumed inside an epoch starts at the batch after its checkpoint's.
-    const int64_t first = epoch == resume_epoch ? resume_step : 0;
-    {  // detect's close_mosaic: the epoch's transforms, when they changed
-      data::Compose tf = task->train_transform(epoch, cfg.epochs);
-      std::string text = tf.str();
-      if (text != loader_tf) {
-        loader_tf = std::move(text);
-        loader_ptr = std::make_unique<data::DataLoader>(d.train, std::move(tf), lo);
-        if (!cfg.quiet) out << "epoch " << epoch + 1 << ": " << loader_tf << std::endl;
-      }
-    }
-    data::DataLoader& loader = *loader_ptr;
-    loader.begin_epoch(epoch, first);
-    ProgressBar bar(show_bar,
-                    "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
-                    loader.num_batches(), world * cfg.batch_size);
-    double running_loss = first ? st.running_loss : 0, epoch_loss = first ? st.epoch_loss : 0;
-    LossPartSums epoch_parts(task->loss_part_names());  // detect's box, cls, dfl
-    int64_t epoch_steps = first;
-    data::Batch batch;
-    double epoch_wait = 0;  // seconds the training thread waited for batches this epoch
-    int64_t epoch_images = 0;  // images this rank read this epoch
-    auto next_batch = [&] {  // times how long the step waits for data
-      auto t0 = clock::now();
-      bool more = loader.next(batch);
-      const double w = std::chrono::duration<double>(clock::now() - t0).count();
-      res.data_wait_seconds += w;
-      epoch_wait += w;
-      epoch_images += more ? batch.size : 0;
-      // The bar says so when the loader, not the model, sets the pace.
-      const double so_far = std::chrono::duration<double>(clock::now() - t_epoch).count();
-      bar.set_note(so_far > 2 && epoch_wait > 0.2 * so_far
-                       ? "data-bound: waiting " + std::to_string(static_cast<int>(
-                                                      100 * epoch_wait / so_far)) +
-                             "%, add --workers or --cache"
-                       : "");
-      return more;
-    };
-    for (int64_t i = first; next_batch(); ++i) {
-      const bool nan_now = fail_at.rank == rank && res.steps + 1 >= fail_at.step &&
-                           fail_at.mode == "nan";  // this rank's loss, from that step on
-      if (fail_at.rank == rank && res.steps + 1 == fail_at.step && fail_at.mode != "nan")
-        fail_now(fail_at);
-      set_rates(st.steps, loader.num_batches());
-      if (!device.is_cpu()) {
-        batch.images = batch.images.to(device);
-        batch.labels = batch.labels.to(device);
-        if (batch.masks.defined()) batch.masks = batch.masks.to(device);
-      }
-      Tensor loss = task->train_loss(model->forward_all(batch.images), batch, step_ranks);
-      // Checked before the step, so the weights are still the last finite ones.
-      double l = task->train_loss_for_log(loss.item(), batch, step_ranks);
-      if (nan_now) l = std::numeric_limits<double>::quiet_NaN();
-      // Every rank stops at the same step, naming the ranks whose loss was not finite (one rank
-      // alone stopping would leave the others waiting in the gradient all-reduce).
-      const std::string bad = nonfinite_ranks(pg, l);
-      const std::string where = "at epoch " + std::to_string(epoch + 1) + " step " +
-                                std::to_string(i + 1);
-      if (!bad.empty() && cfg.nan_policy == "skip" && skipped_in_a_row < 10) {
-        // Dropped on every rank alike (they all saw the same verdict): no gradient, no step.
-        ++skipped_in_a_row;
-        ++res.skipped_steps;
-        if (lead) {
-          bar.clear();
-          std::fprintf(stderr, "hpcnet: loss became %s %s: batch skipped (--nan-policy skip; %lld "
-                       "so far)\n", bad.c_str(), where.c_str(),
-                       static_cast<long long>(res.skipped_steps));
-        }
-        metrics.write({{"event", "skipped"}, {"epoch", epoch + 1}, {"step", i + 1},
-                       {"loss", bad}, {"skipped_steps", res.skipped_steps}},
-                      st.steps);
-      } else if (!bad.empty()) {  // a failure of the run (exit 1), not of hpcnet
-        throw Error("loss became " + bad + " " + where +
-                    (skipped_in_a_row ? " (and in the " + std::to_string(skipped_in_a_row) +
-                                            " batches before it, skipped)"
-                                      : std::string()) +
-                    "; nothing after the last checkpoint is saved (" +
-                    (fs::exists(ckpt_path) ? ckpt_path + " holds it" : std::string("none yet")) +
-                    "); lower --lr or use --clip-grad-norm");
-      } else {
-        skipped_in_a_row = 0;
-      }
-      const bool skipped = !bad.empty();  // --nan-policy skip dropped this batch
-      if (skipped)
-        ;
-      else if (reducer)
-        reducer->backward(loss);  // gradients averaged over ranks
-      else
-        loss.backward();
-      // Ultralytics' accumulation (--nbs): gradients are summed over batches until those since
-      // the last optimizer step reach `accumulate`; then clip, step, zero and update the EMA.
-      if (!skipped && st.steps - st.last_opt_step >=
-                          schedule.accumulate_at(st.steps, loader.num_batches(), cfg.epochs,
-                                                 cfg.nbs, world * cfg.batch_size)) {
-        if (cfg.clip_grad_norm > 0)
-          optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
-        opt.step();
-        opt.zero_grad();
-        if (ema) ema->update(*model);
-        st.last_opt_step = st.steps;
-        ++st.optimizer_steps;
-      }
-      if (!skipped) {  // a skipped batch adds nothing to the loss sums
-        running_loss += l;
-        epoch_loss += l;
-        epoch_parts.add(task->last_loss_parts());
-      }
-      ++epoch_steps;
-      ++st.steps;
-      ++res.steps;
-      res.images += batch.size * world;  // batch b has the same size on every rank
-      if ((i + 1) % cfg.log_every == 0) {
-        bar.clear();
-        if (world > 1) pg.allreduce_sum(&running_loss, 1);  // the mean over every rank's batches
-        double avg = running_loss / (cfg.log_every * world);
-        char line[64];
-        std::snprintf(line, sizeof line, "[%lld, %5lld] loss: %.3f",
-                      static_cast<long long>(epoch + 1), static_cast<long long>(i + 1), avg);
-        if (!cfg.quiet) out << line << std::endl;
-        res.last_report_loss = avg;
-        double el = std::chrono::duration<double>(clock::now() - t_start).count();
-        metrics.write({{"event", "log"},
-                       {"epoch", epoch + 1},
-                       {"step", i + 1},
-                       {"loss", avg},
-                       {"lr", opt.lr()},
-                       {"elapsed_s", el}},
-                      st.steps);
-        running_loss = 0;
-      }
-      bar.update(i + 1);
-      // A signal, or --save-every: the checkpoint of this step (at the epoch's last batch the
-      // epoch's own checkpoint follows; a signal then stops the run after it).
-      const int sig = agreed_stop_signal(pg);
-      const bool last_batch = i + 1 == loader.num_batches();
-      if (!last_batch && (sig || (cfg.save_every > 0 && st.steps % cfg.save_every == 0)))
-        write_state(i + 1, epoch_loss, running_loss);
-      if (sig) {
-        stopped_by = sig;
-        stop = true;
-        break;
-      }
-      if (cfg.max_steps > 0 && res.steps >= cfg.max_steps) {
-        stop = true;
-        break;
-      }
-    }
-    // The step limit may fall on the epoch's last batch: that epoch is complete.
-    partial = stop && epoch_steps < loader.num_batches();
-    bar.clear();
-    double epoch_s = std::chrono::duration<double>(clock::now() - t_epoch).count();
-    res.train_seconds += epoch_s;
-    if (world > 1) pg.allreduce_sum(&epoch_loss, 1);
-    nlohmann::json rec = {
-        {"event", "epoch"},
-        {"epoch", epoch + 1},
-        {"steps", epoch_steps},
-        {"train_loss", epoch_steps ? epoch_loss / (epoch_steps * world) : 0.0},
-        {"seconds", epoch_s},
-        {"images_per_sec", epoch_s > 0 ? epoch_steps * cfg.batch_size * world / epoch_s : 0},
-        {"data_wait_seconds", epoch_wait},
-        {"data_wait_share", epoch_s > 0 ? epoch_wait / epoch_s : 0.0}};
-    {  // each rank's share of the images read (DistributedSampler): one number per rank
-      std::vector<double> per_rank(static_cast<size_t>(world), 0.0);
-      per_rank[static_cast<size_t>(rank)] = static_cast<double>(epoch_images);
-      if (world > 1) pg.allreduce_sum(per_rank.data(), per_rank.size());
-      rec["images_read_per_rank"] = per_rank;
-    }
-    epoch_parts.put_means(rec, "train_", pg);
-    if (partial) break;  // a partial epoch is not checkpointed (a signal's was, above)
-    st.epochs_done = epoch + 1;
-    // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
-    dist::check_same_on_all_ranks(pg, model->parameters(),
-                                  "model parameters after epoch " + std::to_string(epoch + 1));
-    // With an EMA, evaluation and the model files use the averaged weights.
-    if (ema) ema->swap(*model);
-    // Without --sync-bn each rank's BatchNorm statistics follow its own batches: every rank
-    // evaluates with rank 0's, the ones saved (DDP broadcasts them at every forward).
-    if (world > 1)
-      for (auto& [n, t] : model->named_buffers()) pg.broadcast(t, 0);
-    bool improved = false;
-    std::string val_text;
-    if (val_loader) {
-      task::LossSum val_loss;
-      // The screen is not blank while validation runs: a bar of its own, erased at the end.
-      ProgressBar val_bar(show_bar,
-                          "val " + std::to_string(epoch + 1) + "/" + std::to_string(cfg.epochs),
-                          val_loader->num_batches(), world * val_loader->options().batch_size);
-      // Validation's tensors have other shapes than training's (no graph, often another batch
-      // size), so the CPU allocator's cached blocks of one fit the other badly: held across,
-      // they add up (a U-Net epoch side by side with smp, validating at batch 64, peaked at
-      // 2,789 MB against 2,518). Handing them back on both sides makes the peak the larger of
-      // the two, for one step of fresh allocations after each validation.
-      cpu_allocator_release_cached();
-      std::unique_ptr<task::Metric> ev =
-          evaluate_sharded(pg, *task, *model, *val_loader, &val_loss,
-                           [&](int64_t done) { val_bar.update(done); });
-      cpu_allocator_release_cached();
-      val_bar.clear();
-      rec["val_loss"] = val_loss.mean();
-      put_named(rec, "val_", task->loss_part_names(), val_loss.part_means());
-      res.val_accuracy = ev->value();
-      put_named(rec, "", ev->value_keys(), ev->values());
-      improved = std::isfinite(ev->value()) && (!st.best || ev->value() > *st.best);
-      if (improved) st.best = ev->value();
-      val_text = "  " + ev->value_text();
-    }
-    rec["lr"] = opt.lr();
-    metrics.write(rec, st.steps);
-    // The model files first, the checkpoint last: killed in between, a resume redoes the epoch.
-    if (lead) save_model(model_path, *model, meta);
-    if (lead && improved) save_model(best_path, *model, meta);  // by the validation metric
-    if (ema) ema->swap(*model);
-    write_state(0, 0, 0);
-    if (!cfg.quiet) {
-      char line[200];
-      const double lr = opt.lr();
-      std::snprintf(line, sizeof line, "epoch %lld/%lld  train_loss %.3f%s  lr %s  %.1f s",
-                    static_cast<long long>(epoch + 1), static_cast<long long>(cfg.epochs),
-                    rec["train_loss"].get<double>(), val_text.c_str(),
-                    (lr != 0 && lr < 1e-3 ? fmt_lr("%.2e", lr) : fmt_lr("%.4f", lr)).c_str(),
-                    epoch_s);
-      out << line;
-      // Waiting for data is worth a word only when it is a real part of the epoch.
-      if (epoch_s > 0 && epoch_wait >= 0.1 * epoch_s)
-        out << "  data wait " << static_cast<int>(100 * epoch_wait / epoch_s) << "%";
-      out << std::endl;
-    }
+// metrics.jsonl, metrics.csv and the TensorBoard events, kept by rank 0 alone, opened with the
+// run's "start" record.
+void Trainer::start_metrics() {
+  resume_epoch_ = st_.epochs_done;
+  resume_step_ = st_.epoch_step;
+  metrics_ = std::make_unique<RunMetrics>(
+      lead_, cfg_.out, st_.epochs_done > 0 || st_.epoch_step > 0,
+      RunMetricKeys{task_->make_metric(data_.classes)->value_keys(), task_->loss_part_names()});
+  nlohmann::json rec = {{"event", "start"},
+                        {"config", recipe_json(cfg_)},
+                        {"train_images", data_.train->size()},
+                        {"val_images", data_.val ? data_.val->size() : 0},
+                        {"start_epoch", st_.epochs_done + 1},
+                        {"threads", ops::get_num_threads()}};
+  if (!cfg_.freeze.empty()) {
+    int64_t n = 0;
+    for (const auto& [name, t] : trainable_) n += t.numel();
+    rec["trainable_parameters"] = n;
+    rec["frozen_parameters"] = model_->num_parameters() - n;
   }
-  if (partial && !stopped_by && lead) {
-    if (ema) ema->swap(*model);
-    save_model(model_path, *model, meta);
-    if (ema) ema->swap(*model);
+  if (world_ > 1) {
+    rec["world_size"] = world_;
+    rec["global_batch_size"] = world_ * cfg_.batch_size;
+    rec["allreduce_floats_per_step"] = reducer_->num_floats();
+    rec["allreduce_buckets"] = reducer_->num_buckets();
   }
-  metrics.write({{"event", "end"},
-                 {"steps", res.steps},
-                 {"images", res.images},
-                 {"train_seconds", res.train_seconds},
-                 {"images_per_sec", res.train_seconds > 0 ? res.images / res.train_seconds : 0.0},
-                 {"last_report_loss", res.last_report_loss},
-                 {"val_accuracy", res.val_accuracy},
-                 {"data_wait_seconds", res.data_wait_seconds}},
-                st.steps);
-  if (stopped_by) {
-    res.exit_code = 128 + stopped_by;
-    const char* signame = stopped_by == SIGTERM ? "SIGTERM" : "SIGINT";
-    const int64_t at_epoch = st.epochs_done + (st.epoch_step > 0 ? 1 : 0);
-    metrics.write({{"event", "stopped"},
-                   {"signal", signame},
-                   {"epoch", at_epoch},
-                   {"epoch_step", st.epoch_step},
-                   {"steps", st.steps}},
-                  st.steps);
-    if (lead)
+  metrics_->write(rec, st_.steps);
+  show_bar_ = lead_ && show_progress_bar(cfg_.progress, stdout_is_tty(), under_launcher());
+  res_.world_size = world_;
+}
+
+// The per-step rates (and SGD momentum during Ultralytics' warm-up) of every group.
+void Trainer::set_rates(int64_t step, int64_t steps_per_epoch) {
+  if (!groups_) {
+    opt_->set_lr(schedule_.lr_at(step, steps_per_epoch, cfg_.epochs));
+    if (auto* sgd = dynamic_cast<optim::SGD*>(opt_.get()))
+      sgd->set_momentum(schedule_.momentum_at(step, steps_per_epoch, cfg_.epochs, cfg_.momentum));
+    return;
+  }
+  for (size_t k = 0; k < groups_->num_groups(); ++k) {
+    optim::Optimizer& o = groups_->group(k);
+    o.set_lr(schedule_.group_lr_at(step, steps_per_epoch, cfg_.epochs, k == 2));
+    if (auto* sgd = dynamic_cast<optim::SGD*>(&o))
+      sgd->set_momentum(schedule_.momentum_at(step, steps_per_epoch, cfg_.epochs, cfg_.momentum));
+  }
+}
+
+// detect's close_mosaic: the epoch's transforms, when they changed, make a new training loader.
+void Trainer::refresh_train_loader(int64_t epoch) {
+  data::Compose tf = task_->train_transform(epoch, cfg_.epochs);
+  std::string text = tf.str();
+  if (text == loader_transform_) return;
+  loader_transform_ = std::move(text);
+  loader_ = std::make_unique<data::DataLoader>(data_.train, std::move(tf), loader_options_);
+  if (!cfg_.quiet) *out_ << "epoch " << epoch + 1 << ": " << loader_transform_ << std::endl;
+}
+
+// The next batch of the epoch, timing how long the step waits for data.
+bool Trainer::next_batch(EpochState& e, data::Batch& batch) {
+  auto t0 = Clock::now();
+  bool more = loader_->next(batch);
+  const double w = std::chrono::duration<double>(Clock::now() - t0).count();
+  res_.data_wait_seconds += w;
+  e.wait += w;
+  e.images += more ? batch.size : 0;
+  // The bar says so when the loader, not the model, sets the pace.
+  const double so_far = std::chrono::duration<double>(Clock::now() - e.start).count();
+  e.bar.set_note(so_far > 2 && e.wait > 0.2 * so_far
+                     ? "data-bound: waiting " +
+                           std::to_string(static_cast<int>(100 * e.wait / so_far)) +
+                           "%, add --workers or --cache"
+                     : "");
+  return more;
+}
+
+// One epoch: its batches, then, when it is complete, validation and saving (end_epoch). Returns
+// false when the run stopped inside it (a partial epoch, not checkpointed here).
+bool Trainer::run_epoch(int64_t epoch) {
+  const Clock::time_point start = Clock::now();
+  refresh_train_loader(epoch);
+  const int64_t first = epoch == resume_epoch_ ? resume_step_ : 0;
+  data::DataLoader& loader = *loader_;
+  loader.begin_epoch(epoch, first);
+  EpochState e(epoch, first, start, show_bar_, cfg_.epochs, loader.num_batches(),
+               world_ * cfg_.batch_size, task_->loss_part_names());
+  if (first) {
+    e.running_loss = st_.running_loss;
+    e.epoch_loss = st_.epoch_loss;
+  }
+  data::Batch batch;
+  for (int64_t i = first; next_batch(e, batch); ++i)
+    if (train_step(e, batch, i)) {
+      stop_ = true;
+      break;
+    }
+  // The step limit may fall on the epoch's last batch: that epoch is complete.
+  partial_ = stop_ && e.steps < loader.num_batches();
+  e.bar.clear();
+  const double seconds = std::chrono::duration<double>(Clock::now() - e.start).count();
+  res_.train_seconds += seconds;
+  nlohmann::json rec = epoch_record(e, seconds);
+  if (partial_) return false;  // a partial epoch is not checkpointed (a signal's was, in it)
+  st_.epochs_done = epoch + 1;
+  end_epoch(e, rec, seconds);
+  return true;
+}
+
+// One batch: forward, the task's loss, backward and, once the accumulation is complete, the
+// optimizer step; then the loss sums, the loss line and the step's checkpoint. Returns true when
+// the run stops after it.
+bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
+  const bool nan_now = fail_at_.rank == rank_ && res_.steps + 1 >= fail_at_.step &&
+                       fail_at_.mode == "nan";  // this rank's loss, from that step on
+  if (fail_at_.rank == rank_ && res_.steps + 1 == fail_at_.step && fail_at_.mode != "nan")
+    fail_now(fail_at_);
+  set_rates(st_.steps, loader_->num_batches());
+  if (!device_.is_cpu()) {
+    batch.images = batch.images.to(device_);
+    batch.labels = batch.labels.to(device_);
+    if (batch.masks.defined()) batch.masks = batch.masks.to(device_);
+  }
+  Tensor loss = task_->train_loss(model_->forward_all(batch.images), batch, step_ranks_);
+  // Checked before the step, so the weights are still the last finite ones.
+  double l = task_->train_loss_for_log(loss.item(), batch, step_ranks_);
+  if (nan_now) l = std::numeric_limits<double>::quiet_NaN();
+  const bool skipped = !loss_is_usable(e, l, i);  // --nan-policy skip dropped this batch
+  if (skipped)
+    ;
+  else if (reducer_)
+    reducer_->backward(loss);  // gradients averaged over ranks
+  else
+    loss.backward();
+  if (!skipped && accumulation_done()) optimizer_step();
+  if (!skipped) {  // a skipped batch adds nothing to the loss sums
+    e.running_loss += l;
+    e.epoch_loss += l;
+    e.parts.add(task_->last_loss_parts());
+  }
+  ++e.steps;
+  ++st_.steps;
+  ++res_.steps;
+  res_.images += batch.size * world_;  // batch b has the same size on every rank
+  if ((i + 1) % cfg_.log_every == 0) log_loss(e, i);
+  e.bar.update(i + 1);
+  return after_step(e, i);
+}
+
+// Every rank stops at the same step, naming the ranks whose loss was not finite (one rank alone
+// stopping would leave the others waiting in the gradient all-reduce); with --nan-policy skip
+// the batch is dropped instead (false), up to 10 in a row.
+bool Trainer::loss_is_usable(EpochState& e, double loss, int64_t i) {
+  const std::string bad = nonfinite_ranks(*pg_, loss);
+  const std::string where =
+      "at epoch " + std::to_string(e.epoch + 1) + " step " + std::to_string(i + 1);
+  if (!bad.empty() && cfg_.nan_policy == "skip" && skipped_in_a_row_ < 10) {
+    // Dropped on every rank alike (they all saw the same verdict): no gradient, no step.
+    ++skipped_in_a_row_;
+    ++res_.skipped_steps;
+    if (lead_) {
+      e.bar.clear();
+      std::fprintf(stderr,
+                   "hpcnet: loss became %s %s: batch skipped (--nan-policy skip; %lld "
+                   "so far)\n",
+                   bad.c_str(), where.c_str(), static_cast<long long>(res_.skipped_steps));
+    }
+    metrics_->write({{"event", "skipped"},
+                     {"epoch", e.epoch + 1},
+                     {"step", i + 1},
+                     {"loss", bad},
+                     {"skipped_steps", res_.skipped_steps}},
+                    st_.steps);
+    return false;
+  }
+  if (!bad.empty()) {  // a failure of the run (exit 1), not of hpcnet
+    throw Error("loss became " + bad + " " + where +
+                (skipped_in_a_row_ ? " (and in the " + std::to_string(skipped_in_a_row_) +
+                                         " batches before it, skipped)"
+                                   : std::string()) +
+                "; nothing after the last checkpoint is saved (" +
+                (fs::exists(ckpt_path_) ? ckpt_path_ + " holds it" : std::string("none yet")) +
+                "); lower --lr or use --clip-grad-norm");
+  }
+  skipped_in_a_row_ = 0;
+  return true;
+}
+
+// Ultralytics' accumulation (--nbs): gradients are summed over batches until those since the
+// last optimizer step reach `accumulate`.
+bool Trainer::accumulation_done() const {
+  return st_.steps - st_.last_opt_step >=
+         schedule_.accumulate_at(st_.steps, loader_->num_batches(), cfg_.epochs, cfg_.nbs,
+                                 world_ * cfg_.batch_size);
+}
+
+// Ultralytics' optimizer_step: clip, step, zero the gradients and update the EMA.
+void Trainer::optimizer_step() {
+  if (cfg_.clip_grad_norm > 0) optim::clip_grad_norm(model_->parameters(), cfg_.clip_grad_norm);
+  opt_->step();
+  opt_->zero_grad();
+  if (ema_) ema_->update(*model_);
+  st_.last_opt_step = st_.steps;
+  ++st_.optimizer_steps;
+}
+
+// The tutorial's loss line, "[1,  2000] loss: 2.187": the mean over the last log_every batches
+// of every rank.
+void Trainer::log_loss(EpochState& e, int64_t i) {
+  e.bar.clear();
+  if (world_ > 1) pg_->allreduce_sum(&e.running_loss, 1);  // the mean over every rank's batches
+  double avg = e.running_loss / (cfg_.log_every * world_);
+  char line[64];
+  std::snprintf(line, sizeof line, "[%lld, %5lld] loss: %.3f", static_cast<long long>(e.epoch + 1),
+                static_cast<long long>(i + 1), avg);
+  if (!cfg_.quiet) *out_ << line << std::endl;
+  res_.last_report_loss = avg;
+  double el = std::chrono::duration<double>(Clock::now() - start_).count();
+  metrics_->write({{"event", "log"},
+                   {"epoch", e.epoch + 1},
+                   {"step", i + 1},
+                   {"loss", avg},
+                   {"lr", opt_->lr()},
+                   {"elapsed_s", el}},
+                  st_.steps);
+  e.running_loss = 0;
+}
+
+// A signal, or --save-every: the checkpoint of this step (at the epoch's last batch the epoch's
+// own checkpoint follows; a signal then stops the run after it). Returns true to stop: a signal,
+// or --steps reached.
+bool Trainer::after_step(EpochState& e, int64_t i) {
+  const int sig = agreed_stop_signal(*pg_);
+  const bool last_batch = i + 1 == loader_->num_batches();
+  if (!last_batch && (sig || (cfg_.save_every > 0 && st_.steps % cfg_.save_every == 0)))
+    save_checkpoint(i + 1, e.epoch_loss, e.running_loss);
+  if (sig) {
+    stopped_by_ = sig;
+    return true;
+  }
+  return cfg_.max_steps > 0 && res_.steps >= cfg_.max_steps;
+}
+
+// The epoch's record for metrics.jsonl, the loss sums reduced over the ranks.
+nlohmann::json Trainer::epoch_record(EpochState& e, double seconds) {
+  if (world_ > 1) pg_->allreduce_sum(&e.epoch_loss, 1);
+  nlohmann::json rec = {
+      {"event", "epoch"},
+      {"epoch", e.epoch + 1},
+      {"steps", e.steps},
+      {"train_loss", e.steps ? e.epoch_loss / (e.steps * world_) : 0.0},
+      {"seconds", seconds},
+      {"images_per_sec", seconds > 0 ? e.steps * cfg_.batch_size * world_ / seconds : 0},
+      {"data_wait_seconds", e.wait},
+      {"data_wait_share", seconds > 0 ? e.wait / seconds : 0.0}};
+  {  // each rank's share of the images read (DistributedSampler): one number per rank
+    std::vector<double> per_rank(static_cast<size_t>(world_), 0.0);
+    per_rank[static_cast<size_t>(rank_)] = static_cast<double>(e.images);
+    if (world_ > 1) pg_->allreduce_sum(per_rank.data(), per_rank.size());
+    rec["images_read_per_rank"] = per_rank;
+  }
+  e.parts.put_means(rec, "train_", *pg_);
+  return rec;
+}
+
+// A complete epoch's end: the replicas checked, validation, the model files and the checkpoint
+// (Ultralytics' validate and save_model), the epoch line.
+void Trainer::end_epoch(EpochState& e, nlohmann::json& rec, double seconds) {
+  // Replicas must be identical; a cheap fingerprint check catches a transport or ordering bug.
+  dist::check_same_on_all_ranks(*pg_, model_->parameters(),
+                                "model parameters after epoch " + std::to_string(e.epoch + 1));
+  // With an EMA, evaluation and the model files use the averaged weights.
+  if (ema_) ema_->swap(*model_);
+  // Without --sync-bn each rank's BatchNorm statistics follow its own batches: every rank
+  // evaluates with rank 0's, the ones saved (DDP broadcasts them at every forward).
+  if (world_ > 1)
+    for (auto& [n, t] : model_->named_buffers()) pg_->broadcast(t, 0);
+  const Validation v = validate(e.epoch, rec);
+  rec["lr"] = opt_->lr();
+  metrics_->write(rec, st_.steps);
+  // The model files first, the checkpoint last: killed in between, a resume redoes the epoch.
+  if (lead_) save_model(model_path_, *model_, meta_);
+  if (lead_ && v.improved) save_model(best_path_, *model_, meta_);  // by the validation metric
+  if (ema_) ema_->swap(*model_);
+  save_checkpoint(0, 0, 0);
+  if (!cfg_.quiet) print_epoch_line(e, rec, v, seconds);
+}
+
+// The task's metric and loss over the val split (every rank its slice), into rec; the best
+// value so far is kept in the run state.
+Trainer::Validation Trainer::validate(int64_t epoch, nlohmann::json& rec) {
+  Validation v;
+  if (!val_loader_) return v;
+  task::LossSum val_loss;
+  // The screen is not blank while validation runs: a bar of its own, erased at the end.
+  ProgressBar val_bar(show_bar_,
+                      "val " + std::to_string(epoch + 1) + "/" + std::to_string(cfg_.epochs),
+                      val_loader_->num_batches(), world_ * val_loader_->options().batch_size);
+  // Validation's tensors have other shapes than training's (no graph, often another batch
+  // size), so the CPU allocator's cached blocks of one fit the other badly: held across,
+  // they add up (a U-Net epoch side by side with smp, validating at batch 64, peaked at
+  // 2,789 MB against 2,518). Handing them back on both sides makes the peak the larger of
+  // the two, for one step of fresh allocations after each validation.
+  cpu_allocator_release_cached();
+  std::unique_ptr<task::Metric> ev =
+      evaluate_sharded(*pg_, *task_, *model_, *val_loader_, &val_loss,
+                       [&](int64_t done) { val_bar.update(done); });
+  cpu_allocator_release_cached();
+  val_bar.clear();
+  rec["val_loss"] = val_loss.mean();
+  put_named(rec, "val_", task_->loss_part_names(), val_loss.part_means());
+  res_.val_accuracy = ev->value();
+  put_named(rec, "", ev->value_keys(), ev->values());
+  v.improved = std::isfinite(ev->value()) && (!st_.best || ev->value() > *st_.best);
+  if (v.improved) st_.best = ev->value();
+  v.text = "  " + ev->value_text();
+  return v;
+}
+
+// The checkpoint of the run as it stands (every rank calls this: the loss sums are reduced).
+void Trainer::save_checkpoint(int64_t epoch_step, double epoch_loss, double running_loss) {
+  double sums[2] = {epoch_loss, running_loss};
+  if (world_ > 1) pg_->allreduce_sum(sums, 2);
+  if (!lead_) return;
+  st_.rng = default_rng().state();
+  st_.recipe = recipe_json(cfg_);
+  st_.data = data_.record;
+  st_.world_size = world_;
+  st_.epoch_step = epoch_step;
+  st_.epoch_loss = sums[0];
+  st_.running_loss = sums[1];
+  // Between two optimizer steps of an accumulation the gradients summed so far go along.
+  nn::NamedTensors grads;
+  if (st_.last_opt_step < st_.steps - 1)
+    for (const auto& [n, t] : trainable_)
+      if (t.grad().defined()) grads.emplace_back(n, t.grad());
+  write_checkpoint(ckpt_path_, meta_, model_->state_dict(), opt_->state_dict(),
+                   ema_ ? ema_->state_dict() : nn::NamedTensors{}, st_, grads);
+}
+
+// "epoch 1/2  train_loss 1.234  val_accuracy 52.10%  lr 0.0010  12.3 s  data wait 15%".
+void Trainer::print_epoch_line(const EpochState& e, const nlohmann::json& rec,
+                               const Validation& v, double seconds) {
+  char line[200];
+  const double lr = opt_->lr();
+  std::snprintf(line, sizeof line, "epoch %lld/%lld  train_loss %.3f%s  lr %s  %.1f s",
+                static_cast<long long>(e.epoch + 1), static_cast<long long>(cfg_.epochs),
+                rec["train_loss"].get<double>(), v.text.c_str(),
+                (lr != 0 && lr < 1e-3 ? fmt_lr("%.2e", lr) : fmt_lr("%.4f", lr)).c_str(), seconds);
+  *out_ << line;
+  // Waiting for data is worth a word only when it is a real part of the epoch.
+  if (seconds > 0 && e.wait >= 0.1 * seconds)
+    *out_ << "  data wait " << static_cast<int>(100 * e.wait / seconds) << "%";
+  *out_ << std::endl;
+}
+
+// The run's end: a partial epoch's model file, the "end" record, and after a signal the
+// "stopped" record and how to continue.
+TrainResult Trainer::finish() {
+  if (partial_ && !stopped_by_ && lead_) {
+    if (ema_) ema_->swap(*model_);
+    save_model(model_path_, *model_, meta_);
+    if (ema_) ema_->swap(*model_);
+  }
+  const TrainResult& r = res_;
+  metrics_->write({{"event", "end"},
+                   {"steps", r.steps},
+                   {"images", r.images},
+                   {"train_seconds", r.train_seconds},
+                   {"images_per_sec", r.train_seconds > 0 ? r.images / r.train_seconds : 0.0},
+                   {"last_report_loss", r.last_report_loss},
+                   {"val_accuracy", r.val_accuracy},
+                   {"data_wait_seconds", r.data_wait_seconds}},
+                  st_.steps);
+  if (stopped_by_) {
+    res_.exit_code = 128 + stopped_by_;
+    const char* signame = stopped_by_ == SIGTERM ? "SIGTERM" : "SIGINT";
+    const int64_t at_epoch = st_.epochs_done + (st_.epoch_step > 0 ? 1 : 0);
+    metrics_->write({{"event", "stopped"},
+                     {"signal", signame},
+                     {"epoch", at_epoch},
+                     {"epoch_step", st_.epoch_step},
+                     {"steps", st_.steps}},
+                    st_.steps);
+    if (lead_)
       std::fprintf(stderr,
                    "hpcnet: %s: stopped after step %lld (epoch %lld); %s holds it: continue with "
                    "hpcnet train --resume %s\n",
-                   signame, static_cast<long long>(st.steps), static_cast<long long>(at_epoch),
-                   ckpt_path.c_str(), cfg.out.c_str());
-    return res;
+                   signame, static_cast<long long>(st_.steps), static_cast<long long>(at_epoch),
+                   ckpt_path_.c_str(), cfg_.out.c_str());
+    return res_;
   }
-  if (!cfg.quiet) out << "Finished Training" << std::endl;
-  return res;
+  if (!cfg_.quiet) *out_ << "Finished Training" << std::endl;
+  return res_;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
+  return Trainer(cfg, out).run();
 }
 
 }  // namespace hpcnet::train

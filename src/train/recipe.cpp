@@ -16,7 +16,6 @@
 namespace hpcnet::train {
 namespace {
 
-using C = TrainConfig;
 constexpr FieldRole kRecipe = FieldRole::kRecipe, kRun = FieldRole::kRun, kLog = FieldRole::kLog,
                     kSession = FieldRole::kSession;
 
@@ -54,231 +53,248 @@ std::string models_by_task() {
 }
 
 const std::vector<RecipeField> kFields = {
-    {"model", &C::model, "the network to train, by task:", kRecipe, kRequired,
-     [](const C& c) {
+    {"model", &TrainConfig::model, "the network to train, by task:", kRecipe, kRequired,
+     [](const TrainConfig& c) {
        nn::model_info(c.model);  // InputError listing the known models
        return std::string();
      },
      nullptr, nullptr, models_by_task},
-    {"task", &C::task,
+    {"task", &TrainConfig::task,
      "what the model learns (default: the model's task; --task alone trains the task's default "
      "model, see --model):",
      kRecipe, kAuto,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        if (!c.task.empty()) task::make_task(c.task);  // InputError listing the known tasks
        return std::string();
      },
-     [](const C& c) { return resolved_task(c); }, nullptr,
+     [](const TrainConfig& c) { return resolved_task(c); }, nullptr,
      [] { return " " + joined(task::task_names()); }},
-    {"imgsz", &C::imgsz, "input size in pixels, square (0 = the model's default)", kRecipe, kAuto,
-     [](const C& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
-     [](const C& c) { return std::to_string(resolved_imgsz(c)); }},
-    {"dataset", &C::dataset,
+    {"imgsz", &TrainConfig::imgsz, "input size in pixels, square (0 = the model's default)",
+     kRecipe, kAuto,
+     [](const TrainConfig& c) { return need(c.imgsz >= 0, "--imgsz", "must be >= 0", c.imgsz); },
+     [](const TrainConfig& c) { return std::to_string(resolved_imgsz(c)); }},
+    {"dataset", &TrainConfig::dataset,
      "cifar10 or imagefolder (classify); segmentation: images/ + masks/ (a folder, archive or "
-     "its data.yaml), or PASCAL VOC; detect: an Ultralytics data.yaml or COCO instances JSON; "
-     "webdataset: tar shards (any task; also recognised from --data, see docs/data.md)",
+     "its data.yaml); voc: PASCAL VOC (segment); detect: an Ultralytics data.yaml or COCO "
+     "instances JSON; webdataset: tar shards (any task; also recognised from --data, see "
+     "docs/data.md)",
      kRecipe, kRequired,
-     [](const C& c) {
-       return c.dataset == "cifar10" || c.dataset == "imagefolder" || c.dataset == "segmentation" ||
-                      c.dataset == "voc" || c.dataset == "detect" || c.dataset == "webdataset"
+     [](const TrainConfig& c) {
+       const std::vector<std::string>& known = data::dataset_formats();
+       return std::find(known.begin(), known.end(), c.dataset) != known.end()
                   ? std::string()
-                  : "unknown dataset '" + c.dataset +
-                        "' (known: cifar10, imagefolder, segmentation, voc, detect, webdataset)";
+                  : "unknown dataset '" + c.dataset + "' (known: " + joined(known) + ")";
      }},
-    {"data", &C::data,
+    {"data", &TrainConfig::data,
      "dataset folder, archive or file: classify: cifar-10-batches-bin/, cifar-10-binary.tar.gz, "
      "or an image folder (train/<class>/*.jpg|png), unpacked or .tar/.tar.gz; segment: a folder "
      "or archive of images/ + masks/ (or its data.yaml), or PASCAL VOC; detect: a data.yaml, a "
      "COCO instances JSON, or a folder or archive holding one; WebDataset shards: "
      "'DIR/train-{000000..000009}.tar', a list file of .tar paths or a folder of .tar files",
      kRun, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return c.data.empty() ? "--data is required: the dataset folder or archive" : "";
      }},
-    {"out", &C::out, "run directory for model.safetensors, checkpoint, metrics.jsonl", kSession, 0,
-     [](const C& c) {
+    {"out", &TrainConfig::out, "run directory for model.safetensors, checkpoint, metrics.jsonl",
+     kSession, 0,
+     [](const TrainConfig& c) {
        return c.out.empty() ? "--out is required: the run directory to write" : "";
      }},
-    {"resume", &C::resume, "continue the run in this directory from its last checkpoint", kSession},
-    {"weights", &C::weights,
+    {"resume", &TrainConfig::resume, "continue the run in this directory from its last checkpoint",
+     kSession},
+    {"weights", &TrainConfig::weights,
      "start from these weights (a model file, checkpoint or PyTorch-saved safetensors of the same "
      "model and class count; fine-tuning)",
      kRecipe, 0},
-    {"freeze", &C::freeze,
+    {"freeze", &TrainConfig::freeze,
      "parameter-name prefixes to keep fixed, comma-separated (e.g. encoder, backbone, "
      "conv1,bn1,layer1): the trunk of a fine-tuning run",
      kRecipe, 0},
-    {"epochs", &C::epochs, "epochs to train (in total, counting resumed ones)", kRun, 0,
-     [](const C& c) { return need(c.epochs >= 1, "--epochs", "must be at least 1", c.epochs); }},
-    {"batch_size", &C::batch_size, "mini-batch size", kRecipe, kRequired,
-     [](const C& c) {
+    {"epochs", &TrainConfig::epochs, "epochs to train (in total, counting resumed ones)", kRun, 0,
+     [](const TrainConfig& c) {
+       return need(c.epochs >= 1, "--epochs", "must be at least 1", c.epochs);
+     }},
+    {"batch_size", &TrainConfig::batch_size, "mini-batch size", kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(c.batch_size >= 1, "--batch-size", "must be at least 1", c.batch_size);
      }},
-    {"lr", &C::lr, "learning rate (the peak, with a schedule)", kRecipe, kRequired,
-     [](const C& c) {
+    {"lr", &TrainConfig::lr, "learning rate (the peak, with a schedule)", kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(std::isfinite(c.lr) && c.lr >= 0, "--lr", "must be a non-negative number", c.lr);
      }},
-    {"momentum", &C::momentum, "SGD momentum", kRecipe, kRequired,
-     [](const C& c) {
+    {"momentum", &TrainConfig::momentum, "SGD momentum", kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(c.momentum >= 0 && c.momentum < 1 + 1e-12, "--momentum", "must be in [0, 1]",
                    c.momentum);
      }},
-    {"dampening", &C::dampening, "SGD dampening", kRecipe, kRequired,
-     [](const C& c) {
+    {"dampening", &TrainConfig::dampening, "SGD dampening", kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(c.dampening >= 0 && c.dampening <= 1, "--dampening", "must be in [0, 1]",
                    c.dampening);
      }},
-    {"weight_decay", &C::weight_decay, "weight decay (L2 for sgd, decoupled for adamw)", kRecipe,
-     kRequired,
-     [](const C& c) {
+    {"weight_decay", &TrainConfig::weight_decay, "weight decay (L2 for sgd, decoupled for adamw)",
+     kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(c.weight_decay >= 0, "--weight-decay", "must be >= 0", c.weight_decay);
      }},
-    {"nesterov", &C::nesterov, "Nesterov momentum", kRecipe, kRequired},
-    {"lr_schedule", &C::lr_schedule,
+    {"nesterov", &TrainConfig::nesterov, "Nesterov momentum", kRecipe, kRequired},
+    {"lr_schedule", &TrainConfig::lr_schedule,
      "constant, multistep (--milestones, --lr-gamma), cosine (--lr-min), onecycle (peak --lr) or "
      "linear (Ultralytics': to --lrf x --lr at the end)",
      kRecipe, kRequired},
-    {"milestones", &C::milestones, "multistep: epochs where the rate is multiplied by --lr-gamma",
-     kRecipe, kRequired},
-    {"lr_gamma", &C::lr_gamma, "multistep factor", kRecipe, kRequired},
-    {"lr_min", &C::lr_min, "cosine: final learning rate", kRecipe, kRequired},
-    {"warmup_epochs", &C::warmup_epochs,
+    {"milestones", &TrainConfig::milestones,
+     "multistep: epochs where the rate is multiplied by --lr-gamma", kRecipe, kRequired},
+    {"lr_gamma", &TrainConfig::lr_gamma, "multistep factor", kRecipe, kRequired},
+    {"lr_min", &TrainConfig::lr_min, "cosine: final learning rate", kRecipe, kRequired},
+    {"warmup_epochs", &TrainConfig::warmup_epochs,
      "warm-up epochs: linear from lr/10 (per epoch); with --lr-schedule linear, Ultralytics' "
      "per-step warm-up from 0 (biases from --warmup-bias-lr, SGD momentum from "
      "--warmup-momentum)",
      kRecipe, kRequired},
-    {"lrf", &C::lrf,
+    {"lrf", &TrainConfig::lrf,
      "linear schedule: the last epochs' rate as a fraction of --lr (Ultralytics' lrf)", kRecipe, 0,
-     [](const C& c) { return need(c.lrf > 0 && c.lrf <= 1, "--lrf", "must be in (0, 1]", c.lrf); }},
-    {"warmup_bias_lr", &C::warmup_bias_lr,
+     [](const TrainConfig& c) {
+       return need(c.lrf > 0 && c.lrf <= 1, "--lrf", "must be in (0, 1]", c.lrf);
+     }},
+    {"warmup_bias_lr", &TrainConfig::warmup_bias_lr,
      "linear schedule: the biases' starting rate in the warm-up (0 with --optimizer auto)", kRecipe,
      0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.warmup_bias_lr >= 0, "--warmup-bias-lr", "must be >= 0", c.warmup_bias_lr);
      }},
-    {"warmup_momentum", &C::warmup_momentum,
+    {"warmup_momentum", &TrainConfig::warmup_momentum,
      "linear schedule: SGD's starting momentum in the warm-up", kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.warmup_momentum >= 0 && c.warmup_momentum < 1, "--warmup-momentum",
                    "must be in [0, 1)", c.warmup_momentum);
      }},
-    {"label_smoothing", &C::label_smoothing, "cross-entropy label smoothing", kRecipe, kRequired,
-     [](const C& c) {
+    {"label_smoothing", &TrainConfig::label_smoothing, "classify: cross-entropy label smoothing",
+     kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(c.label_smoothing >= 0 && c.label_smoothing <= 1, "--label-smoothing",
                    "must be in [0, 1]", c.label_smoothing);
      }},
-    {"optimizer", &C::optimizer,
+    {"optimizer", &TrainConfig::optimizer,
      "sgd, adamw, or auto (Ultralytics: AdamW at lr 0.002 x 5 / (4 + classes) for runs of at most "
      "10,000 steps, else SGD lr 0.01 momentum 0.9)",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.optimizer == "sgd" || c.optimizer == "adamw" || c.optimizer == "auto",
                    "--optimizer", "must be sgd, adamw or auto", c.optimizer);
      }},
-    {"param_groups", &C::param_groups,
+    {"param_groups", &TrainConfig::param_groups,
      "weight decay on convolution and linear weights only, not on biases or BatchNorm weights "
      "(Ultralytics' three parameter groups; the biases warm up from --warmup-bias-lr)",
      kRecipe, 0},
-    {"nbs", &C::nbs,
+    {"nbs", &TrainConfig::nbs,
      "nominal batch size: gradients are summed over accumulate = max(round(nbs / batch), 1) "
      "batches (global batch; ramped from 1 during the linear warm-up) before each optimizer "
      "step, and the weight decay is x batch x accumulate / nbs (Ultralytics' 64; 0 = off)",
-     kRecipe, 0, [](const C& c) { return need(c.nbs >= 0, "--nbs", "must be >= 0", c.nbs); }},
-    {"beta1", &C::beta1, "adamw: first-moment decay", kRecipe, 0,
-     [](const C& c) {
+     kRecipe, 0,
+     [](const TrainConfig& c) { return need(c.nbs >= 0, "--nbs", "must be >= 0", c.nbs); }},
+    {"beta1", &TrainConfig::beta1, "adamw: first-moment decay", kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.beta1 >= 0 && c.beta1 < 1, "--beta1", "must be in [0, 1)", c.beta1);
      }},
-    {"beta2", &C::beta2, "adamw: second-moment decay", kRecipe, 0,
-     [](const C& c) {
+    {"beta2", &TrainConfig::beta2, "adamw: second-moment decay", kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.beta2 >= 0 && c.beta2 < 1, "--beta2", "must be in [0, 1)", c.beta2);
      }},
-    {"adam_eps", &C::adam_eps, "adamw: denominator epsilon", kRecipe, 0,
-     [](const C& c) { return need(c.adam_eps >= 0, "--adam-eps", "must be >= 0", c.adam_eps); }},
-    {"clip_grad_norm", &C::clip_grad_norm,
+    {"adam_eps", &TrainConfig::adam_eps, "adamw: denominator epsilon", kRecipe, 0,
+     [](const TrainConfig& c) {
+       return need(c.adam_eps >= 0, "--adam-eps", "must be >= 0", c.adam_eps);
+     }},
+    {"clip_grad_norm", &TrainConfig::clip_grad_norm,
      "clip the gradients' total 2-norm to this before each step (0 = off)", kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.clip_grad_norm >= 0, "--clip-grad-norm", "must be >= 0 (0 = off)",
                    c.clip_grad_norm);
      }},
-    {"ema_decay", &C::ema_decay,
+    {"ema_decay", &TrainConfig::ema_decay,
      "keep an exponential moving average of the weights (e.g. 0.999); evaluation and "
      "model.safetensors use it (0 = off)",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.ema_decay == 0 || (c.ema_decay > 0 && c.ema_decay < 1), "--ema-decay",
                    "must be in (0, 1), e.g. 0.999 (0 = off)", c.ema_decay);
      }},
-    {"ema_tau", &C::ema_tau,
+    {"ema_tau", &TrainConfig::ema_tau,
      "EMA ramp: the decay is ema_decay x (1 - exp(-updates / tau)) (Ultralytics' ModelEMA: 2000; "
      "0 = a constant decay)",
      kRecipe, 0,
-     [](const C& c) { return need(c.ema_tau >= 0, "--ema-tau", "must be >= 0", c.ema_tau); }},
-    {"degrees", &C::degrees, "detect, with --augment: random rotation range in degrees", kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
+       return need(c.ema_tau >= 0, "--ema-tau", "must be >= 0", c.ema_tau);
+     }},
+    {"degrees", &TrainConfig::degrees, "detect, with --augment: random rotation range in degrees",
+     kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.degrees >= 0 && c.degrees <= 180, "--degrees", "must be in [0, 180]",
                    c.degrees);
      }},
-    {"translate", &C::translate, "detect, with --augment: random translation, fraction of imgsz",
-     kRecipe, 0,
-     [](const C& c) {
+    {"translate", &TrainConfig::translate,
+     "detect, with --augment: random translation, fraction of imgsz", kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.translate >= 0 && c.translate <= 0.5, "--translate", "must be in [0, 0.5]",
                    c.translate);
      }},
-    {"scale", &C::scale, "detect, with --augment: random scale gain range 1 +- scale", kRecipe, 0,
-     [](const C& c) {
+    {"scale", &TrainConfig::scale, "detect, with --augment: random scale gain range 1 +- scale",
+     kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.scale >= 0 && c.scale < 1, "--scale", "must be in [0, 1)", c.scale);
      }},
-    {"shear", &C::shear, "detect, with --augment: random shear range in degrees", kRecipe, 0,
-     [](const C& c) {
+    {"shear", &TrainConfig::shear, "detect, with --augment: random shear range in degrees", kRecipe,
+     0,
+     [](const TrainConfig& c) {
        return need(c.shear >= 0 && c.shear < 90, "--shear", "must be in [0, 90)", c.shear);
      }},
-    {"hsv_h", &C::hsv_h, "detect, with --augment: hue gain (fraction of the hue circle)", kRecipe,
-     0,
-     [](const C& c) {
+    {"hsv_h", &TrainConfig::hsv_h, "detect, with --augment: hue gain (fraction of the hue circle)",
+     kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.hsv_h >= 0 && c.hsv_h <= 1, "--hsv-h", "must be in [0, 1]", c.hsv_h);
      }},
-    {"hsv_s", &C::hsv_s, "detect, with --augment: saturation gain", kRecipe, 0,
-     [](const C& c) {
+    {"hsv_s", &TrainConfig::hsv_s, "detect, with --augment: saturation gain", kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.hsv_s >= 0 && c.hsv_s <= 1, "--hsv-s", "must be in [0, 1]", c.hsv_s);
      }},
-    {"hsv_v", &C::hsv_v, "detect, with --augment: value (brightness) gain", kRecipe, 0,
-     [](const C& c) {
+    {"hsv_v", &TrainConfig::hsv_v, "detect, with --augment: value (brightness) gain", kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.hsv_v >= 0 && c.hsv_v <= 1, "--hsv-v", "must be in [0, 1]", c.hsv_v);
      }},
-    {"fliplr", &C::fliplr, "detect, with --augment: probability of a left-right flip", kRecipe, 0,
-     [](const C& c) {
+    {"fliplr", &TrainConfig::fliplr, "detect, with --augment: probability of a left-right flip",
+     kRecipe, 0,
+     [](const TrainConfig& c) {
        return need(c.fliplr >= 0 && c.fliplr <= 1, "--fliplr", "must be in [0, 1]", c.fliplr);
      }},
-    {"mosaic", &C::mosaic,
+    {"mosaic", &TrainConfig::mosaic,
      "detect, with --augment: probability of a 4-image mosaic (Ultralytics' Mosaic)", kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.mosaic >= 0 && c.mosaic <= 1, "--mosaic", "must be in [0, 1]", c.mosaic);
      }},
-    {"close_mosaic", &C::close_mosaic,
+    {"close_mosaic", &TrainConfig::close_mosaic,
      "detect: no mosaic in the last N epochs (0 = mosaic to the end)", kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.close_mosaic >= 0, "--close-mosaic", "must be >= 0", c.close_mosaic);
      }},
-    {"cutout", &C::cutout, "Cutout: zero a square of this many pixels (0 = off; 16 for CIFAR-10)",
-     kRecipe, 0,
-     [](const C& c) {
+    {"cutout", &TrainConfig::cutout,
+     "classify: Cutout, zero a square of this many pixels (0 = off; 16 for CIFAR-10)", kRecipe, 0,
+     [](const TrainConfig& c) {
        const int64_t s = resolved_imgsz(c);
        return need(
            c.cutout >= 0 && c.cutout <= s, "--cutout",
            ("must be in [0, " + std::to_string(s) + "] pixels, the input size (0 = off)").c_str(),
            c.cutout);
      }},
-    {"loss", &C::loss,
+    {"loss", &TrainConfig::loss,
      "segment: ce (per-pixel cross-entropy), dice (smp's multiclass DiceLoss) or ce+dice (their "
      "sum)",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.loss == "ce" || c.loss == "dice" || c.loss == "ce+dice", "--loss",
                    "must be ce, dice or ce+dice", c.loss);
      }},
-    {"class_weights", &C::class_weights,
+    {"class_weights", &TrainConfig::class_weights,
      "segment: comma-separated loss weight per class, background first (empty = all 1)", kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        try {
          parse_class_weights(c.class_weights);
        } catch (const InputError& e) {
@@ -286,149 +302,163 @@ const std::vector<RecipeField> kFields = {
        }
        return std::string();
      }},
-    {"aux_loss", &C::aux_loss,
+    {"aux_loss", &TrainConfig::aux_loss,
      "deeplabv3: train an auxiliary FCN head on layer3, its loss weighted 0.5 (torchvision's "
      "--aux-loss)",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return c.aux_loss && c.model.rfind("deeplabv3", 0) != 0
                   ? "--aux-loss: only the deeplabv3 models have an auxiliary head (model " +
                         c.model + ")"
                   : std::string();
      }},
-    {"scale_min", &C::scale_min,
+    {"scale_min", &TrainConfig::scale_min,
      "segment, with --augment: random scale range low end (RandomScale; 1 and 1 = off; "
      "torchvision's reference: 0.5 to 2.0)",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.scale_min > 0 && c.scale_min <= c.scale_max && c.scale_max <= 8, "--scale-min",
                    "must be in (0, --scale-max] and --scale-max at most 8", c.scale_min);
      }},
-    {"scale_max", &C::scale_max, "segment, with --augment: random scale range high end", kRecipe,
-     0},
-    {"precision", &C::precision,
+    {"scale_max", &TrainConfig::scale_max, "segment, with --augment: random scale range high end",
+     kRecipe, 0},
+    {"precision", &TrainConfig::precision,
      "fp32, or bf16: bfloat16 convolutions with float32 accumulation and master weights", kRecipe,
      0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.precision == "fp32" || c.precision == "bf16", "--precision",
                    "must be fp32 or bf16", c.precision);
      }},
-    {"conv_algorithm", &C::conv_algorithm,
+    {"conv_algorithm", &TrainConfig::conv_algorithm,
      "float32 CPU convolutions: auto (oneDNN picks Winograd or direct per shape), direct (as "
      "PyTorch), or winograd (F(4x4,3x3) for every 3x3 stride-1 convolution)",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.conv_algorithm == "auto" || c.conv_algorithm == "direct" ||
                        c.conv_algorithm == "winograd",
                    "--conv-algorithm", "must be auto, direct or winograd", c.conv_algorithm);
      },
      nullptr, "\"direct\""},  // checkpoints from before the key ran direct convolutions
-    {"workers", &C::workers, "data-loading threads (0 = in the training thread)", kLog, 0,
-     [](const C& c) {
+    {"workers", &TrainConfig::workers, "data-loading threads (0 = in the training thread)", kLog, 0,
+     [](const TrainConfig& c) {
        return need(c.workers >= 0 && c.workers <= 64, "--workers", "must be in [0, 64]", c.workers);
      }},
-    {"cache", &C::cache,
+    {"cache", &TrainConfig::cache,
      "decoded images: none (decoded as read), ram, disk (decoded once into --cache-dir and "
      "memory-mapped) or auto (ram when they need under a quarter of the available memory)",
      kSession, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.cache == "auto" || c.cache == "none" || c.cache == "ram" || c.cache == "disk",
                    "--cache", "must be none, ram, disk or auto", c.cache);
      }},
-    {"cache_dir", &C::cache_dir,
+    {"cache_dir", &TrainConfig::cache_dir,
      "folder of --cache disk's files (default $HPCNET_CACHE_DIR, else ~/.cache/hpcnet)", kSession},
-    {"shuffle_buffer", &C::shuffle_buffer,
+    {"shuffle_buffer", &TrainConfig::shuffle_buffer,
      "WebDataset shards: read each shard in turn (shards shuffled and dealt to the ranks every "
      "epoch) through a shuffle buffer of N samples, as webdataset's .shuffle(N); 0: a global "
      "permutation, read by offset",
      kRecipe, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.shuffle_buffer >= 0, "--shuffle-buffer", "must be >= 0", c.shuffle_buffer);
      }},
-    {"seed", &C::seed, "seed for initialisation, data order and augmentation", kRecipe, kRequired},
-    {"log_every", &C::log_every, "mini-batches between loss lines", kRecipe, kRequired,
-     [](const C& c) {
+    {"seed", &TrainConfig::seed, "seed for initialisation, data order and augmentation", kRecipe,
+     kRequired},
+    {"log_every", &TrainConfig::log_every, "mini-batches between loss lines", kRecipe, kRequired,
+     [](const TrainConfig& c) {
        return need(c.log_every >= 1, "--log-every", "must be at least 1", c.log_every);
      }},
-    {"val_split", &C::val_split, "hold out N training images (fixed shuffle) as split 'val'",
-     kRecipe, kRequired,
-     [](const C& c) { return need(c.val_split >= 0, "--val-split", "must be >= 0", c.val_split); }},
-    {"augment", &C::augment,
+    {"val_split", &TrainConfig::val_split,
+     "hold out N training images (fixed shuffle) as split 'val'", kRecipe, kRequired,
+     [](const TrainConfig& c) {
+       return need(c.val_split >= 0, "--val-split", "must be >= 0", c.val_split);
+     }},
+    {"augment", &TrainConfig::augment,
      "augmentation: alone or 'true', the task's own (classify: cifar); cifar: RandomCrop(imgsz, "
      "padding=4) + flip; imagenet: RandomResizedCrop(imgsz, scale=(0.08, 1)) + flip with "
      "ImageNet's mean/std, evaluated as Resize(imgsz*256/224) + CenterCrop(imgsz); false: none",
      kRecipe, kRequired,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        const std::string& a = c.augment;
        task_augment(a);  // InputError for an unknown value
-       if ((a == "cifar" || a == "imagenet") && resolved_task(c) != "classify")
-         return "--augment " + a + " is for classification; use --augment (true) for " +
-                resolved_task(c);
-       return std::string();
+       if (a == "true" || a == "false") return std::string();
+       const std::vector<std::string> own = task::make_task(resolved_task(c))->augment_policies();
+       if (std::find(own.begin(), own.end(), a) != own.end()) return std::string();
+       std::vector<std::string> owners;  // the tasks that know the policy
+       for (const std::string& t : task::task_names()) {
+         const std::vector<std::string> p = task::make_task(t)->augment_policies();
+         if (std::find(p.begin(), p.end(), a) != p.end()) owners.push_back(t);
+       }
+       return "--augment " + a + " is for " + joined(owners) + "; use --augment (true) for " +
+              resolved_task(c);
      }},
-    {"download", &C::download, "fetch CIFAR-10 into --data when it is missing", kSession},
-    {"download_url", &C::download_url, "where --download fetches from", kSession},
-    {"threads", &C::threads, "CPU threads for the kernels (0 = all cores)", kRun, 0,
-     [](const C& c) {
+    {"download", &TrainConfig::download, "fetch CIFAR-10 into --data when it is missing", kSession},
+    {"download_url", &TrainConfig::download_url, "where --download fetches from", kSession},
+    {"threads", &TrainConfig::threads, "CPU threads for the kernels (0 = all cores)", kRun, 0,
+     [](const TrainConfig& c) {
        return need(c.threads >= 0, "--threads", "must be >= 0 (0 = all cores)", c.threads);
      }},
-    {"device", &C::device, "auto, cpu or cuda", kSession},
-    {"max_image_pixels", &C::max_image_pixels,
+    {"device", &TrainConfig::device, "auto, cpu or cuda", kSession},
+    {"max_image_pixels", &TrainConfig::max_image_pixels,
      "refuse an image or mask whose header claims more pixels (width x height) than this, before "
      "decoding it (a guard against decompression bombs)",
      kSession, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.max_image_pixels >= 1, "--max-image-pixels", "must be at least 1",
                    c.max_image_pixels);
      }},
-    {"steps", &C::max_steps, "stop after this many steps (0 = run all epochs)", kSession, 0,
-     [](const C& c) { return need(c.max_steps >= 0, "--steps", "must be >= 0", c.max_steps); }},
-    {"save_every", &C::save_every,
+    {"steps", &TrainConfig::max_steps, "stop after this many steps (0 = run all epochs)", kSession,
+     0,
+     [](const TrainConfig& c) {
+       return need(c.max_steps >= 0, "--steps", "must be >= 0", c.max_steps);
+     }},
+    {"save_every", &TrainConfig::save_every,
      "also write the checkpoint every N steps, inside epochs (0 = at epoch ends only); --resume "
      "continues from the step it holds",
      kRun, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.save_every >= 0, "--save-every", "must be >= 0 (0 = epoch ends only)",
                    c.save_every);
      }},
-    {"exist_ok", &C::exist_ok,
+    {"exist_ok", &TrainConfig::exist_ok,
      "train into a run directory that is not empty, replacing its run (without it, a non-empty "
      "--out needs --resume)",
      kSession},
-    {"nan_policy", &C::nan_policy,
+    {"nan_policy", &TrainConfig::nan_policy,
      "a non-finite loss on any rank: stop (the run ends, naming the step and the last "
      "checkpoint) or skip (that batch is dropped on every rank and counted; 10 in a row stop)",
      kSession, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.nan_policy == "stop" || c.nan_policy == "skip", "--nan-policy",
                    "must be stop or skip", c.nan_policy);
      }},
-    {"dist_timeout", &C::dist_timeout,
+    {"dist_timeout", &TrainConfig::dist_timeout,
      "with several ranks (mpirun/srun): seconds a rank may wait for the others in a collective "
      "before the job is aborted, naming the missing ranks (0 = forever)",
      kSession, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.dist_timeout >= 0, "--dist-timeout", "must be >= 0 (0 = wait forever)",
                    c.dist_timeout);
      }},
-    {"bucket_kb", &C::bucket_kb,
+    {"bucket_kb", &TrainConfig::bucket_kb,
      "with several ranks: KiB of gradients per all-reduce bucket, started during backward (0 = "
      "one all-reduce after backward)",
      kSession, 0,
-     [](const C& c) {
+     [](const TrainConfig& c) {
        return need(c.bucket_kb >= 0, "--bucket-kb", "must be >= 0 (0 = one all-reduce per step)",
                    c.bucket_kb);
      }},
-    {"sync_bn", &C::sync_bn,
+    {"sync_bn", &TrainConfig::sync_bn,
      "with several ranks: BatchNorm layers normalise with the statistics of every rank's batch "
      "(torch.nn.SyncBatchNorm, torchvision's --sync-bn), so that N ranks at batch B train as one "
      "process at batch N x B; without it each rank's own batch",
      kRecipe},
-    {"fail_at_step", &C::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int|nan]", kSession,
-     kHidden},
+    {"fail_at_step", &TrainConfig::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int|nan]",
+     kSession, kHidden},
 };
 
-bool given(const C& c, const RecipeField& f) { return !c.given || c.given->count(f.key) > 0; }
+bool given(const TrainConfig& c, const RecipeField& f) {
+  return !c.given || c.given->count(f.key) > 0;
+}
 
 }  // namespace
 
@@ -476,9 +506,17 @@ int64_t resolved_imgsz(const TrainConfig& c) {
 }
 
 std::string task_augment(const std::string& augment) {
-  HPCNET_REQUIRE(augment == "false" || augment == "true" || augment == "cifar" ||
-                     augment == "imagenet",
-                 "--augment must be true, false, cifar or imagenet (got '" + augment + "')");
+  // true, false and the policies the tasks name (Task::augment_policies()), each once.
+  std::vector<std::string> known = {"true", "false"};
+  for (const std::string& t : task::task_names())
+    for (const std::string& p : task::make_task(t)->augment_policies())
+      if (std::find(known.begin(), known.end(), p) == known.end()) known.push_back(p);
+  if (std::find(known.begin(), known.end(), augment) == known.end()) {
+    std::string list;
+    for (size_t i = 0; i < known.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == known.size() ? " or " : ", ") + known[i];
+    throw InputError("--augment must be " + list + " (got '" + augment + "')");
+  }
   return augment == "false" ? "" : augment == "true" ? "default" : augment;
 }
 
@@ -486,65 +524,34 @@ task::TaskOptions task_options(const TrainConfig& c) {
   task::TaskOptions o;
   o.imgsz = resolved_imgsz(c);
   o.augment = task_augment(c.augment);
-  o.cutout = c.cutout;
-  o.label_smoothing = c.label_smoothing;
-  o.loss = c.loss;
-  o.class_weights = parse_class_weights(c.class_weights);
-  o.scale_min = c.scale_min;
-  o.scale_max = c.scale_max;
-  o.degrees = c.degrees;
-  o.translate = c.translate;
-  o.scale = c.scale;
-  o.shear = c.shear;
-  o.hsv_h = c.hsv_h;
-  o.hsv_s = c.hsv_s;
-  o.hsv_v = c.hsv_v;
-  o.fliplr = c.fliplr;
-  o.mosaic = c.mosaic;
-  o.close_mosaic = c.close_mosaic;
+  o.classify.cutout = c.cutout;
+  o.classify.label_smoothing = c.label_smoothing;
+  o.segment.loss = c.loss;
+  o.segment.class_weights = parse_class_weights(c.class_weights);
+  o.segment.scale_min = c.scale_min;
+  o.segment.scale_max = c.scale_max;
+  task::DetectOptions& d = o.detect;
+  d.degrees = c.degrees;
+  d.translate = c.translate;
+  d.scale = c.scale;
+  d.shear = c.shear;
+  d.hsv_h = c.hsv_h;
+  d.hsv_s = c.hsv_s;
+  d.hsv_v = c.hsv_v;
+  d.fliplr = c.fliplr;
+  d.mosaic = c.mosaic;
+  d.close_mosaic = c.close_mosaic;
   return o;
 }
 
 namespace {
 
-// Each task's defaults where they differ from TrainConfig's (which are the classify tutorial's):
-// the model --task alone trains, what --data is read as, and for detect Ultralytics'
-// cfg/default.yaml (imgsz stays the model's; pass --imgsz 640 for Ultralytics' 640). Values as
-// JSON of the field's type. apply_task_defaults applies them and --help shows them.
-const std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>>& task_defaults() {
-  static const std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>> t = {
-      {"segment", {{"model", "unet_resnet18"}, {"dataset", "segmentation"}}},
-      {"detect",
-       {{"model", "yolov8n"},
-        {"dataset", "detect"},
-        {"epochs", 100},
-        {"batch_size", 16},
-        {"optimizer", "auto"},
-        {"lr", 0.01},
-        {"momentum", 0.937},
-        {"nesterov", true},
-        {"weight_decay", 5e-4},
-        {"lr_schedule", "linear"},
-        {"lrf", 0.01},
-        {"warmup_epochs", 3},
-        {"param_groups", true},
-        {"nbs", 64},
-        {"ema_decay", 0.9999},
-        {"ema_tau", 2000.0},
-        {"clip_grad_norm", 10.0},
-        {"augment", "true"},
-        {"mosaic", 1.0},
-        {"close_mosaic", 10},
-        {"log_every", 50}}},
-  };
-  return t;
-}
-
-// Sets the task's defaults of c that c.given leaves unset.
+// Sets the task's defaults (Task::train_defaults()) of c that c.given leaves unset; with
+// model_only, its model alone. A name that is no task's is left to validate().
 void set_task_defaults(TrainConfig& c, const std::string& task, bool model_only) {
-  auto it = task_defaults().find(task);
-  if (it == task_defaults().end()) return;
-  for (const auto& [key, value] : it->second) {
+  const std::vector<std::string> names = task::task_names();
+  if (std::find(names.begin(), names.end(), task) == names.end()) return;
+  for (const auto& [key, value] : task::make_task(task)->train_defaults()) {
     if (c.given->count(key) || (model_only && key != "model")) continue;
     std::visit([&, &v = value](auto m) { c.*m = v.get<std::decay_t<decltype(c.*m)>>(); },
                recipe_field(key).ref);

@@ -88,6 +88,7 @@ class ClassifyTask : public Task {
   explicit ClassifyTask(const TaskOptions& o) : Task(o) {}
   std::string name() const override { return "classify"; }
   data::TargetKind target_kind() const override { return data::TargetKind::kLabel; }
+  std::vector<std::string> augment_policies() const override { return {"cifar", "imagenet"}; }
 
   // cifar (and the default): Resize (a no-op for images already imgsz x imgsz),
   // [RandomCrop(imgsz, padding=4), RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5),
@@ -108,7 +109,7 @@ class ClassifyTask : public Task {
       t.push_back(data::ToTensor{});
       t.push_back(kNormalize);
     }
-    if (o.cutout > 0) t.push_back(data::Cutout{o.cutout});
+    if (o.classify.cutout > 0) t.push_back(data::Cutout{o.classify.cutout});
     return data::Compose(t);
   }
   // The tutorial's normalisation, Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)), after a Resize to
@@ -126,7 +127,7 @@ class ClassifyTask : public Task {
     return options().augment == "imagenet" ? s * 256 / 224 : s;
   }
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
-    return F::cross_entropy(outputs.at(0), batch.labels, options().label_smoothing);
+    return F::cross_entropy(outputs.at(0), batch.labels, options().classify.label_smoothing);
   }
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
     return std::make_unique<ClassifyMetric>(classes);

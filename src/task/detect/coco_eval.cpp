@@ -330,29 +330,38 @@ void CocoEvaluator::merge(std::span<const double> state) {
 
 // ---- evaluation --------------------------------------------------------------------------------
 
-CocoSummary CocoEvaluator::summarize() const {
-  const std::array<double, kT> iou_thrs = coco_iou_thresholds();
-  const std::array<double, kR> rec_thrs = coco_recall_thresholds();
+namespace {
 
-  // COCOeval.__init__/evaluate: imgIds = sorted unique image ids, catIds = sorted categories.
-  std::vector<int64_t> images = image_list_;
-  std::sort(images.begin(), images.end());
-  std::vector<int64_t> cats = categories_;
-  if (!fixed_categories_) {
-    for (const auto& g : gts_) cats.push_back(g.category_id);
-    for (const auto& d : dets_) cats.push_back(d.category_id);
-    std::sort(cats.begin(), cats.end());
-    cats.erase(std::unique(cats.begin(), cats.end()), cats.end());
+// COCOeval.__init__/evaluate and _prepare: imgIds = sorted unique image ids, catIds = sorted
+// categories; boxes grouped by (category, image) in (category, image) order, each group in
+// insertion order (the order of cocoGt.imgToAnns): a stable sort by the key k * I + i.
+struct Prepared {
+  std::vector<int64_t> images, cats;  // (I), (K) ascending
+  std::vector<uint64_t> gt_key, det_key;
+  std::vector<uint32_t> gt_order, det_order;
+  size_t num_images() const { return images.size(); }
+  size_t num_cats() const { return cats.size(); }
+};
+
+Prepared prepare(const std::vector<int64_t>& image_list, const std::vector<int64_t>& categories,
+                 bool fixed_categories, const std::vector<CocoGroundTruth>& gts,
+                 const std::vector<CocoDetection>& dets) {
+  Prepared p;
+  p.images = image_list;
+  std::sort(p.images.begin(), p.images.end());
+  p.cats = categories;
+  if (!fixed_categories) {
+    for (const auto& g : gts) p.cats.push_back(g.category_id);
+    for (const auto& d : dets) p.cats.push_back(d.category_id);
+    std::sort(p.cats.begin(), p.cats.end());
+    p.cats.erase(std::unique(p.cats.begin(), p.cats.end()), p.cats.end());
   }
-  const size_t I = images.size(), K = cats.size();
+  const size_t I = p.num_images(), K = p.num_cats();
   std::unordered_map<int64_t, uint64_t> image_index, cat_index;
   image_index.reserve(I);
   cat_index.reserve(K);
-  for (size_t i = 0; i < I; ++i) image_index[images[i]] = i;
-  for (size_t k = 0; k < K; ++k) cat_index[cats[k]] = k;
-
-  // _prepare: boxes grouped by (category, image) in (category, image) order, each group in
-  // insertion order (the order of cocoGt.imgToAnns): a stable sort by the key k * I + i.
+  for (size_t i = 0; i < I; ++i) image_index[p.images[i]] = i;
+  for (size_t k = 0; k < K; ++k) cat_index[p.cats[k]] = k;
   auto grouped = [&](const auto& boxes, std::vector<uint64_t>& key) {
     key.resize(boxes.size());
     for (size_t n = 0; n < boxes.size(); ++n)
@@ -363,122 +372,170 @@ CocoSummary CocoEvaluator::summarize() const {
                      [&](uint32_t a, uint32_t b) { return key[a] < key[b]; });
     return order;
   };
-  std::vector<uint64_t> gt_key, det_key;
-  const std::vector<uint32_t> gt_order = grouped(gts_, gt_key);
-  const std::vector<uint32_t> det_order = grouped(dets_, det_key);
+  p.gt_order = grouped(gts, p.gt_key);
+  p.det_order = grouped(dets, p.det_key);
+  return p;
+}
 
-  std::vector<int64_t> npig(K * kA, 0);  // non-ignored gts per (category, area range)
-  std::vector<int64_t> instances(K, 0), images_with(K, 0);
-  std::vector<std::vector<DetRecord>> records(
-      K);  // per category: evalImgs' detections, image order
+// What evaluateImg finds, per category.
+struct Matches {
+  explicit Matches(size_t K) : npig(K * kA, 0), instances(K, 0), images_with(K, 0), records(K) {}
+  std::vector<int64_t> npig;  // non-ignored gts per (category, area range)
+  std::vector<int64_t> instances, images_with;
+  std::vector<std::vector<DetRecord>> records;  // per category: evalImgs' detections, image order
+};
 
-  // evaluateImg for one (image, category), all four area ranges, maxDet 100.
+// One (image, category) group: its gts (insertion order) and detections (by score, at most
+// maxDets[-1]), with the IoUs between them. The vectors are reused from group to group.
+struct ImageGroup {
   std::vector<uint32_t> g_idx, d_idx, g_sorted;
-  std::vector<double> ious;
+  std::vector<double> ious;  // (D, G)
   std::vector<uint8_t> g_ignore;
   std::vector<uint16_t> g_matched;
-  size_t gp = 0, dp = 0;
-  while (gp < gt_order.size() || dp < det_order.size()) {
-    const uint64_t key = std::min(gp < gt_order.size() ? gt_key[gt_order[gp]] : UINT64_MAX,
-                                  dp < det_order.size() ? det_key[det_order[dp]] : UINT64_MAX);
-    g_idx.clear();
-    d_idx.clear();
-    while (gp < gt_order.size() && gt_key[gt_order[gp]] == key) g_idx.push_back(gt_order[gp++]);
-    while (dp < det_order.size() && det_key[det_order[dp]] == key) d_idx.push_back(det_order[dp++]);
-    const size_t k = key / I;
+};
 
-    // dtind = np.argsort([-d['score'] for d in dt], kind='mergesort'); dt = dt[:maxDets[-1]]
-    std::stable_sort(d_idx.begin(), d_idx.end(),
-                     [&](uint32_t a, uint32_t b) { return dets_[a].score > dets_[b].score; });
-    if (d_idx.size() > static_cast<size_t>(kMaxDets[kM - 1])) d_idx.resize(kMaxDets[kM - 1]);
-    const size_t G = g_idx.size(), D = d_idx.size();
+// evaluateImg's matching in area range a, every IoU threshold, into the group's records rec.
+void match_in_area(int a, ImageGroup& grp, DetRecord* rec, const std::array<double, kT>& iou_thrs,
+                   const std::vector<CocoGroundTruth>& gts, const std::vector<CocoDetection>& dets,
+                   int64_t& npig) {
+  const size_t G = grp.g_idx.size(), D = grp.d_idx.size();
+  const double lo = kAreaRng[a][0], hi = kAreaRng[a][1];
+  // g['_ignore'] = g['ignore'] (= iscrowd) or area outside aRng
+  grp.g_ignore.resize(G);
+  for (size_t g = 0; g < G; ++g) {
+    const CocoGroundTruth& gt = gts[grp.g_idx[g]];
+    grp.g_ignore[g] = gt.iscrowd || *gt.area < lo || *gt.area > hi;
+  }
+  // gtind = np.argsort(_ignore, kind='mergesort'): non-ignored first, each in order.
+  grp.g_sorted.resize(G);
+  std::iota(grp.g_sorted.begin(), grp.g_sorted.end(), 0u);
+  std::stable_partition(grp.g_sorted.begin(), grp.g_sorted.end(),
+                        [&](uint32_t g) { return !grp.g_ignore[g]; });
+  for (size_t g = 0; g < G; ++g) npig += grp.g_ignore[g] ? 0 : 1;
 
-    int64_t non_crowd = 0;
-    for (uint32_t g : g_idx) non_crowd += gts_[g].iscrowd ? 0 : 1;
-    instances[k] += non_crowd;
-    images_with[k] += non_crowd > 0 ? 1 : 0;
-
-    // computeIoU: (D, G), gts in insertion order.
-    ious.assign(D * G, 0.0);
-    for (size_t d = 0; d < D; ++d)
-      for (size_t g = 0; g < G; ++g)
-        ious[d * G + g] =
-            coco_box_iou(dets_[d_idx[d]].box, gts_[g_idx[g]].box, gts_[g_idx[g]].iscrowd);
-
-    const size_t first = records[k].size();
-    for (size_t d = 0; d < D; ++d)
-      records[k].push_back({dets_[d_idx[d]].score, static_cast<int32_t>(d), {}, {}});
-    DetRecord* rec = records[k].data() + first;
-
-    for (int a = 0; a < kA; ++a) {
-      const double lo = kAreaRng[a][0], hi = kAreaRng[a][1];
-      // g['_ignore'] = g['ignore'] (= iscrowd) or area outside aRng
-      g_ignore.resize(G);
-      for (size_t g = 0; g < G; ++g) {
-        const CocoGroundTruth& gt = gts_[g_idx[g]];
-        g_ignore[g] = gt.iscrowd || *gt.area < lo || *gt.area > hi;
-      }
-      // gtind = np.argsort(_ignore, kind='mergesort'): non-ignored first, each in order.
-      g_sorted.resize(G);
-      std::iota(g_sorted.begin(), g_sorted.end(), 0u);
-      std::stable_partition(g_sorted.begin(), g_sorted.end(),
-                            [&](uint32_t g) { return !g_ignore[g]; });
-      for (size_t g = 0; g < G; ++g) npig[k * kA + a] += g_ignore[g] ? 0 : 1;
-
-      g_matched.assign(G, 0);
-      if (D > 0 && G > 0) {
-        for (int t = 0; t < kT; ++t) {
-          const uint16_t bit = static_cast<uint16_t>(1u << t);
-          for (size_t d = 0; d < D; ++d) {
-            double iou = std::min(iou_thrs[t], 1 - 1e-10);
-            int64_t m = -1;  // index into g_sorted
-            for (size_t s = 0; s < G; ++s) {
-              const uint32_t g = g_sorted[s];
-              // already matched and not a crowd: next gt
-              if ((g_matched[g] & bit) && !gts_[g_idx[g]].iscrowd) continue;
-              // matched to a regular gt and reached the ignored ones: stop
-              if (m > -1 && !g_ignore[g_sorted[m]] && g_ignore[g]) break;
-              // a worse match: next gt (an equal IoU moves the match to the later gt)
-              if (ious[d * G + g] < iou) continue;
-              iou = ious[d * G + g];
-              m = static_cast<int64_t>(s);
-            }
-            if (m == -1) continue;
-            const uint32_t g = g_sorted[m];
-            if (g_ignore[g]) rec[d].ignored[a] |= bit;
-            rec[d].matched[a] |= bit;
-            g_matched[g] |= bit;
-          }
-        }
-      }
-      // unmatched detections outside the area range are ignored (dt area = w * h, as loadRes)
+  grp.g_matched.assign(G, 0);
+  if (D > 0 && G > 0) {
+    for (int t = 0; t < kT; ++t) {
+      const uint16_t bit = static_cast<uint16_t>(1u << t);
       for (size_t d = 0; d < D; ++d) {
-        const CocoBox& b = dets_[d_idx[d]].box;
-        const double area = b.w * b.h;
-        if (area < lo || area > hi)
-          rec[d].ignored[a] |= static_cast<uint16_t>(~rec[d].matched[a] & 0x3FF);
+        double iou = std::min(iou_thrs[t], 1 - 1e-10);
+        int64_t m = -1;  // index into g_sorted
+        for (size_t s = 0; s < G; ++s) {
+          const uint32_t g = grp.g_sorted[s];
+          // already matched and not a crowd: next gt
+          if ((grp.g_matched[g] & bit) && !gts[grp.g_idx[g]].iscrowd) continue;
+          // matched to a regular gt and reached the ignored ones: stop
+          if (m > -1 && !grp.g_ignore[grp.g_sorted[m]] && grp.g_ignore[g]) break;
+          // a worse match: next gt (an equal IoU moves the match to the later gt)
+          if (grp.ious[d * G + g] < iou) continue;
+          iou = grp.ious[d * G + g];
+          m = static_cast<int64_t>(s);
+        }
+        if (m == -1) continue;
+        const uint32_t g = grp.g_sorted[m];
+        if (grp.g_ignore[g]) rec[d].ignored[a] |= bit;
+        rec[d].matched[a] |= bit;
+        grp.g_matched[g] |= bit;
       }
     }
   }
+  // unmatched detections outside the area range are ignored (dt area = w * h, as loadRes)
+  for (size_t d = 0; d < D; ++d) {
+    const CocoBox& b = dets[grp.d_idx[d]].box;
+    const double area = b.w * b.h;
+    if (area < lo || area > hi)
+      rec[d].ignored[a] |= static_cast<uint16_t>(~rec[d].matched[a] & 0x3FF);
+  }
+}
 
-  // accumulate: per category, detections of all images (concatenated in image order) sorted by
-  // np.argsort(-dtScores, kind='mergesort'); one stable sort serves every area and maxDet, since
-  // keeping those of rank < maxDet from a stably sorted list is the stable sort of the kept ones.
-  std::vector<double> precision(K * kA * kM * kT * kR, -1.0);  // [k][a][m][t][r]
-  std::vector<double> recall(K * kA * kM * kT, -1.0);          // [k][a][m][t]
-  auto P = [&](size_t k, int a, int m, int t) {
+// evaluateImg for one (image, category) of category k, all four area ranges, maxDet 100.
+void evaluate_image(size_t k, ImageGroup& grp, const std::array<double, kT>& iou_thrs,
+                    const std::vector<CocoGroundTruth>& gts, const std::vector<CocoDetection>& dets,
+                    Matches& out) {
+  // dtind = np.argsort([-d['score'] for d in dt], kind='mergesort'); dt = dt[:maxDets[-1]]
+  std::stable_sort(grp.d_idx.begin(), grp.d_idx.end(),
+                   [&](uint32_t a, uint32_t b) { return dets[a].score > dets[b].score; });
+  if (grp.d_idx.size() > static_cast<size_t>(kMaxDets[kM - 1])) grp.d_idx.resize(kMaxDets[kM - 1]);
+  const size_t G = grp.g_idx.size(), D = grp.d_idx.size();
+
+  int64_t non_crowd = 0;
+  for (uint32_t g : grp.g_idx) non_crowd += gts[g].iscrowd ? 0 : 1;
+  out.instances[k] += non_crowd;
+  out.images_with[k] += non_crowd > 0 ? 1 : 0;
+
+  // computeIoU: (D, G), gts in insertion order.
+  grp.ious.assign(D * G, 0.0);
+  for (size_t d = 0; d < D; ++d)
+    for (size_t g = 0; g < G; ++g)
+      grp.ious[d * G + g] =
+          coco_box_iou(dets[grp.d_idx[d]].box, gts[grp.g_idx[g]].box, gts[grp.g_idx[g]].iscrowd);
+
+  std::vector<DetRecord>& records = out.records[k];
+  const size_t first = records.size();
+  for (size_t d = 0; d < D; ++d)
+    records.push_back({dets[grp.d_idx[d]].score, static_cast<int32_t>(d), {}, {}});
+  DetRecord* rec = records.data() + first;
+  for (int a = 0; a < kA; ++a)
+    match_in_area(a, grp, rec, iou_thrs, gts, dets, out.npig[k * kA + a]);
+}
+
+// evaluate: evaluateImg over every (category, image) group, in that order.
+Matches evaluate_images(const Prepared& p, const std::vector<CocoGroundTruth>& gts,
+                        const std::vector<CocoDetection>& dets) {
+  const std::array<double, kT> iou_thrs = coco_iou_thresholds();
+  const size_t I = p.num_images();
+  Matches out(p.num_cats());
+  ImageGroup grp;
+  size_t gp = 0, dp = 0;
+  while (gp < p.gt_order.size() || dp < p.det_order.size()) {
+    const uint64_t key =
+        std::min(gp < p.gt_order.size() ? p.gt_key[p.gt_order[gp]] : UINT64_MAX,
+                 dp < p.det_order.size() ? p.det_key[p.det_order[dp]] : UINT64_MAX);
+    grp.g_idx.clear();
+    grp.d_idx.clear();
+    while (gp < p.gt_order.size() && p.gt_key[p.gt_order[gp]] == key)
+      grp.g_idx.push_back(p.gt_order[gp++]);
+    while (dp < p.det_order.size() && p.det_key[p.det_order[dp]] == key)
+      grp.d_idx.push_back(p.det_order[dp++]);
+    evaluate_image(key / I, grp, iou_thrs, gts, dets, out);
+  }
+  return out;
+}
+
+// accumulate's precision [k][a][m][t][r] and recall [k][a][m][t]; -1 where a category has no
+// ground truth in that area range.
+struct Accumulated {
+  explicit Accumulated(size_t K_in)
+      : K(K_in), precision(K_in * kA * kM * kT * kR, -1.0), recall(K_in * kA * kM * kT, -1.0) {}
+  double* P(size_t k, int a, int m, int t) {
     return &precision[(((k * kA + a) * kM + m) * kT + t) * kR];
-  };
-  auto Rc = [&](size_t k, int a, int m, int t) -> double& {
+  }
+  const double* P(size_t k, int a, int m, int t) const {
+    return &precision[(((k * kA + a) * kM + m) * kT + t) * kR];
+  }
+  double& Rc(size_t k, int a, int m, int t) { return recall[((k * kA + a) * kM + m) * kT + t]; }
+  double Rc(size_t k, int a, int m, int t) const {
     return recall[((k * kA + a) * kM + m) * kT + t];
-  };
+  }
+  size_t K;
+  std::vector<double> precision, recall;
+};
+
+// accumulate: per category, detections of all images (concatenated in image order) sorted by
+// np.argsort(-dtScores, kind='mergesort'); one stable sort serves every area and maxDet, since
+// keeping those of rank < maxDet from a stably sorted list is the stable sort of the kept ones.
+// The records are left sorted.
+Accumulated accumulate(Matches& matches) {
+  const std::array<double, kR> rec_thrs = coco_recall_thresholds();
+  const size_t K = matches.records.size();
+  Accumulated acc(K);
   std::vector<double> rc, pr;
   for (size_t k = 0; k < K; ++k) {
-    std::vector<DetRecord>& recs = records[k];
+    std::vector<DetRecord>& recs = matches.records[k];
     std::stable_sort(recs.begin(), recs.end(),
                      [](const DetRecord& x, const DetRecord& y) { return x.score > y.score; });
     for (int a = 0; a < kA; ++a) {
-      const int64_t n_gt = npig[k * kA + a];
+      const int64_t n_gt = matches.npig[k * kA + a];
       if (n_gt == 0) continue;  // precision and recall stay -1
       for (int m = 0; m < kM; ++m) {
         for (int t = 0; t < kT; ++t) {
@@ -495,10 +552,10 @@ CocoSummary CocoEvaluator::summarize() const {
             pr.push_back(tp / (fp + tp + 2.220446049250313e-16));  // np.spacing(1)
           }
           const size_t nd = rc.size();
-          Rc(k, a, m, t) = nd ? rc.back() : 0.0;
+          acc.Rc(k, a, m, t) = nd ? rc.back() : 0.0;
           for (size_t i = nd; i-- > 1;)
             if (pr[i] > pr[i - 1]) pr[i - 1] = pr[i];
-          double* q = P(k, a, m, t);
+          double* q = acc.P(k, a, m, t);
           for (int r = 0; r < kR; ++r) {  // np.searchsorted(rc, recThrs, side='left')
             const size_t pi = static_cast<size_t>(
                 std::lower_bound(rc.begin(), rc.end(), rec_thrs[r]) - rc.begin());
@@ -508,61 +565,65 @@ CocoSummary CocoEvaluator::summarize() const {
       }
     }
   }
+  return acc;
+}
 
-  CocoSummary out;
-  // summarize: the mean of the entries > -1 of the selection, -1 when there is none.
-  auto mean_of = [&](bool ap, int t_only, int a, int m, int64_t k_only = -1) {
-    double sum = 0;
-    int64_t n = 0;
-    for (size_t k = 0; k < K; ++k) {
-      if (k_only >= 0 && static_cast<int64_t>(k) != k_only) continue;
-      for (int t = 0; t < kT; ++t) {
-        if (t_only >= 0 && t != t_only) continue;
-        if (ap) {
-          const double* q = P(k, a, m, t);
-          for (int r = 0; r < kR; ++r)
-            if (q[r] > -1) sum += q[r], ++n;
-        } else if (Rc(k, a, m, t) > -1) {
-          sum += Rc(k, a, m, t), ++n;
-        }
+// summarize: the mean of the entries > -1 of the selection (IoU threshold t_only, or all with -1;
+// category k_only, or all), -1 when there is none.
+double mean_of(const Accumulated& acc, bool ap, int t_only, int a, int m, int64_t k_only = -1) {
+  double sum = 0;
+  int64_t n = 0;
+  for (size_t k = 0; k < acc.K; ++k) {
+    if (k_only >= 0 && static_cast<int64_t>(k) != k_only) continue;
+    for (int t = 0; t < kT; ++t) {
+      if (t_only >= 0 && t != t_only) continue;
+      if (ap) {
+        const double* q = acc.P(k, a, m, t);
+        for (int r = 0; r < kR; ++r)
+          if (q[r] > -1) sum += q[r], ++n;
+      } else if (acc.Rc(k, a, m, t) > -1) {
+        sum += acc.Rc(k, a, m, t), ++n;
       }
     }
-    return n ? sum / static_cast<double>(n) : -1.0;
-  };
-  out.stats[kCocoStatAp] = mean_of(true, -1, 0, 2);
-  out.stats[kCocoStatAp50] = mean_of(true, 0, 0, 2);
-  out.stats[kCocoStatAp75] = mean_of(true, 5, 0, 2);  // iouThrs[5] == .75 exactly
-  out.stats[kCocoStatApSmall] = mean_of(true, -1, 1, 2);
-  out.stats[kCocoStatApMedium] = mean_of(true, -1, 2, 2);
-  out.stats[kCocoStatApLarge] = mean_of(true, -1, 3, 2);
-  out.stats[kCocoStatAr1] = mean_of(false, -1, 0, 0);
-  out.stats[kCocoStatAr10] = mean_of(false, -1, 0, 1);
-  out.stats[kCocoStatAr100] = mean_of(false, -1, 0, 2);
-  out.stats[kCocoStatArSmall] = mean_of(false, -1, 1, 2);
-  out.stats[kCocoStatArMedium] = mean_of(false, -1, 2, 2);
-  out.stats[kCocoStatArLarge] = mean_of(false, -1, 3, 2);
-
-  out.category_ids = cats;
-  out.instances = instances;
-  out.images = images_with;
-  out.ap50.resize(K);
-  out.ap50_95.resize(K);
-  for (size_t k = 0; k < K; ++k) {
-    out.ap50[k] = mean_of(true, 0, 0, 2, static_cast<int64_t>(k));
-    out.ap50_95[k] = mean_of(true, -1, 0, 2, static_cast<int64_t>(k));
   }
+  return n ? sum / static_cast<double>(n) : -1.0;
+}
 
-  // Ultralytics' ap_per_class at IoU 0.5 on COCOeval's matches (area all, maxDets 100; detections
-  // COCOeval ignores, those matched to a crowd gt, are left out), over the classes with non-crowd
-  // gts (n_l): recall = tpc / (n_l + 1e-16), precision = tpc / (tpc + fpc), both interpolated at
-  // px = linspace(0, 1, 1000) by np.interp(-px, -conf, ., left=0 / left=1); a class without
-  // predictions has zero curves. F1 = 2PR / (P + R + 1e-16); the mean over those classes is
-  // smoothed by smooth(y, 0.1) (a box filter of 101 points, the ends padded with the end values);
-  // P and R of each class are read at its first maximum.
+// summarize: COCOeval.stats and the per-class AP50 and AP50-95.
+void summarize_stats(const Accumulated& acc, CocoSummary& out) {
+  out.stats[kCocoStatAp] = mean_of(acc, true, -1, 0, 2);
+  out.stats[kCocoStatAp50] = mean_of(acc, true, 0, 0, 2);
+  out.stats[kCocoStatAp75] = mean_of(acc, true, 5, 0, 2);  // iouThrs[5] == .75 exactly
+  out.stats[kCocoStatApSmall] = mean_of(acc, true, -1, 1, 2);
+  out.stats[kCocoStatApMedium] = mean_of(acc, true, -1, 2, 2);
+  out.stats[kCocoStatApLarge] = mean_of(acc, true, -1, 3, 2);
+  out.stats[kCocoStatAr1] = mean_of(acc, false, -1, 0, 0);
+  out.stats[kCocoStatAr10] = mean_of(acc, false, -1, 0, 1);
+  out.stats[kCocoStatAr100] = mean_of(acc, false, -1, 0, 2);
+  out.stats[kCocoStatArSmall] = mean_of(acc, false, -1, 1, 2);
+  out.stats[kCocoStatArMedium] = mean_of(acc, false, -1, 2, 2);
+  out.stats[kCocoStatArLarge] = mean_of(acc, false, -1, 3, 2);
+  out.ap50.resize(acc.K);
+  out.ap50_95.resize(acc.K);
+  for (size_t k = 0; k < acc.K; ++k) {
+    out.ap50[k] = mean_of(acc, true, 0, 0, 2, static_cast<int64_t>(k));
+    out.ap50_95[k] = mean_of(acc, true, -1, 0, 2, static_cast<int64_t>(k));
+  }
+}
+
+// Ultralytics' ap_per_class at IoU 0.5 on COCOeval's matches (area all, maxDets 100; detections
+// COCOeval ignores, those matched to a crowd gt, are left out), over the classes with non-crowd
+// gts (n_l): recall = tpc / (n_l + 1e-16), precision = tpc / (tpc + fpc), both interpolated at
+// px = linspace(0, 1, 1000) by np.interp(-px, -conf, ., left=0 / left=1); a class without
+// predictions has zero curves. F1 = 2PR / (P + R + 1e-16); the mean over those classes is
+// smoothed by smooth(y, 0.1) (a box filter of 101 points, the ends padded with the end values);
+// P and R of each class are read at its first maximum. The records are accumulate()'s, sorted.
+void ultralytics_precision_recall(const Matches& matches, CocoSummary& out) {
+  const size_t K = matches.records.size();
   const std::array<double, kPx> px = np_linspace<kPx>(0.0, 1.0);
   std::vector<size_t> labelled;
   for (size_t k = 0; k < K; ++k)
-    if (instances[k] > 0) labelled.push_back(k);
+    if (matches.instances[k] > 0) labelled.push_back(k);
   const size_t nc = labelled.size();
   std::vector<double> p_curve(nc * kPx, 0.0), r_curve(nc * kPx, 0.0);
   std::vector<double> xp, fr, fpr;
@@ -572,8 +633,8 @@ CocoSummary CocoEvaluator::summarize() const {
     fr.clear();
     fpr.clear();
     double tpc = 0, fpc = 0;
-    const double n_l = static_cast<double>(instances[k]);
-    for (const DetRecord& r : records[k]) {
+    const double n_l = static_cast<double>(matches.instances[k]);
+    for (const DetRecord& r : matches.records[k]) {
       if (r.ignored[0] & 1u) continue;
       if (r.matched[0] & 1u)
         tpc += 1;
@@ -591,36 +652,51 @@ CocoSummary CocoEvaluator::summarize() const {
   }
   out.precision.assign(K, -1.0);
   out.recall.assign(K, -1.0);
-  if (nc > 0) {
-    std::array<double, kPx> f1_mean{};
-    for (size_t c = 0; c < nc; ++c)
-      for (int j = 0; j < kPx; ++j) {
-        const double p = p_curve[c * kPx + j], r = r_curve[c * kPx + j];
-        f1_mean[j] += 2 * p * r / (p + r + 1e-16);
-      }
-    for (double& f : f1_mean) f /= static_cast<double>(nc);
-    // smooth(y, f=0.1): nf = round(1000 * 0.1 * 2) // 2 + 1 = 101; np.convolve(padded, ones/nf)
-    constexpr int kNf = 101, kPad = kNf / 2;
-    const double w = 1.0 / kNf;
-    std::array<double, kPx + 2 * kPad> yp{};
-    for (int j = 0; j < kPad; ++j) yp[j] = f1_mean[0], yp[kPad + kPx + j] = f1_mean[kPx - 1];
-    for (int j = 0; j < kPx; ++j) yp[kPad + j] = f1_mean[j];
-    int best = 0;
-    double best_v = 0;
+  if (nc == 0) return;
+  std::array<double, kPx> f1_mean{};
+  for (size_t c = 0; c < nc; ++c)
     for (int j = 0; j < kPx; ++j) {
-      double s = 0;
-      for (int i = 0; i < kNf; ++i) s += yp[j + i] * w;
-      if (j == 0 || s > best_v) best = j, best_v = s;  // argmax: the first maximum
+      const double p = p_curve[c * kPx + j], r = r_curve[c * kPx + j];
+      f1_mean[j] += 2 * p * r / (p + r + 1e-16);
     }
-    out.f1_index = best;
-    out.f1_confidence = px[best];
-    for (size_t c = 0; c < nc; ++c) {
-      out.precision[labelled[c]] = p_curve[c * kPx + best];
-      out.recall[labelled[c]] = r_curve[c * kPx + best];
-      out.mean_precision += p_curve[c * kPx + best] / static_cast<double>(nc);
-      out.mean_recall += r_curve[c * kPx + best] / static_cast<double>(nc);
-    }
+  for (double& f : f1_mean) f /= static_cast<double>(nc);
+  // smooth(y, f=0.1): nf = round(1000 * 0.1 * 2) // 2 + 1 = 101; np.convolve(padded, ones/nf)
+  constexpr int kNf = 101, kPad = kNf / 2;
+  const double w = 1.0 / kNf;
+  std::array<double, kPx + 2 * kPad> yp{};
+  for (int j = 0; j < kPad; ++j) yp[j] = f1_mean[0], yp[kPad + kPx + j] = f1_mean[kPx - 1];
+  for (int j = 0; j < kPx; ++j) yp[kPad + j] = f1_mean[j];
+  int best = 0;
+  double best_v = 0;
+  for (int j = 0; j < kPx; ++j) {
+    double s = 0;
+    for (int i = 0; i < kNf; ++i) s += yp[j + i] * w;
+    if (j == 0 || s > best_v) best = j, best_v = s;  // argmax: the first maximum
   }
+  out.f1_index = best;
+  out.f1_confidence = px[best];
+  for (size_t c = 0; c < nc; ++c) {
+    out.precision[labelled[c]] = p_curve[c * kPx + best];
+    out.recall[labelled[c]] = r_curve[c * kPx + best];
+    out.mean_precision += p_curve[c * kPx + best] / static_cast<double>(nc);
+    out.mean_recall += r_curve[c * kPx + best] / static_cast<double>(nc);
+  }
+}
+
+}  // namespace
+
+// COCOeval's evaluate (prepare, evaluate_images), accumulate and summarize, then Ultralytics' P
+// and R.
+CocoSummary CocoEvaluator::summarize() const {
+  const Prepared prepared = prepare(image_list_, categories_, fixed_categories_, gts_, dets_);
+  Matches matches = evaluate_images(prepared, gts_, dets_);
+  const Accumulated acc = accumulate(matches);
+  CocoSummary out;
+  summarize_stats(acc, out);
+  out.category_ids = prepared.cats;
+  out.instances = matches.instances;
+  out.images = matches.images_with;
+  ultralytics_precision_recall(matches, out);
   return out;
 }
 

@@ -252,6 +252,35 @@ class DetectTask : public Task {
   explicit DetectTask(const TaskOptions& o) : Task(o) {}
   std::string name() const override { return "detect"; }
   data::TargetKind target_kind() const override { return data::TargetKind::kBoxes; }
+  // Ultralytics' cfg/default.yaml where it differs from the recipe's own defaults: yolov8n on a
+  // detection dataset, 100 epochs at batch 16, optimizer auto (lr 0.01, momentum 0.937, Nesterov,
+  // weight decay 5e-4), the linear schedule to lrf 0.01 after 3 warm-up epochs, parameter groups,
+  // nominal batch 64, EMA 0.9999 with tau 2000, gradient clipping at 10, augmentation with mosaic 1
+  // closed for the last 10 epochs. imgsz stays the model's (--imgsz 640 for Ultralytics' 640).
+  Defaults train_defaults() const override {
+    return {{"model", "yolov8n"},
+            {"dataset", "detect"},
+            {"epochs", 100},
+            {"batch_size", 16},
+            {"optimizer", "auto"},
+            {"lr", 0.01},
+            {"momentum", 0.937},
+            {"nesterov", true},
+            {"weight_decay", 5e-4},
+            {"lr_schedule", "linear"},
+            {"lrf", 0.01},
+            {"warmup_epochs", 3},
+            {"param_groups", true},
+            {"nbs", 64},
+            {"ema_decay", 0.9999},
+            {"ema_tau", 2000.0},
+            {"clip_grad_norm", 10.0},
+            {"augment", "true"},
+            {"mosaic", 1.0},
+            {"close_mosaic", 10},
+            {"log_every", 50}};
+  }
+  bool writes_results() const override { return true; }
 
   // Ultralytics' v8_transforms: Mosaic, RandomPerspective (RandomAffine), RandomHSV, RandomFlip;
   // pixels / 255 (no normalisation).
@@ -259,12 +288,13 @@ class DetectTask : public Task {
   // With mosaic (p > 0) until the last close_mosaic epochs (Ultralytics 8.4.190: from epoch
   // epochs - close_mosaic on, so close_mosaic >= epochs means never).
   data::Compose train_transform(int64_t epoch, int64_t epochs) const override {
-    const TaskOptions& o = options();
-    if (o.augment.empty()) return eval_transform();
+    if (options().augment.empty()) return eval_transform();
+    const int64_t imgsz = options().imgsz;
+    const DetectOptions& o = options().detect;
     const bool closed = o.close_mosaic > 0 && epoch >= epochs - o.close_mosaic;
     std::vector<data::Transform> t;
-    if (o.mosaic > 0 && !closed) t.push_back(data::Mosaic{o.imgsz, o.mosaic});
-    t.push_back(data::RandomAffine{o.imgsz, o.degrees, o.translate, o.scale, o.shear, 114});
+    if (o.mosaic > 0 && !closed) t.push_back(data::Mosaic{imgsz, o.mosaic});
+    t.push_back(data::RandomAffine{imgsz, o.degrees, o.translate, o.scale, o.shear, 114});
     if (o.hsv_h > 0 || o.hsv_s > 0 || o.hsv_v > 0)
       t.push_back(data::RandomHSV{o.hsv_h, o.hsv_s, o.hsv_v});
     if (o.fliplr > 0) t.push_back(data::RandomHorizontalFlip{o.fliplr});
@@ -362,6 +392,20 @@ class DetectTask : public Task {
                      palette[static_cast<size_t>(d.cls) + 1], label);
     }
     return {{"_boxes.png", data::encode_png_rgb(px.data(), im.height, im.width)}};
+  }
+  std::optional<std::string> label_file(const Prediction& prediction, int64_t height,
+                                        int64_t width) const override {
+    std::string rows;
+    char row[160];
+    for (const auto& bx : prediction.json.at("boxes")) {
+      const double x1 = bx["box"][0], y1 = bx["box"][1], x2 = bx["box"][2], y2 = bx["box"][3];
+      const double w = static_cast<double>(width), h = static_cast<double>(height);
+      std::snprintf(row, sizeof row, "%lld %.6f %.6f %.6f %.6f %.5f\n",
+                    static_cast<long long>(bx["class"].get<int64_t>()), (x1 + x2) / 2 / w,
+                    (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h, bx["score"].get<double>());
+      rows += row;
+    }
+    return rows;
   }
 
  private:

@@ -172,15 +172,19 @@ class SegmentTask : public Task {
   explicit SegmentTask(const TaskOptions& o) : Task(o) {}
   std::string name() const override { return "segment"; }
   data::TargetKind target_kind() const override { return data::TargetKind::kMask; }
+  // --task segment alone trains a U-Net and reads --data as images/ + masks/.
+  Defaults train_defaults() const override {
+    return {{"model", "unet_resnet18"}, {"dataset", "segmentation"}};
+  }
 
   // Resize (a no-op at imgsz) or, augmenting with a scale range, RandomScale;
   // [RandomHorizontalFlip], ToTensor, Normalize(0.5, 0.5).
   data::Compose train_transform() const override {
     const TaskOptions& o = options();
     const int64_t s = o.imgsz;
-    const bool scale = !o.augment.empty() && (o.scale_min != 1 || o.scale_max != 1);
+    const bool scale = !o.augment.empty() && (o.segment.scale_min != 1 || o.segment.scale_max != 1);
     std::vector<data::Transform> t{
-        scale ? data::Transform{data::RandomScale{s, o.scale_min, o.scale_max}}
+        scale ? data::Transform{data::RandomScale{s, o.segment.scale_min, o.segment.scale_max}}
               : data::Transform{data::Resize{s, s}}};
     if (!o.augment.empty()) t.push_back(data::RandomHorizontalFlip{0.5});
     t.push_back(data::ToTensor{});
@@ -199,7 +203,7 @@ class SegmentTask : public Task {
   // DeepLabV3 criterion: out + 0.5 aux); each is cross-entropy, Dice or their sum, with the
   // class weights when given.
   Tensor loss(const Outputs& outputs, const data::Batch& batch) const override {
-    const TaskOptions& o = options();
+    const SegmentOptions& o = options().segment;
     Tensor w;
     if (!o.class_weights.empty()) {
       const int64_t C = outputs.at(0).size(1);
