@@ -1,8 +1,9 @@
 // Object detection datasets (load_detection_dataset): Ultralytics' dataset YAML with images/ and
 // labels/ folders, and COCO instances JSON, from a folder or a .tar/.tar.gz read in memory through
-// one Tree. Label rows and JSON fields are checked as they are read (FILE:LINE or the field named);
-// images are read and decoded on all cores, and the dataset's order (image path, or COCO image id)
-// does not depend on the thread count. Boxes are stored as pixel corners of the decoded image.
+// one FileTree. Label rows and JSON fields are checked as they are read (FILE:LINE or the field
+// named); images are read and decoded on all cores, and the dataset's order (image path, or COCO
+// image id) does not depend on the thread count. Boxes are stored as pixel corners of the decoded
+// image.
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 namespace hpcnet::data {
 namespace {
 
+using detail::FileTree;
 using detail::YoloRow;
 
 // A coordinate this far outside 0..1 is a rounding excursion (1.0000001) and clamped; further is
@@ -74,8 +76,6 @@ bool is_yaml_name(const std::string& name) {
   return ends_with(n, ".yaml") || ends_with(n, ".yml");
 }
 
-bool is_hidden_part(const std::string& part) { return !part.empty() && part[0] == '.'; }
-
 std::string base_name(const std::string& p) {
   const size_t slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
@@ -87,173 +87,6 @@ std::string parent_of(const std::string& p) {
   if (slash == std::string::npos) return "";
   return slash == 0 ? "/" : p.substr(0, slash);
 }
-
-// ---------------------------------------------------------------------------------------------
-// Tree: the files of a folder (paths are filesystem paths, read when asked for) or of an archive
-// (paths are member paths; a first scan keeps every name and the YAML/JSON files near the top, a
-// second keeps only the images and label files the split needs).
-// ---------------------------------------------------------------------------------------------
-
-class Tree {
- public:
-  static Tree folder() { return Tree(); }
-  static Tree open_archive(const std::string& archive) {
-    Tree t;
-    t.archive_ = archive;
-    t.tar_ = detail::TarFile::open(detail::decompressed_tar(archive));
-    for (const std::string& d : t.tar_->dirs()) t.dirs_.insert(d);
-    for (const detail::TarMember& m : t.tar_->members()) {
-      const std::vector<std::string> parts = detail::split_path(m.path);
-      std::string d;
-      for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        d += (i ? "/" : "") + parts[i];
-        t.dirs_.insert(d);
-      }
-      t.files_.insert(m.path);
-    }
-    return t;
-  }
-
-  bool is_archive() const { return !archive_.empty(); }
-  const std::string& archive() const { return archive_; }
-
-  // base/rel, lexically normalised ("" is the archive's top; ".." may leave it: callers check).
-  std::string join(const std::string& base, const std::string& rel) const {
-    fs::path p = fs::path(rel);
-    if (!is_archive() && p.is_absolute()) return normal(p);
-    return normal(base.empty() ? p : fs::path(base) / p);
-  }
-  static std::string normal(const fs::path& p) {
-    std::string s = p.lexically_normal().generic_string();
-    while (s.size() > 1 && s.back() == '/') s.pop_back();
-    if (s == ".") s.clear();
-    return s;
-  }
-  bool inside(const std::string& p) const {
-    return !is_archive() || (p != ".." && p.rfind("../", 0) != 0 && (p.empty() || p[0] != '/'));
-  }
-
-  bool is_file(const std::string& p) const {
-    if (is_archive()) return files_.count(p) != 0;
-    std::error_code ec;
-    return fs::exists(p, ec) && !fs::is_directory(p, ec);  // a FIFO is refused when read
-  }
-  bool is_dir(const std::string& p) const {
-    if (is_archive()) return p.empty() || dirs_.count(p) != 0;
-    std::error_code ec;
-    return fs::is_directory(p.empty() ? "." : p, ec);
-  }
-
-  // Regular files directly in dir, sorted.
-  std::vector<std::string> list_files(const std::string& dir) const {
-    std::vector<std::string> out;
-    if (is_archive()) {
-      const std::string pre = dir.empty() ? "" : dir + "/";
-      for (auto it = files_.lower_bound(pre);
-           it != files_.end() && it->compare(0, pre.size(), pre) == 0; ++it)
-        if (it->find('/', pre.size()) == std::string::npos) out.push_back(*it);
-      return out;
-    }
-    std::error_code ec;
-    for (fs::directory_iterator it(dir.empty() ? "." : dir, ec), end; !ec && it != end;
-         it.increment(ec)) {
-      std::error_code fec;
-      if (it->is_regular_file(fec)) out.push_back(join(dir, it->path().filename().string()));
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  // JPEG/PNG files below dir at any depth (hidden names skipped, folder links not followed),
-  // sorted by path. Entries with an image's name that are links leading nowhere go to *broken
-  // as "PATH -> TARGET", sorted (a folder only; an archive's links are not its files).
-  std::vector<std::string> list_images(const std::string& dir,
-                                       std::vector<std::string>* broken) const {
-    std::vector<std::string> out;
-    if (is_archive()) {
-      const std::string pre = dir.empty() ? "" : dir + "/";
-      for (auto it = files_.lower_bound(pre);
-           it != files_.end() && it->compare(0, pre.size(), pre) == 0; ++it) {
-        const std::vector<std::string> parts = detail::split_path(it->substr(pre.size()));
-        if (!std::any_of(parts.begin(), parts.end(), is_hidden_part) && detail::is_image_name(*it))
-          out.push_back(*it);
-      }
-      return out;
-    }
-    std::error_code ec;
-    const fs::path root(dir.empty() ? "." : dir);
-    for (fs::recursive_directory_iterator
-             it(root, fs::directory_options::skip_permission_denied, ec),
-         end;
-         !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      std::error_code fec;
-      if (is_hidden_part(name)) {
-        if (it->is_directory(fec)) it.disable_recursion_pending();
-        continue;
-      }
-      if (!detail::is_image_name(name) || it->is_directory(fec)) continue;
-      const std::string p = join(dir, it->path().lexically_relative(root).generic_string());
-      if (it->is_regular_file(fec))
-        out.push_back(p);
-      else if (std::string target; detail::is_broken_link(it->path().string(), &target))
-        broken->push_back(p + " -> " + target);
-    }
-    HPCNET_REQUIRE(!ec, "detect: cannot list " + dir + ": " + ec.message());
-    std::sort(out.begin(), out.end());
-    std::sort(broken->begin(), broken->end());
-    return out;
-  }
-
-  // The bytes of a file (thread-safe). InputError naming it when it cannot be read.
-  std::vector<uint8_t> read(const std::string& p) const {
-    if (!is_archive()) return detail::read_whole_file(p, "detect");
-    return tar_->read(member(p));
-  }
-  // Where a file's bytes are, for a lazy dataset reading them from store().
-  detail::FileRef ref(const std::string& p) const {
-    if (!is_archive()) return detail::FileRef{p};
-    const detail::TarMember& m = member(p);
-    return detail::FileRef{m.path, m.offset, m.size};
-  }
-  std::shared_ptr<const detail::FileStore> store() const {
-    if (!is_archive()) return std::make_shared<detail::FileStore>();
-    return std::make_shared<detail::FileStore>(tar_, archive_);
-  }
-  std::string text(const std::string& p) const {
-    std::vector<uint8_t> b = read(p);
-    return std::string(b.begin(), b.end());
-  }
-
-  std::string display(const std::string& p) const {
-    if (is_archive()) return archive_ + ":" + p;
-    return p.empty() ? "." : p;
-  }
-  // A folder in messages, with its trailing separator.
-  std::string display_dir(const std::string& d) const {
-    if (is_archive()) return archive_ + ":" + (d.empty() ? "" : d + "/");
-    return d.empty() ? "./" : (d == "/" ? d : d + "/");
-  }
-  // Top-level folders of an archive (not hidden).
-  std::vector<std::string> top_dirs() const {
-    std::vector<std::string> out;
-    for (const std::string& d : dirs_)
-      if (d.find('/') == std::string::npos && !is_hidden_part(d)) out.push_back(d);
-    return out;
-  }
-
- private:
-  const detail::TarMember& member(const std::string& p) const {
-    const detail::TarMember* m = tar_->find(p);
-    HPCNET_REQUIRE(m != nullptr,
-                   "detect: cannot read " + display(p) + ": not a regular file of the archive");
-    return *m;
-  }
-
-  std::string archive_;
-  std::shared_ptr<const detail::TarFile> tar_;
-  std::set<std::string> files_, dirs_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Finding the YAML or JSON of a split.
@@ -290,7 +123,7 @@ SplitWord split_word(const std::string& name) {
 // The JSON of `split` for a given JSON path: the sibling with that split word in its name, or
 // the file itself when its name has none (*found: whether it exists; *named: whether the name
 // holds a split word).
-std::string coco_split_file(const Tree& t, const std::string& json, const std::string& split,
+std::string coco_split_file(const FileTree& t, const std::string& json, const std::string& split,
                             bool* found, bool* named) {
   const std::string dir = parent_of(json), name = base_name(json);
   const SplitWord w = split_word(name);
@@ -306,7 +139,7 @@ std::string coco_split_file(const Tree& t, const std::string& json, const std::s
 }
 
 // instances_<split>.json or instances_<split>NNNN.json in a folder; "" when none.
-std::string find_coco_json(const Tree& t, const std::string& dir, const std::string& split) {
+std::string find_coco_json(const FileTree& t, const std::string& dir, const std::string& split) {
   if (!t.is_dir(dir)) return "";
   const std::string pre = "instances_" + split;
   for (const std::string& f : t.list_files(dir)) {
@@ -326,7 +159,7 @@ struct Located {
 };
 
 // The YAML (data.yaml, or the only *.yaml) or the COCO JSON of split in a folder of the tree.
-Located find_in(const Tree& t, const std::string& dir, const std::string& split) {
+Located find_in(const FileTree& t, const std::string& dir, const std::string& split) {
   Located l;
   if (!t.is_dir(dir)) return l;
   const std::string data_yaml = t.join(dir, "data.yaml");
@@ -336,7 +169,7 @@ Located find_in(const Tree& t, const std::string& dir, const std::string& split)
   }
   std::vector<std::string> yamls;
   for (const std::string& f : t.list_files(dir))
-    if (is_yaml_name(f) && !is_hidden_part(base_name(f))) yamls.push_back(f);
+    if (is_yaml_name(f) && !detail::is_hidden_name(base_name(f))) yamls.push_back(f);
   if (yamls.size() > 1) {
     std::string names;
     for (const std::string& y : yamls) names += (names.empty() ? "" : ", ") + base_name(y);
@@ -359,7 +192,7 @@ Located find_in(const Tree& t, const std::string& dir, const std::string& split)
 }
 
 struct Source {
-  Tree tree;
+  FileTree tree;
   Located where;
 };
 
@@ -374,8 +207,8 @@ Source locate(const std::string& path, const std::string& split) {
       split + ".json, or a .tar/.tar.gz of one)";
   HPCNET_REQUIRE(fs::exists(path, ec), "detect: " + path + " does not exist" + hint);
   if (fs::is_directory(path, ec)) {
-    s.tree = Tree::folder();
-    const std::string dir = Tree::normal(path);
+    s.tree = FileTree::folder("detect");
+    const std::string dir = FileTree::normal(path);
     s.where = find_in(s.tree, dir, split);
     HPCNET_REQUIRE(!s.where.file.empty(), "detect: " + s.tree.display_dir(dir) +
                                               " holds no data.yaml and no annotations/instances_" +
@@ -383,7 +216,7 @@ Source locate(const std::string& path, const std::string& split) {
     return s;
   }
   if (detail::is_archive_name(path)) {
-    s.tree = Tree::open_archive(path);
+    s.tree = FileTree::open_archive(path, "detect");
     s.where = find_in(s.tree, "", split);
     if (s.where.file.empty()) {
       // One top-level folder is looked through (scenes/data.yaml).
@@ -402,14 +235,14 @@ Source locate(const std::string& path, const std::string& split) {
     }
     return s;
   }
-  s.tree = Tree::folder();
+  s.tree = FileTree::folder("detect");
   const std::string lower = detail::to_lower(path);
   if (is_yaml_name(lower)) {
-    s.where.file = Tree::normal(path);
+    s.where.file = FileTree::normal(path);
   } else if (ends_with(lower, ".json")) {
     s.where.coco = true;
     s.where.file =
-        coco_split_file(s.tree, Tree::normal(path), split, &s.where.found, &s.where.named);
+        coco_split_file(s.tree, FileTree::normal(path), split, &s.where.found, &s.where.named);
   } else {
     throw InputError("detect: " + path +
                      " is a file but neither .yaml/.yml, .json nor .tar/.tar.gz" + hint);
@@ -432,7 +265,7 @@ struct Item {
 
 // The lazy dataset of the items: boxes from a yolo item's rows in the pixels of whatever its image
 // decodes to, a coco item's boxes checked against its JSON size when it is read.
-std::shared_ptr<Dataset> lazy_items(const Tree& t, std::vector<Item>& items,
+std::shared_ptr<Dataset> lazy_items(const FileTree& t, std::vector<Item>& items,
                                     std::vector<std::string> classes, bool coco,
                                     std::string description, int64_t* objects) {
   auto ds = std::make_shared<detail::LazyDataset>(t.store(), std::move(classes),
@@ -458,7 +291,7 @@ std::shared_ptr<Dataset> lazy_items(const Tree& t, std::vector<Item>& items,
 }
 
 // item_name(): p below root, else p itself.
-std::string name_below(const Tree& t, const std::string& root, const std::string& p) {
+std::string name_below(const FileTree& t, const std::string& root, const std::string& p) {
   if (t.is_archive()) {
     if (root.empty()) return p;
     return p.compare(0, root.size() + 1, root + "/") == 0 ? p.substr(root.size() + 1) : p;
@@ -489,7 +322,7 @@ std::string label_path(const std::string& image) {
 }
 
 DetectionData load_yolo(Source& s, const std::string& split, DetectionReport report) {
-  Tree& t = s.tree;
+  FileTree& t = s.tree;
   const std::string yaml_file = s.where.file;
   const std::string yaml_display = t.display(yaml_file);
   const detail::DetectionYaml y = detail::parse_detection_yaml(t.text(yaml_file), yaml_display);
@@ -576,7 +409,7 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
 
 DetectionData load_coco(Source& s, const std::string& split, const DetectionOptions& options,
                         DetectionReport report) {
-  Tree& t = s.tree;
+  FileTree& t = s.tree;
   const std::string json = s.where.file;
   const std::string json_display = t.display(json);
   HPCNET_REQUIRE(s.where.found, "detect: no COCO JSON for split " + split + ": " + json_display +

@@ -392,10 +392,6 @@ std::string member_text(const detail::TarFile& tar, const detail::TarMember& m,
   return std::string(bytes.begin(), bytes.end());
 }
 
-detail::FileRef ref_of(const detail::TarMember& m, uint32_t archive) {
-  return detail::FileRef{m.path, m.offset, m.size, archive};
-}
-
 }  // namespace
 
 std::shared_ptr<Dataset> load_webdataset(const std::string& path) {
@@ -477,9 +473,9 @@ std::shared_ptr<Dataset> load_webdataset(const std::string& path) {
     const Pending& p = pending[i];
     const auto& members = tars[p.archive]->members();
     detail::LazyItem it;
-    it.image = ref_of(members[static_cast<size_t>(p.sample.image)], p.archive);
+    it.image = detail::member_ref(members[static_cast<size_t>(p.sample.image)], p.archive);
     if (p.sample.mask >= 0)
-      it.mask = ref_of(members[static_cast<size_t>(p.sample.mask)], p.archive);
+      it.mask = detail::member_ref(members[static_cast<size_t>(p.sample.mask)], p.archive);
     it.label = labels[i];
     it.name = fs::path(shards[p.archive]).filename().string() + ":" + p.sample.key;
     if (kind == TargetKind::kBoxes)
