@@ -17,6 +17,9 @@ namespace hpcnet::data::detail {
 // The most bytes one input file, or one archive member, may hold: a larger one is refused from
 // its size (stat, or the archive header's claim) before any buffer is reserved.
 inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
+// The most classes a dataset may name (a dataset YAML's names, COCO's categories, WebDataset
+// labels without a classes.txt).
+inline constexpr int64_t kMaxClasses = 100'000;
 
 // Whole file into memory; InputError "<what>: cannot read PATH: <reason>" on failure, when PATH
 // is not a regular file (a folder, FIFO or device: refused from stat, before opening it) or holds

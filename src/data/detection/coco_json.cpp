@@ -13,7 +13,6 @@
 namespace hpcnet::data::detail {
 namespace {
 
-using detection::kMaxClasses;
 using detection::shown;
 
 // COCO boxes may overhang their image by up to a pixel (they do in COCO itself).

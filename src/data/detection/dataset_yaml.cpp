@@ -10,7 +10,6 @@
 
 namespace hpcnet::data::detail {
 
-using detection::kMaxClasses;
 using detection::shown;
 
 DetectionYaml parse_detection_yaml(const std::string& text, const std::string& file) {

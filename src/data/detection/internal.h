@@ -12,9 +12,6 @@
 
 namespace hpcnet::data::detail::detection {
 
-// The most classes a dataset YAML or a COCO JSON may name.
-inline constexpr int64_t kMaxClasses = 100'000;
-
 // A piece of outside text for a one-line message: at most 40 characters, control bytes as '?'.
 inline std::string shown(std::string_view t) {
   std::string s;

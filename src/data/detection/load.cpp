@@ -78,36 +78,34 @@ std::string label_path(const std::string& image) {
   return p;
 }
 
-}  // namespace
-
-DetectionData load_yolo(Source& s, const std::string& split, DetectionReport report) {
-  FileTree& t = s.tree;
-  const std::string yaml_file = s.where.file;
-  const std::string yaml_display = t.display(yaml_file);
-  const detail::DetectionYaml y = detail::parse_detection_yaml(t.text(yaml_file), yaml_display);
+// The root of a YOLO dataset: the YAML's `path` (relative to the YAML's folder) where that is a
+// folder, else the YAML's folder (a note in *report when a folder's `path` is not one).
+std::string yolo_root(const FileTree& t, const DetectionYaml& y, const std::string& yaml_file,
+                      DetectionReport* report) {
   const std::string yaml_dir = parent_of(yaml_file);
-  // The root: `path` (relative to the YAML's folder), else the YAML's folder.
-  std::string root = yaml_dir;
-  if (!y.path.empty()) {
-    const std::string p = t.join(yaml_dir, y.path);
-    if (t.is_archive()) {
-      if (!fs::path(y.path).is_absolute() && t.inside(p) && t.is_dir(p)) root = p;
-    } else if (t.is_dir(p)) {
-      root = p;
-    } else {
-      report.notes.push_back("path " + shown(y.path) + " of " + yaml_display +
-                             " is not a folder; reading " + t.display_dir(yaml_dir) +
-                             " (the YAML's folder) instead");
-    }
+  if (y.path.empty()) return yaml_dir;
+  const std::string p = t.join(yaml_dir, y.path);
+  if (t.is_archive()) {
+    if (!fs::path(y.path).is_absolute() && t.inside(p) && t.is_dir(p)) return p;
+  } else if (t.is_dir(p)) {
+    return p;
+  } else {
+    report->notes.push_back("path " + shown(y.path) + " of " + t.display(yaml_file) +
+                            " is not a folder; reading " + t.display_dir(yaml_dir) +
+                            " (the YAML's folder) instead");
   }
-  const std::vector<std::string>& dirs = split == "train" ? y.train
-                                         : split == "val" ? y.val
-                                                          : y.test;
-  HPCNET_REQUIRE(!dirs.empty(), "detect: " + yaml_display + " has no '" + split + "' (add " +
-                                    split + ": images/" + split + ")");
+  return yaml_dir;
+}
+
+// The images of a split's folders (dirs, below root), sorted and unique; links that lead nowhere
+// are counted in *report.
+std::vector<std::string> list_split_images(const FileTree& t, const std::string& root,
+                                           const std::vector<std::string>& dirs,
+                                           const std::string& yaml_display,
+                                           const std::string& split, DetectionReport* report) {
   std::vector<std::string> image_files;
   for (const std::string& d : dirs) {
-    HPCNET_REQUIRE(!ends_with(detail::to_lower(d), ".txt"),
+    HPCNET_REQUIRE(!ends_with(to_lower(d), ".txt"),
                    "detect: " + yaml_display + ": " + split + ": " + shown(d) +
                        " is an image list; only folders of images are read, give the folder");
     const std::string dir = t.join(root, d);
@@ -123,13 +121,50 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
                                        split + ", only " + std::to_string(broken.size()) +
                                        " links that lead nowhere (first: " + broken[0] +
                                        "); fix or remove the links");
-    if (!broken.empty() && report.broken_links == 0) report.first_broken_link = broken[0];
-    report.broken_links += static_cast<int64_t>(broken.size());
+    if (!broken.empty() && report->broken_links == 0) report->first_broken_link = broken[0];
+    report->broken_links += static_cast<int64_t>(broken.size());
     image_files.insert(image_files.end(), found.begin(), found.end());
   }
   std::sort(image_files.begin(), image_files.end());
   image_files.erase(std::unique(image_files.begin(), image_files.end()), image_files.end());
+  return image_files;
+}
 
+// The rows of an item's label file (none when it has no label file), counted in *report.
+void read_label_file(const FileTree& t, const std::string& label_file, int64_t num_classes,
+                     Item* item, DetectionReport* report) {
+  if (!t.is_file(label_file)) {
+    if (report->missing_labels++ == 0) report->first_missing = t.display(label_file);
+    return;
+  }
+  int64_t dups = 0, dup_line = 0;
+  item->rows =
+      parse_yolo_label(t.text(label_file), t.display(label_file), num_classes, &dups, &dup_line);
+  if (item->rows.empty() && dups == 0 && report->empty_labels++ == 0)
+    report->first_empty = t.display(label_file);
+  if (dups > 0) {
+    if (report->duplicate_files++ == 0)
+      report->first_duplicate = t.display(label_file) + ":" + std::to_string(dup_line);
+    report->duplicates += dups;
+  }
+  for (const YoloRow& r : item->rows) report->polygons += r.polygon ? 1 : 0;
+}
+
+}  // namespace
+
+DetectionData load_yolo(Source& s, const std::string& split, DetectionReport report) {
+  FileTree& t = s.tree;
+  const std::string yaml_file = s.where.file;
+  const std::string yaml_display = t.display(yaml_file);
+  const DetectionYaml y = parse_detection_yaml(t.text(yaml_file), yaml_display);
+  const std::string root = yolo_root(t, y, yaml_file, &report);
+  const std::vector<std::string>& dirs = split == "train" ? y.train
+                                         : split == "val" ? y.val
+                                                          : y.test;
+  HPCNET_REQUIRE(!dirs.empty(), "detect: " + yaml_display + " has no '" + split + "' (add " +
+                                    split + ": images/" + split + ")");
+  const std::vector<std::string> image_files =
+      list_split_images(t, root, dirs, yaml_display, split, &report);
   std::vector<Item> items(image_files.size());
   std::vector<std::string> labels(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -137,24 +172,9 @@ DetectionData load_yolo(Source& s, const std::string& split, DetectionReport rep
     items[i].name = name_below(t, root, image_files[i]);
     labels[i] = label_path(image_files[i]);
   }
-  const int64_t nc = static_cast<int64_t>(y.names.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (!t.is_file(labels[i])) {
-      if (report.missing_labels++ == 0) report.first_missing = t.display(labels[i]);
-      continue;
-    }
-    int64_t dups = 0, dup_line = 0;
-    items[i].rows =
-        detail::parse_yolo_label(t.text(labels[i]), t.display(labels[i]), nc, &dups, &dup_line);
-    if (items[i].rows.empty() && dups == 0 && report.empty_labels++ == 0)
-      report.first_empty = t.display(labels[i]);
-    if (dups > 0) {
-      if (report.duplicate_files++ == 0)
-        report.first_duplicate = t.display(labels[i]) + ":" + std::to_string(dup_line);
-      report.duplicates += dups;
-    }
-    for (const YoloRow& r : items[i].rows) report.polygons += r.polygon ? 1 : 0;
-  }
+  const int64_t num_classes = static_cast<int64_t>(y.names.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    read_label_file(t, labels[i], num_classes, &items[i], &report);
   DetectionData out;
   out.dataset =
       lazy_items(t, items, y.names, false,
