@@ -1,9 +1,10 @@
 // Datasets, transforms and the DataLoader: dataset -> transforms -> batch, the first stage of the
-// training pipeline. Images live in memory as uint8 HWC RGB (3 channels) with their target: an
-// int64 class label (classification), boxes (detection) or a per-pixel class mask (segmentation);
-// transforms turn one image into a float CHW sample written straight into a batch buffer and move
-// the target with the pixels; the DataLoader assembles batches (B, 3, H, W) with their targets in
-// a reproducible order, optionally on worker threads.
+// training pipeline. A dataset is an index of files read and decoded when an item is asked for
+// (folders, archives, shards) or images held in memory (CIFAR-10's batches); an item is uint8 HWC
+// RGB (3 channels) with its target: an int64 class label (classification), boxes (detection) or a
+// per-pixel class mask (segmentation). Transforms turn one image into a float CHW sample written
+// straight into a batch buffer and move the target with the pixels; the DataLoader assembles
+// batches (B, 3, H, W) with their targets in a reproducible order, optionally on worker threads.
 // Invariants: every Dataset is immutable after construction and safe to read from many threads;
 // every random choice depends only on (seed, epoch, sample index), never on thread scheduling.
 #pragma once
