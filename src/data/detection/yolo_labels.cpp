@@ -27,6 +27,38 @@ bool parse_number(std::string_view t, double* out) {
   return ec == std::errc() && end == t.data() + t.size() && std::isfinite(*out);
 }
 
+// The white-space separated columns of a line into columns (cleared first).
+void split_columns(std::string_view line, std::vector<std::string_view>& columns) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
+  columns.clear();
+  for (size_t i = 0; i < line.size();) {
+    while (i < line.size() && space(line[i])) ++i;
+    const size_t begin = i;
+    while (i < line.size() && !space(line[i])) ++i;
+    if (i > begin) columns.push_back(line.substr(begin, i - begin));
+  }
+}
+
+// A checked row's box (values: class, then coordinates in 0..1) in normalised corners: a
+// polygon's bounding box, or `cx cy w h` as corners.
+void set_corners(const std::vector<double>& v, bool polygon, YoloRow* r) {
+  if (polygon) {
+    r->x1 = r->y1 = 1;
+    r->x2 = r->y2 = 0;
+    for (size_t k = 1; k + 1 < v.size(); k += 2) {
+      r->x1 = std::min(r->x1, v[k]);
+      r->x2 = std::max(r->x2, v[k]);
+      r->y1 = std::min(r->y1, v[k + 1]);
+      r->y2 = std::max(r->y2, v[k + 1]);
+    }
+  } else {
+    r->x1 = std::clamp(v[1] - v[3] / 2, 0.0, 1.0);
+    r->x2 = std::clamp(v[1] + v[3] / 2, 0.0, 1.0);
+    r->y1 = std::clamp(v[2] - v[4] / 2, 0.0, 1.0);
+    r->y2 = std::clamp(v[2] + v[4] / 2, 0.0, 1.0);
+  }
+}
+
 }  // namespace
 
 std::vector<YoloRow> parse_yolo_label(const std::string& text, const std::string& file,
@@ -46,16 +78,7 @@ std::vector<YoloRow> parse_yolo_label(const std::string& text, const std::string
     const std::string_view line(text.data() + pos, end - pos);
     pos = end + 1;
     ++line_no;
-    tok.clear();
-    for (size_t i = 0; i < line.size();) {
-      auto space = [](char c) {
-        return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-      };
-      while (i < line.size() && space(line[i])) ++i;
-      const size_t b = i;
-      while (i < line.size() && !space(line[i])) ++i;
-      if (i > b) tok.push_back(line.substr(b, i - b));
-    }
+    split_columns(line, tok);
     if (tok.empty()) continue;
     auto fail = [&](const std::string& what) {
       return InputError("detect: " + file + ":" + std::to_string(line_no) + ": " + what);
@@ -90,21 +113,7 @@ std::vector<YoloRow> parse_yolo_label(const std::string& text, const std::string
     r.cls = static_cast<int64_t>(v[0]);
     r.polygon = polygon;
     r.line = line_no;
-    if (polygon) {
-      r.x1 = r.y1 = 1;
-      r.x2 = r.y2 = 0;
-      for (size_t k = 1; k + 1 < n; k += 2) {
-        r.x1 = std::min(r.x1, v[k]);
-        r.x2 = std::max(r.x2, v[k]);
-        r.y1 = std::min(r.y1, v[k + 1]);
-        r.y2 = std::max(r.y2, v[k + 1]);
-      }
-    } else {
-      r.x1 = std::clamp(v[1] - v[3] / 2, 0.0, 1.0);
-      r.x2 = std::clamp(v[1] + v[3] / 2, 0.0, 1.0);
-      r.y1 = std::clamp(v[2] - v[4] / 2, 0.0, 1.0);
-      r.y2 = std::clamp(v[2] + v[4] / 2, 0.0, 1.0);
-    }
+    set_corners(v, polygon, &r);
     if (!seen.emplace(r.cls, r.x1, r.y1, r.x2, r.y2).second) {
       if (duplicates) {
         if (*duplicates == 0 && first_duplicate_line) *first_duplicate_line = line_no;
