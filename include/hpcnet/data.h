@@ -1,9 +1,10 @@
 // Datasets, transforms and the DataLoader: dataset -> transforms -> batch, the first stage of the
-// training pipeline. Images live in memory as uint8 HWC RGB (3 channels) with their target: an
-// int64 class label (classification), boxes (detection) or a per-pixel class mask (segmentation);
-// transforms turn one image into a float CHW sample written straight into a batch buffer and move
-// the target with the pixels; the DataLoader assembles batches (B, 3, H, W) with their targets in
-// a reproducible order, optionally on worker threads.
+// training pipeline. A dataset is an index of files read and decoded when an item is asked for
+// (folders, archives, shards) or images held in memory (CIFAR-10's batches); an item is uint8 HWC
+// RGB (3 channels) with its target: an int64 class label (classification), boxes (detection) or a
+// per-pixel class mask (segmentation). Transforms turn one image into a float CHW sample written
+// straight into a batch buffer and move the target with the pixels; the DataLoader assembles
+// batches (B, 3, H, W) with their targets in a reproducible order, optionally on worker threads.
 // Invariants: every Dataset is immutable after construction and safe to read from many threads;
 // every random choice depends only on (seed, epoch, sample index), never on thread scheduling.
 #pragma once
@@ -222,61 +223,17 @@ std::shared_ptr<InMemoryDataset> load_cifar10_binary(const std::string& path,
 // class folder (named).
 std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::string& split);
 
-// Semantic segmentation: image and class-mask pairs (a kMask dataset), from a folder or a
-// .tar/.tar.gz (one or two top-level folders, e.g. VOCdevkit/VOC2012/, are looked through):
-//   - images/<split>/NAME.{jpg,jpeg,png} with masks/<split>/NAME.png, class names from
-//     classes.txt (line k names mask value k) or, beside an Ultralytics data.yaml, "background"
-//     then its names (mask value 1 + k is class k: the "scenes" convention); path may be that
-//     YAML itself (its folder, or the folder its `path:` names below it, is read; its names win
-//     over a classes.txt);
-//   - PASCAL VOC: JPEGImages/NAME.jpg, SegmentationClass/NAME.png, ImageSets/Segmentation/
-//     <split>.txt, the 21 VOC classes.
-// Masks are 8-bit gray or palette PNGs whose value (palette index) is the class, 255 = ignore.
-// Sorted by image path. split: train, val or test. InputError naming the file for an image
-// without a mask, a mask of another size than its image, a class value past the class count
-// (other than 255), an RGB, 16-bit or JPEG mask, an undecodable file or a missing layout. Lazy as
-// load_image_folder: the pairs are listed at load time, decoded and checked by get().
+// Semantic segmentation: image and class-mask pairs (a kMask dataset, sorted by image path;
+// lazy: listed here, decoded and checked by get()) in the generic layout (images/<split>/ with
+// masks/<split>/) or PASCAL VOC's, from a folder, a .tar/.tar.gz or an Ultralytics data.yaml.
+// split: train, val or test. The layouts, the masks and what is refused (InputError naming the
+// file): docs/segmentation.md, "Data".
 std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::string& split);
 
-// Object detection (`--task detect`): images with boxes (a kBoxes dataset), in two layouts.
-//   Ultralytics  a dataset YAML: `path` (the root; relative to the YAML's folder, which is also
-//                the root when it is missing), `train`, `val`, `test` (a folder of images, or a
-//                list of them, relative to the root), `names` ({0: a, 1: b} or [a, b]) and
-//                optionally `nc` (must equal the number of names; names alone give "class_K").
-//                The label file of IMAGE is IMAGE with its last `images` path component replaced
-//                by `labels` and its extension by .txt (no `images` component: beside it). One
-//                row per object, `class cx cy w h` normalised to 0..1, or a polygon `class x1 y1
-//                x2 y2 x3 y3 ...` (an odd column count of 7 or more) taken as its bounding box.
-//                A missing or empty label file is an image without objects; exact duplicate rows
-//                are dropped (both counted in DetectionReport, not refused). An image entry that
-//                is a link leading nowhere is left out and counted (DetectionReport::broken_links;
-//                a folder holding nothing else is refused).
-//   COCO         an instances JSON (`images` id/file_name/width/height, `annotations` image_id/
-//                category_id/bbox [x, y, w, h] in pixels/iscrowd, `categories` id/name). Class k
-//                is the k-th category by ascending id. Crowd annotations (Box::crowd) and boxes
-//                of zero width or height are kept (counted) for the metric, as pycocotools keeps
-//                them (an ignore region; an object nothing can match); training never learns
-//                from them (detect::targets_of). file_name is looked for below
-//                DetectionOptions::coco_images when given, else below the JSON's folder (its
-//                parent when that folder is `annotations/`, as COCO and `make_scenes.py` lay it
-//                out), directly, in images/<S>/ or in <S>/, S being the split word of the JSON's
-//                name (instances_val2017.json: val2017). Images are ordered by id.
-// `path` is the YAML, the JSON (instances_train.json; another split reads the sibling whose name
-// has that split word instead: instances_val.json), a folder holding data.yaml (or one *.yaml)
-// or annotations/instances_<split>*.json, or a .tar/.tar.gz/.tgz holding those (at its top or
-// below one top-level folder; a YAML's `path` inside an archive is used only when it names a
-// folder of the archive, else the YAML's folder is the root). A YAML is preferred to a JSON.
-// Boxes become pixel corners of the decoded image, turned upright for its EXIF orientation as
-// Ultralytics (cv2.imread) and Pillow's exif_transpose read it (x1 = (cx - w/2) * width, ...;
-// coordinates within 1e-5 outside 0..1, or within 1 pixel outside a COCO image, are clamped). The
-// dataset is lazy (label files and the JSON are read at load time, images by get(), where a COCO
-// image of another size than its JSON says is refused) and sorted by image path (Ultralytics) or by
-// image id (COCO); item_name() is the image's path below the root. Throws InputError naming
-// FILE:LINE for a bad label row (a class out of range or not an integer, a coordinate outside 0..1,
-// not a number, a column count other than 5 or an odd count >= 7), the JSON field for bad COCO
-// data, and the file for YAML that does not parse, names that are not numbered 0, 1, ..., an `nc`
-// other than the number of names, a missing split key or folder, a split without images, an
-// undecodable image, a COCO image that is missing or of another size than its JSON says.
+// Object detection (`--task detect`): images with boxes (a kBoxes dataset, lazy) from an
+// Ultralytics dataset YAML or a COCO instances JSON, or a folder or .tar/.tar.gz holding one.
+// The formats, what is accepted and what is refused (InputError): docs/detection.md, "File
+// formats, exactly".
 struct DetectionOptions {
   std::string coco_images;  // COCO: the folder (or archive folder) file_name is relative to
 };

@@ -1,8 +1,9 @@
 // Modules as in torch.nn: named parameters and submodules (dotted names like "conv1.weight"),
-// train/eval mode, state_dict, and the layers Conv2d, MaxPool2d, Linear, ReLU, Flatten,
-// Sequential with PyTorch's default initialisation. A module may return several outputs
-// (forward_all); a Trunk returns feature maps at several strides for separate heads. Models are
-// built by name with make_model(name, ModelOptions).
+// train/eval mode, state_dict, and the layers Conv2d, ConvTranspose2d, MaxPool2d, Linear, ReLU,
+// Flatten, BatchNorm2d, Dropout, GlobalAvgPool2d, Sequential and ModuleDict with PyTorch's default
+// initialisation. A module may return several outputs (forward_all); a Trunk returns feature maps
+// at several strides for separate heads. Models are built by name with make_model(name,
+// ModelOptions), from the registry in src/nn/models/registry.cpp.
 #pragma once
 
 #include <map>
@@ -100,6 +101,7 @@ class ConvTranspose2d : public Module {
   int64_t stride, padding, output_padding;
 };
 
+// torch.nn.MaxPool2d(kernel_size, stride, padding); stride 0 means kernel_size (torch's None).
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
@@ -208,10 +210,9 @@ struct ModelInfo {
   int64_t size_multiple = 1;  // input sides must be multiples of this (unet: 32)
 };
 
-// Models by name: "lenet" (the tutorial Net), "resnet20", "resnet32", "resnet56" (the CIFAR
-// ResNets of He et al. 2016, option-A shortcuts) and "resnet18" (CIFAR variant: 3x3 stem, no
-// max-pool, 1x1 projection shortcuts); names of parameters as the usual PyTorch definitions
-// (bench/pytorch_resnet.py). Unknown names are an InputError listing the known ones.
+// The model registered under name (model_names() lists them: the tutorial's "lenet", the CIFAR
+// ResNets, U-Nets, YOLOv8 and DeepLabV3), its parameters named as in its PyTorch definition. An
+// unknown name is an InputError listing the known ones; num_classes must be >= 1.
 std::shared_ptr<Module> make_model(const std::string& name, const ModelOptions& options);
 inline std::shared_ptr<Module> make_model(const std::string& name, int64_t num_classes = 10) {
   return make_model(name, ModelOptions{num_classes});

@@ -1,9 +1,7 @@
-// Optimizers with torch.optim semantics. SGD applies, per parameter and in this order:
-//   g = grad + weight_decay * p
-//   buf = g on the first step, else momentum * buf + (1 - dampening) * g
-//   g = nesterov ? g + momentum * buf : buf
-//   p -= lr * g
-// The whole update is one fused kernel call over all parameters.
+// Optimizers with torch.optim semantics: SGD and AdamW (each update one fused kernel call over
+// all parameters), parameter groups (GroupedOptimizer, Ultralytics' three groups), gradient
+// clipping, an exponential moving average of the weights (EMA) and learning-rate schedules
+// (LrSchedule).
 #pragma once
 
 #include <array>
@@ -45,6 +43,11 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
+// torch.optim.SGD. Per parameter and in this order:
+//   g = grad + weight_decay * p
+//   buf = g on the first step, else momentum * buf + (1 - dampening) * g
+//   g = nesterov ? g + momentum * buf : buf
+//   p -= lr * g
 class SGD : public Optimizer {
  public:
   // Invalid options (negative lr, momentum or weight decay; nesterov without momentum or with
@@ -63,7 +66,7 @@ class SGD : public Optimizer {
 
  private:
   nn::NamedTensors params_;
-  std::vector<Tensor> param_list_, grads_, bufs_;
+  std::vector<Tensor> param_list_, grads_, momentum_buffers_;
   std::vector<bool> fresh_;  // buffer created this step
   SGDOptions opt_;
 };
@@ -90,7 +93,7 @@ class AdamW : public Optimizer {
 
  private:
   nn::NamedTensors params_;
-  std::vector<Tensor> param_list_, grads_, m_, v_;
+  std::vector<Tensor> param_list_, grads_, exp_avg_, exp_avg_sq_;  // torch's state names
   AdamWOptions opt_;
 };
 

@@ -39,28 +39,11 @@ bool is_webdataset_path(const std::string& path);
 // the path when it names none, or a shard that does not exist.
 std::vector<std::string> webdataset_shards(const std::string& path);
 
-// WebDataset shards as a lazy dataset. Each shard is indexed from its headers (TarFile) and its
-// members grouped exactly as webdataset's group_by_keys: KEY is the member's path up to the first
-// dot of its file name, its extension the rest, lower-cased ("a/b.Mask.PNG": key "a/b",
-// extension "mask.png"); consecutive members with one key are one sample; names without a dot in
-// their file name and "__*__" metadata are skipped. Per sample (extensions exactly):
-//   image  jpg, jpeg or png (content decides the decoder); webp and others are refused as
-//          "not supported (convert to JPEG or PNG)".
-//   cls    an integer as text (surrounding white space allowed): classification (kLabel).
-//   txt    YOLO rows (`class cx cy w h` normalised, or polygons): detection (kBoxes).
-//   mask.png or seg.png   a class mask, 255 = ignore: segmentation (kMask).
-//   json   and anything else: kept in the shard, unused.
-// The dataset's kind is mask if any sample has a mask, else label if every sample has a cls, else
-// boxes if any has a txt, else label; every sample then needs that target (a boxes sample without
-// txt has no objects). Class names are the lines of classes.txt beside the shards (in the list
-// file's folder, else in the first shard's; line k names class k, or mask value k); without
-// one, labels and YOLO classes are named "class_0" .. "class_K" up to the largest used, and masks
-// are refused (their class count is unknown). The shards named are the split: eval --split test
-// reads the shards --data names; a training run's validation set comes from --val-split.
-// InputError, one line naming the shard and the key: a truncated or corrupt shard (TarFile's
-// message), a key without an image or with two, two members of one key with one extension, a cls
-// that is not an integer, a label or row class outside the classes, a bad YOLO row, a sample
-// without the target its dataset's kind needs, or no samples at all.
+// WebDataset shards (as webdataset_shards names them) as a lazy dataset, each shard indexed from
+// its headers and its members grouped as webdataset's group_by_keys: a sample is an image (jpg,
+// jpeg, png) with a cls, txt (YOLO rows) or mask.png/seg.png target. The samples, the dataset's
+// kind, its class names and what is refused (InputError naming the shard and the key):
+// docs/data.md, "WebDataset shards".
 std::shared_ptr<Dataset> load_webdataset(const std::string& path);
 
 // Writing shards (`hpcnet shard`).

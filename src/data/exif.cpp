@@ -56,14 +56,14 @@ void row_walk(int orientation, int64_t y, int64_t h, int64_t w, int64_t c, int64
   *start = sy * row + sx * c;
 }
 
-template <int C>
+template <int Channels>
 void orient_rows(int orientation, const uint8_t* in, int64_t h, int64_t w, uint8_t* out,
                  int64_t out_h, int64_t out_w) {
   for (int64_t y = 0; y < out_h; ++y) {
     int64_t start = 0, step = 0;
-    row_walk(orientation, y, h, w, C, &start, &step);
-    uint8_t* dst = out + y * out_w * C;
-    for (int64_t x = 0; x < out_w; ++x) std::memcpy(dst + x * C, in + (start + x * step), C);
+    row_walk(orientation, y, h, w, Channels, &start, &step);
+    uint8_t* dst = out + y * out_w * Channels;
+    for (int64_t x = 0; x < out_w; ++x) std::memcpy(dst + x * Channels, in + (start + x * step), Channels);
   }
 }
 

@@ -20,10 +20,8 @@ namespace hpcnet::data {
 namespace detail {
 namespace {
 
-bool is_hidden(const std::string& name) { return !name.empty() && name[0] == '.'; }
-
 bool any_hidden(const std::vector<std::string>& parts) {
-  return std::any_of(parts.begin(), parts.end(), is_hidden);
+  return std::any_of(parts.begin(), parts.end(), is_hidden_name);
 }
 
 std::string join(const std::vector<std::string>& parts, size_t begin, size_t end) {
@@ -161,7 +159,7 @@ std::shared_ptr<Dataset> image_folder_from_tar(const std::string& archive,
     f.rel_dir = join(parts, depth + 1, parts.size() - 1);
     f.file = parts.back();
     f.display = m->path.substr(prefix.size());
-    f.ref = FileRef{m->path, m->offset, m->size};
+    f.ref = member_ref(*m);
     files.push_back(std::move(f));
   }
   for (const char* names_file : {"LOC_synset_mapping.txt", "classes.txt"})
@@ -176,124 +174,159 @@ std::shared_ptr<Dataset> image_folder_from_tar(const std::string& archive,
 
 }  // namespace detail
 
-std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::string& split) {
-  detail::check_split(split, "imagefolder");
-  fs::path root(path);
+namespace {
+
+using detail::FileTree;
+using detail::ImageFile;
+
+// The class folders of split_dir (not hidden), sorted.
+std::vector<std::string> class_folders(const fs::path& split_dir) {
   std::error_code ec;
-  if (fs::is_regular_file(root, ec)) {
-    HPCNET_REQUIRE(detail::is_archive_name(path),
-                   "imagefolder: " + path +
-                       " is a file but not a .tar/.tar.gz/.tgz archive; pass a folder holding " +
-                       split + "/<class>/ images or such an archive");
-    return detail::image_folder_from_tar(path, split,
-                                         detail::TarFile::open(detail::decompressed_tar(path)));
-  }
-  HPCNET_REQUIRE(fs::is_directory(root, ec), "imagefolder: " + path + " does not exist");
-  const fs::path split_dir = root / split;
-  HPCNET_REQUIRE(fs::is_directory(split_dir, ec), "imagefolder: " + path + " has no " + split +
-                                                      "/ folder; expected " + split_dir.string() +
-                                                      "/<class>/<images>");
   std::vector<std::string> classes;
   for (const fs::directory_entry& e : fs::directory_iterator(split_dir, ec)) {
     std::string name = e.path().filename().string();
-    if (!detail::is_hidden(name) && e.is_directory(ec)) classes.push_back(name);
+    if (!detail::is_hidden_name(name) && e.is_directory(ec)) classes.push_back(name);
   }
   HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + split_dir.string() + ": " + ec.message());
   std::sort(classes.begin(), classes.end());
   HPCNET_REQUIRE(!classes.empty(), "imagefolder: " + split_dir.string() +
                                        " holds no class folders; expected " + split_dir.string() +
                                        "/<class>/<images>");
+  return classes;
+}
+
+// A folder's identity (device, inode), whatever path or link leads to it.
+using FolderId = std::pair<dev_t, ino_t>;
+bool folder_id(const fs::path& p, FolderId* id) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return false;
+  *id = {st.st_dev, st.st_ino};
+  return true;
+}
+
+// Image entries of one class that are links leading nowhere.
+struct BrokenLinks {
+  int64_t count = 0;
+  std::string first;  // by name: "PATH -> TARGET"
+};
+
+// The images below class_dir (label k), links to folders followed but no folder twice, into
+// *files; image entries that are links leading nowhere are counted into *broken.
+void list_class_images(const fs::path& root, const fs::path& split_dir, const fs::path& class_dir,
+                       int64_t label, std::vector<ImageFile>* files, BrokenLinks* broken) {
+  // The class folder's ancestors and the folders of this class already listed: a link to one of
+  // them (an ancestor would loop until the path is too long, or take in the other classes) is
+  // not followed, so no image is listed twice.
+  std::set<FolderId> visited;
+  for (const fs::path& start : {class_dir, split_dir}) {
+    std::error_code cec;
+    for (fs::path p = fs::canonical(start, cec); !cec && !p.empty(); p = p.parent_path()) {
+      if (FolderId id; folder_id(p, &id)) visited.insert(id);
+      if (p == p.parent_path()) break;
+    }
+  }
+  std::error_code ec;
+  fs::recursive_directory_iterator it(class_dir, fs::directory_options::follow_directory_symlink,
+                                      ec);
+  HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
+    const std::string name = it->path().filename().string();
+    if (detail::is_hidden_name(name)) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (std::error_code dec; it->is_directory(dec)) {
+      FolderId id;
+      if (folder_id(it->path(), &id) && !visited.insert(id).second) it.disable_recursion_pending();
+      continue;
+    }
+    if (!detail::is_image_name(name)) continue;
+    if (std::error_code fec; !it->is_regular_file(fec)) {
+      // A link leading nowhere: left out, counted and said once (a FIFO or device with an
+      // image's name is left out as before).
+      if (std::string target; detail::is_broken_link(it->path().string(), &target)) {
+        std::string link = it->path().lexically_relative(root).generic_string() + " -> " + target;
+        if (broken->count++ == 0 || link < broken->first) broken->first = std::move(link);
+      }
+      continue;
+    }
+    ImageFile f;
+    f.label = label;
+    f.rel_dir = it->path().parent_path().lexically_relative(class_dir).generic_string();
+    if (f.rel_dir == ".") f.rel_dir.clear();
+    f.file = name;
+    f.display = it->path().lexically_relative(root).generic_string();
+    f.ref.path = (root / f.display).string();
+    files->push_back(std::move(f));
+  }
+}
+
+// Links leading nowhere are left out and said once on stderr; a class of nothing else is refused.
+void report_broken_links(const std::vector<BrokenLinks>& broken,
+                         const std::vector<std::string>& class_dirs,
+                         const std::vector<ImageFile>& files, const std::string& split) {
+  int64_t total = 0;
+  for (const BrokenLinks& b : broken) total += b.count;
+  if (total == 0) return;
+  std::vector<int64_t> kept(class_dirs.size(), 0);
+  for (const ImageFile& f : files) kept[static_cast<size_t>(f.label)]++;
+  for (size_t k = 0; k < class_dirs.size(); ++k)
+    HPCNET_REQUIRE(kept[k] > 0 || broken[k].count == 0,
+                   "imagefolder: class folder " + class_dirs[k] + " holds no images, only " +
+                       std::to_string(broken[k].count) + " links that lead nowhere (first: " +
+                       broken[k].first + "); fix or remove the links");
+  std::fprintf(stderr,
+               "imagefolder: %lld of %lld images of %s are links that lead nowhere and are "
+               "left out (first: %s); fix or remove the links\n",
+               static_cast<long long>(total),
+               static_cast<long long>(total + static_cast<int64_t>(files.size())), split.c_str(),
+               std::find_if(broken.begin(), broken.end(), [](const BrokenLinks& b) {
+                 return !b.first.empty();
+               })->first.c_str());
+}
+
+std::shared_ptr<Dataset> image_folder_from_folder(const std::string& path,
+                                                  const std::string& split) {
+  std::error_code ec;
+  const fs::path root(path);
+  HPCNET_REQUIRE(fs::is_directory(root, ec), "imagefolder: " + path + " does not exist");
+  const fs::path split_dir = root / split;
+  HPCNET_REQUIRE(fs::is_directory(split_dir, ec), "imagefolder: " + path + " has no " + split +
+                                                      "/ folder; expected " + split_dir.string() +
+                                                      "/<class>/<images>");
+  std::vector<std::string> classes = class_folders(split_dir);
   std::vector<std::string> class_dirs;
-  std::vector<detail::ImageFile> files;
-  int64_t broken = 0;  // image entries that are links leading nowhere
-  std::vector<int64_t> broken_in_class(classes.size(), 0);
-  std::vector<std::string> first_broken(classes.size());  // by name: "PATH -> TARGET"
-  // A folder's identity (device, inode), whatever path or link leads to it.
-  auto folder_id = [](const fs::path& p, std::pair<dev_t, ino_t>* id) {
-    struct stat st;
-    if (::stat(p.c_str(), &st) != 0) return false;
-    *id = {st.st_dev, st.st_ino};
-    return true;
-  };
+  std::vector<ImageFile> files;
+  std::vector<BrokenLinks> broken(classes.size());
   for (size_t k = 0; k < classes.size(); ++k) {
     const fs::path class_dir = split_dir / classes[k];
     class_dirs.push_back(class_dir.string());
-    // The class folder's ancestors and the folders of this class already listed: a link to one of
-    // them (an ancestor would loop until the path is too long, or take in the other classes) is
-    // not followed, so no image is listed twice.
-    std::set<std::pair<dev_t, ino_t>> visited;
-    for (const fs::path& start : {class_dir, split_dir}) {
-      std::error_code cec;
-      for (fs::path p = fs::canonical(start, cec); !cec && !p.empty(); p = p.parent_path()) {
-        if (std::pair<dev_t, ino_t> id; folder_id(p, &id)) visited.insert(id);
-        if (p == p.parent_path()) break;
-      }
-    }
-    fs::recursive_directory_iterator it(class_dir, fs::directory_options::follow_directory_symlink,
-                                        ec);
-    HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
-    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      HPCNET_REQUIRE(!ec, "imagefolder: cannot list " + class_dir.string() + ": " + ec.message());
-      const std::string name = it->path().filename().string();
-      if (detail::is_hidden(name)) {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
-        continue;
-      }
-      if (std::error_code dec; it->is_directory(dec)) {
-        std::pair<dev_t, ino_t> id;
-        if (folder_id(it->path(), &id) && !visited.insert(id).second)
-          it.disable_recursion_pending();
-        continue;
-      }
-      if (!detail::is_image_name(name)) continue;
-      if (std::error_code fec; !it->is_regular_file(fec)) {
-        // A link leading nowhere: left out, counted and said once below (a FIFO or device with
-        // an image's name is left out as before).
-        if (std::string target; detail::is_broken_link(it->path().string(), &target)) {
-          std::string link = it->path().lexically_relative(root).generic_string() + " -> " + target;
-          if (broken_in_class[k]++ == 0 || link < first_broken[k])
-            first_broken[k] = std::move(link);
-          ++broken;
-        }
-        continue;
-      }
-      detail::ImageFile f;
-      f.label = static_cast<int64_t>(k);
-      f.rel_dir = it->path().parent_path().lexically_relative(class_dir).generic_string();
-      if (f.rel_dir == ".") f.rel_dir.clear();
-      f.file = name;
-      f.display = it->path().lexically_relative(root).generic_string();
-      f.ref.path = (root / f.display).string();
-      files.push_back(std::move(f));
-    }
+    list_class_images(root, split_dir, class_dir, static_cast<int64_t>(k), &files, &broken[k]);
   }
-  if (broken > 0) {
-    std::vector<int64_t> kept(classes.size(), 0);
-    for (const detail::ImageFile& f : files) kept[static_cast<size_t>(f.label)]++;
-    for (size_t k = 0; k < classes.size(); ++k)
-      HPCNET_REQUIRE(kept[k] > 0 || broken_in_class[k] == 0,
-                     "imagefolder: class folder " + class_dirs[k] + " holds no images, only " +
-                         std::to_string(broken_in_class[k]) + " links that lead nowhere (first: " +
-                         first_broken[k] + "); fix or remove the links");
-    std::fprintf(stderr,
-                 "imagefolder: %lld of %lld images of %s are links that lead nowhere and are "
-                 "left out (first: %s); fix or remove the links\n",
-                 static_cast<long long>(broken),
-                 static_cast<long long>(broken + static_cast<int64_t>(files.size())), split.c_str(),
-                 std::find_if(first_broken.begin(), first_broken.end(), [](const std::string& f) {
-                   return !f.empty();
-                 })->c_str());
-  }
+  report_broken_links(broken, class_dirs, files, split);
+  const FileTree tree = FileTree::folder("imagefolder");
   for (const char* names_file : {"LOC_synset_mapping.txt", "classes.txt"})
     if (std::error_code nec; fs::is_regular_file(root / names_file, nec)) {
-      classes = detail::readable_class_names(
-          classes, detail::text_of(detail::read_whole_file((root / names_file).string(),
-                                                           "imagefolder")));
+      classes = detail::readable_class_names(classes, tree.text((root / names_file).string()));
       break;
     }
-  return detail::build_image_folder(std::move(classes), class_dirs, std::move(files),
-                                    std::make_shared<detail::FileStore>(),
+  return detail::build_image_folder(std::move(classes), class_dirs, std::move(files), tree.store(),
                                     "imagefolder " + split + " from " + path);
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> load_image_folder(const std::string& path, const std::string& split) {
+  detail::check_split(split, "imagefolder");
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return image_folder_from_folder(path, split);
+  HPCNET_REQUIRE(detail::is_archive_name(path),
+                 "imagefolder: " + path +
+                     " is a file but not a .tar/.tar.gz/.tgz archive; pass a folder holding " +
+                     split + "/<class>/ images or such an archive");
+  return detail::image_folder_from_tar(path, split,
+                                       detail::TarFile::open(detail::decompressed_tar(path)));
 }
 
 }  // namespace hpcnet::data

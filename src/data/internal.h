@@ -10,12 +10,16 @@
 #include <vector>
 
 #include "hpcnet/data.h"
+#include "src/data/file_tree.h"
 
 namespace hpcnet::data::detail {
 
 // The most bytes one input file, or one archive member, may hold: a larger one is refused from
 // its size (stat, or the archive header's claim) before any buffer is reserved.
 inline constexpr uint64_t kMaxInputFileBytes = uint64_t{1} << 30;
+// The most classes a dataset may name (a dataset YAML's names, COCO's categories, WebDataset
+// labels without a classes.txt).
+inline constexpr int64_t kMaxClasses = 100'000;
 
 // Whole file into memory; InputError "<what>: cannot read PATH: <reason>" on failure, when PATH
 // is not a regular file (a folder, FIFO or device: refused from stat, before opening it) or holds
@@ -65,22 +69,11 @@ std::vector<ArchiveEntry> scan_archive_memory(
     const uint8_t* data, size_t size, const std::string& name,
     const std::function<bool(const std::string&, bool)>& want);
 
-class FileStore;
 class TarFile;
 
 // The pixels of ex resized to (height, width) into dst (height * width * 3 bytes): the same
 // bilinear resampling, to the byte, as a leading Resize{height, width} of a Compose.
 void resize_bilinear(const Example& ex, int64_t height, int64_t width, uint8_t* dst);
-
-// One file of a lazy dataset's item: a filesystem path (a folder dataset), or a member of the
-// store's archive (see FileStore in lazy_dataset.h).
-struct FileRef {
-  std::string path;     // the file's path, or the member's path inside the archive
-  uint64_t offset = 0;  // archive: the member's data offset in the archive file
-  uint64_t size = 0;    // archive: the member's size
-  uint32_t archive = 0; // archive: which of the store's archives
-  bool empty() const { return path.empty(); }
-};
 
 // One image file found for an image folder.
 struct ImageFile {

@@ -2,8 +2,6 @@
 // demand, on whichever thread asks (a DataLoader worker), into that thread's ExampleBuffer.
 #include "src/data/lazy_dataset.h"
 
-#include <sys/stat.h>
-
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
@@ -71,19 +69,6 @@ FileRef get_ref(const uint8_t*& p, const uint8_t* end) {
 
 }  // namespace
 
-uint32_t FileStore::add_archive(std::shared_ptr<const TarFile> tar, std::string name) {
-  HPCNET_CHECK(tar != nullptr, "FileStore: a null archive");
-  tars_.push_back(std::move(tar));
-  names_.push_back(std::move(name));
-  return static_cast<uint32_t>(tars_.size() - 1);
-}
-
-void FileStore::read(const FileRef& f, std::vector<uint8_t>& out, const std::string& what) const {
-  if (tars_.empty()) return read_file_into(f.path, what, out);
-  HPCNET_CHECK(f.archive < tars_.size(), "FileRef of an archive the store does not hold");
-  tars_[f.archive]->read_into(TarMember{f.path, f.offset, f.size}, out);
-}
-
 void FileStore::to_bytes(std::string& out) const {
   put_u64(out, tars_.size());
   for (size_t k = 0; k < tars_.size(); ++k) {
@@ -101,21 +86,6 @@ std::shared_ptr<const FileStore> FileStore::from_bytes(const uint8_t*& p, const 
     store->add_archive(TarFile::open_unindexed(path), get_str(p, end));
   }
   return store;
-}
-
-std::string FileStore::display(const FileRef& f) const {
-  if (tars_.empty() || f.archive >= names_.size()) return f.path;
-  return names_[f.archive] + ":" + f.path;
-}
-
-std::string FileStore::identity() const {
-  std::string id;
-  for (const auto& tar : tars_) {
-    struct stat st {};
-    ::stat(tar->path().c_str(), &st);
-    id += tar->path() + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtime) + ";";
-  }
-  return id;
 }
 
 void check_boxes(const Box* boxes, size_t n, int64_t height, int64_t width, size_t classes,

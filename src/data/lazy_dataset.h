@@ -10,41 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "src/data/file_tree.h"
 #include "src/data/internal.h"
 
 namespace hpcnet::data::detail {
-
-class TarFile;
-
-// Where the files of a dataset are read from: the filesystem, or uncompressed tars (one archive,
-// or the shards of a WebDataset; FileRef::archive says which).
-class FileStore {
- public:
-  FileStore() = default;  // the filesystem
-  // Members of tar; messages name them "archive:member" (archive: the file the user gave, which
-  // may be the .tar.gz that tar was decompressed from).
-  FileStore(std::shared_ptr<const TarFile> tar, std::string archive) {
-    add_archive(std::move(tar), std::move(archive));
-  }
-  // Adds an archive; FileRef::archive of its members is the returned number (0, 1, ...).
-  uint32_t add_archive(std::shared_ptr<const TarFile> tar, std::string name);
-  // The file's bytes into out (its capacity reused). Thread-safe. InputError "<what>: cannot read
-  // FILE: reason" (FILE as display() writes it).
-  void read(const FileRef& f, std::vector<uint8_t>& out, const std::string& what) const;
-  // The store as bytes (its archives' paths and names), and a store from such bytes (archives
-  // opened for reading by offset, not indexed again). See LazyDataset::to_bytes.
-  void to_bytes(std::string& out) const;
-  static std::shared_ptr<const FileStore> from_bytes(const uint8_t*& p, const uint8_t* end);
-  // "path" or "ARCHIVE:member", for messages.
-  std::string display(const FileRef& f) const;
-  // The archives' identity for cache keys: their paths, sizes and modification times ("" for
-  // folders).
-  std::string identity() const;
-
- private:
-  std::vector<std::shared_ptr<const TarFile>> tars_;
-  std::vector<std::string> names_;
-};
 
 struct LazyItem {
   FileRef image;

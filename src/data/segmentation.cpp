@@ -26,6 +26,9 @@ namespace fs = std::filesystem;
 namespace hpcnet::data {
 namespace {
 
+using detail::FileRef;
+using detail::FileTree;
+
 const std::vector<std::string>& voc_class_names() {
   static const std::vector<std::string> names = {
       "background", "aeroplane", "bicycle", "bird",  "boat",        "bottle", "bus",
@@ -35,12 +38,12 @@ const std::vector<std::string>& voc_class_names() {
 }
 
 // The files of a dataset root that a layout may use, by path relative to the root, with where
-// their bytes are (a path of the folder, or a member of the archive's tar); nothing is read but
-// the small text files a layout needs (classes.txt, data.yaml, the VOC split lists).
-struct FileTree {
-  std::string where;  // the folder or archive, for messages
-  std::shared_ptr<const detail::FileStore> store;
-  std::map<std::string, detail::FileRef> files;
+// their bytes are in the tree's store (a path of the folder, or a member of the archive); nothing is
+// read but the small text files a layout needs (classes.txt, data.yaml, the VOC split lists).
+struct LayoutFiles {
+  FileTree tree = FileTree::folder("segmentation");  // the folder or archive
+  std::string where;                                  // the root, for messages
+  std::map<std::string, FileRef> files;
   // Entries a layout would use that are links leading nowhere (a folder only): path -> target.
   std::map<std::string, std::string> broken;
   bool has(const std::string& p) const { return files.count(p) != 0; }
@@ -49,10 +52,10 @@ struct FileTree {
     auto it = broken.find(p);
     return it == broken.end() ? "" : " (a link to " + it->second + ", which leads nowhere)";
   }
-  const detail::FileRef& ref(const std::string& p) const { return files.at(p); }
+  const FileRef& ref(const std::string& p) const { return files.at(p); }
   std::string text(const std::string& p) const {
     std::vector<uint8_t> b;
-    store->read(files.at(p), b, "segmentation");
+    tree.store()->read(files.at(p), b, "segmentation");
     return std::string(b.begin(), b.end());
   }
 };
@@ -94,63 +97,54 @@ fs::path yaml_root(const std::string& yaml) {
   return dir;
 }
 
-FileTree read_tree(const std::string& path, const std::string& split) {
-  FileTree t;
-  t.where = path;
-  std::error_code ec;
-  if (is_yaml_file(path)) {
-    // --data scenes/data.yaml: the folder it describes, named by that YAML (over a classes.txt).
-    t = read_tree(yaml_root(path).string(), split);
-    t.files.erase("classes.txt");
-    t.files["data.yaml"] = detail::FileRef{path};
-    return t;
+// Whether a path may be one of a layout's files at the top of the tree or below one or two
+// folders (VOCdevkit/VOC2012/); *prefix gets those folders ("" or "VOCdevkit/VOC2012/").
+bool layout_member(const std::string& path, const std::string& split, std::string* prefix) {
+  const std::vector<std::string> parts = detail::split_path(path);
+  prefix->clear();
+  for (size_t skip = 0; skip <= 2 && skip < parts.size(); ++skip) {
+    if (wanted(std::vector<std::string>(parts.begin() + skip, parts.end()), split)) return true;
+    *prefix += parts[skip] + "/";
   }
-  if (fs::is_regular_file(path, ec)) {
-    HPCNET_REQUIRE(detail::is_archive_name(path),
-                   "segmentation: " + path +
-                       " is a file but neither a dataset YAML (.yaml/.yml) nor a "
-                       ".tar/.tar.gz/.tgz archive");
-    // Keep everything a layout may use, at the top or below one top-level folder (or two, as
-    // VOCdevkit/VOC2012/); decide the prefix afterwards.
-    auto want = [&](const std::string& p) {
-      std::vector<std::string> parts = detail::split_path(p);
-      for (size_t skip = 0; skip <= 2 && skip < parts.size(); ++skip)
-        if (wanted(std::vector<std::string>(parts.begin() + skip, parts.end()), split)) return true;
-      return false;
-    };
-    std::shared_ptr<const detail::TarFile> tar =
-        detail::TarFile::open(detail::decompressed_tar(path));
-    std::vector<const detail::TarMember*> entries;
-    for (const detail::TarMember& m : tar->members())
-      if (want(m.path)) entries.push_back(&m);
-    std::map<std::string, int> prefixes;  // candidate roots, by the entries below them
-    for (const detail::TarMember* e : entries) {
-      std::vector<std::string> parts = detail::split_path(e->path);
-      std::string prefix;
-      for (size_t skip = 0; skip <= 2 && skip < parts.size(); ++skip) {
-        if (wanted(std::vector<std::string>(parts.begin() + skip, parts.end()), split)) {
-          prefixes[prefix]++;
-          break;
-        }
-        prefix += parts[skip] + "/";
-      }
+  return false;
+}
+
+// An archive's layout files: everything a layout may use is kept, and the root is the prefix
+// most of them share.
+LayoutFiles layout_of_archive(const std::string& path, const std::string& split) {
+  HPCNET_REQUIRE(detail::is_archive_name(path),
+                 "segmentation: " + path +
+                     " is a file but neither a dataset YAML (.yaml/.yml) nor a "
+                     ".tar/.tar.gz/.tgz archive");
+  LayoutFiles t;
+  t.tree = FileTree::open_archive(path, "segmentation");
+  std::vector<const detail::TarMember*> entries;
+  std::map<std::string, int> prefixes;  // candidate roots, by the entries below them
+  for (const detail::TarMember& m : t.tree.tar().members()) {
+    if (std::string prefix; layout_member(m.path, split, &prefix)) {
+      entries.push_back(&m);
+      prefixes[prefix]++;
     }
-    HPCNET_REQUIRE(!prefixes.empty(), "segmentation: archive " + path +
-                                          " holds no images/ and masks/ folders nor a VOC "
-                                          "layout (JPEGImages/, SegmentationClass/)");
-    const std::string prefix =
-        std::max_element(prefixes.begin(), prefixes.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; })
-            ->first;
-    for (const detail::TarMember* e : entries)
-      if (e->path.compare(0, prefix.size(), prefix) == 0)
-        t.files.emplace(e->path.substr(prefix.size()),
-                        detail::FileRef{e->path, e->offset, e->size});
-    t.where = path + ":" + prefix;
-    t.store = std::make_shared<detail::FileStore>(std::move(tar), path);
-    return t;
   }
+  HPCNET_REQUIRE(!prefixes.empty(), "segmentation: archive " + path +
+                                        " holds no images/ and masks/ folders nor a VOC "
+                                        "layout (JPEGImages/, SegmentationClass/)");
+  const std::string prefix =
+      std::max_element(prefixes.begin(), prefixes.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; })
+          ->first;
+  for (const detail::TarMember* e : entries)  // of a path stored twice, the first
+    if (e->path.compare(0, prefix.size(), prefix) == 0)
+      t.files.emplace(e->path.substr(prefix.size()), detail::member_ref(*e));
+  t.where = path + ":" + prefix;
+  return t;
+}
+
+// A folder's layout files, walking only where a layout's files may be.
+LayoutFiles layout_of_folder(const std::string& path, const std::string& split) {
+  std::error_code ec;
   HPCNET_REQUIRE(fs::is_directory(path, ec), "segmentation: " + path + " does not exist");
+  LayoutFiles t;
   fs::path root(path);
   // A folder holding VOCdevkit/VOC20xx/ (as torchvision downloads it) is looked through.
   for (const char* sub : {"VOCdevkit/VOC2012", "VOCdevkit/VOC2007", "VOC2012"})
@@ -168,14 +162,26 @@ FileTree read_tree(const std::string& path, const std::string& split) {
     }
     if (!wanted(parts, split)) continue;
     if (it->is_regular_file(fec))
-      t.files.emplace(rel.generic_string(), detail::FileRef{it->path().string()});
+      t.files.emplace(rel.generic_string(), FileRef{it->path().string()});
     else if (std::string target; detail::is_broken_link(it->path().string(), &target))
       t.broken.emplace(rel.generic_string(), std::move(target));
   }
   HPCNET_REQUIRE(!ec, "segmentation: cannot list " + root.string() + ": " + ec.message());
   t.where = root.string() + "/";
-  t.store = std::make_shared<detail::FileStore>();
   return t;
+}
+
+LayoutFiles read_layout(const std::string& path, const std::string& split) {
+  if (is_yaml_file(path)) {
+    // --data scenes/data.yaml: the folder it describes, named by that YAML (over a classes.txt).
+    LayoutFiles t = read_layout(yaml_root(path).string(), split);
+    t.files.erase("classes.txt");
+    t.files["data.yaml"] = FileRef{path};
+    return t;
+  }
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return layout_of_archive(path, split);
+  return layout_of_folder(path, split);
 }
 
 std::string stem(const std::string& file) {
@@ -183,7 +189,7 @@ std::string stem(const std::string& file) {
   return dot == std::string::npos ? file : file.substr(0, dot);
 }
 
-std::vector<std::string> class_names_generic(const FileTree& t) {
+std::vector<std::string> class_names_generic(const LayoutFiles& t) {
   // Mask values are bytes and 255 means "ignore": at most 255 classes.
   auto check_count = [&](const std::vector<std::string>& names, const char* file) {
     HPCNET_REQUIRE(names.size() <= 255, "segmentation: " + t.where + file + " names " +
@@ -220,10 +226,10 @@ struct Pair {
 
 // The lazy dataset of the pairs, sorted by image name; an item's image and mask are decoded (and
 // the mask checked against its image's size and the classes) when it is read.
-std::shared_ptr<Dataset> lazy_pairs(const FileTree& t, std::vector<Pair> pairs,
+std::shared_ptr<Dataset> lazy_pairs(const LayoutFiles& t, std::vector<Pair> pairs,
                                     std::vector<std::string> classes, std::string description) {
   std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) { return a.name < b.name; });
-  auto ds = std::make_shared<detail::LazyDataset>(t.store, std::move(classes), TargetKind::kMask,
+  auto ds = std::make_shared<detail::LazyDataset>(t.tree.store(), std::move(classes), TargetKind::kMask,
                                                   "segmentation", std::move(description));
   ds->reserve(pairs.size());
   for (Pair& p : pairs) {
@@ -236,9 +242,9 @@ std::shared_ptr<Dataset> lazy_pairs(const FileTree& t, std::vector<Pair> pairs,
   return ds;
 }
 
-std::shared_ptr<Dataset> load_generic(const FileTree& t, const std::string& split) {
+std::shared_ptr<Dataset> load_generic(const LayoutFiles& t, const std::string& split) {
   const std::string img_dir = "images/" + split + "/", mask_dir = "masks/" + split + "/";
-  std::map<std::string, const std::pair<const std::string, detail::FileRef>*> masks;
+  std::map<std::string, const std::pair<const std::string, FileRef>*> masks;
   for (const auto& kv : t.files)
     if (kv.first.compare(0, mask_dir.size(), mask_dir) == 0 &&
         kv.first.find('/', mask_dir.size()) == std::string::npos)
@@ -281,7 +287,7 @@ std::shared_ptr<Dataset> load_generic(const FileTree& t, const std::string& spli
                     "segmentation " + split + " from " + t.where);
 }
 
-std::shared_ptr<Dataset> load_voc(const FileTree& t, const std::string& split) {
+std::shared_ptr<Dataset> load_voc(const LayoutFiles& t, const std::string& split) {
   const std::string list = "ImageSets/Segmentation/" + split + ".txt";
   HPCNET_REQUIRE(t.has(list), "segmentation: " + t.where + " has no " + list +
                                   " (PASCAL VOC lists the images of each split there)");
@@ -363,7 +369,7 @@ bool segmentation_has_split(const std::string& path, const std::string& split) {
 std::shared_ptr<Dataset> load_segmentation(const std::string& path, const std::string& split) {
   HPCNET_REQUIRE(split == "train" || split == "val" || split == "test",
                  "segmentation: unknown split '" + split + "' (train, val or test)");
-  FileTree t = read_tree(path, split);
+  LayoutFiles t = read_layout(path, split);
   bool generic = false, voc = false;
   for (const auto& kv : t.files) {
     generic = generic || kv.first.rfind("images/", 0) == 0;

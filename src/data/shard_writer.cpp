@@ -35,17 +35,17 @@ struct Member {
 class TarWriter {
  public:
   explicit TarWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    a_ = archive_write_new();
-    HPCNET_CHECK(a_ != nullptr, "archive_write_new failed");
-    if (archive_write_set_format_pax_restricted(a_) != ARCHIVE_OK ||
-        archive_write_add_filter_none(a_) != ARCHIVE_OK ||
-        archive_write_set_bytes_per_block(a_, 10240) != ARCHIVE_OK ||
-        archive_write_set_bytes_in_last_block(a_, 1) != ARCHIVE_OK ||
-        archive_write_open_filename(a_, tmp_.c_str()) != ARCHIVE_OK)
+    archive_ = archive_write_new();
+    HPCNET_CHECK(archive_ != nullptr, "archive_write_new failed");
+    if (archive_write_set_format_pax_restricted(archive_) != ARCHIVE_OK ||
+        archive_write_add_filter_none(archive_) != ARCHIVE_OK ||
+        archive_write_set_bytes_per_block(archive_, 10240) != ARCHIVE_OK ||
+        archive_write_set_bytes_in_last_block(archive_, 1) != ARCHIVE_OK ||
+        archive_write_open_filename(archive_, tmp_.c_str()) != ARCHIVE_OK)
       fail("cannot create");
   }
   ~TarWriter() {
-    if (a_) archive_write_free(a_);
+    if (archive_) archive_write_free(archive_);
     if (!closed_) {
       std::error_code ec;
       fs::remove(tmp_, ec);
@@ -58,20 +58,20 @@ class TarWriter {
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0644);
     archive_entry_set_mtime(e, 0, 0);
-    const int r = archive_write_header(a_, e);
+    const int r = archive_write_header(archive_, e);
     archive_entry_free(e);
     if (r != ARCHIVE_OK) fail("cannot write " + m.name + " to");
     size_t done = 0;
     while (done < m.data.size()) {
-      const la_ssize_t n = archive_write_data(a_, m.data.data() + done, m.data.size() - done);
+      const la_ssize_t n = archive_write_data(archive_, m.data.data() + done, m.data.size() - done);
       if (n <= 0) fail("cannot write " + m.name + " to");
       done += static_cast<size_t>(n);
     }
   }
   void close() {
-    if (archive_write_close(a_) != ARCHIVE_OK) fail("cannot finish");
-    archive_write_free(a_);
-    a_ = nullptr;
+    if (archive_write_close(archive_) != ARCHIVE_OK) fail("cannot finish");
+    archive_write_free(archive_);
+    archive_ = nullptr;
     std::error_code ec;
     fs::rename(tmp_, path_, ec);
     if (ec) throw InputError("shard: cannot rename " + tmp_ + " to " + path_ + ": " + ec.message());
@@ -81,11 +81,11 @@ class TarWriter {
  private:
   [[noreturn]] void fail(const std::string& what) {
     throw InputError("shard: " + what + " " + tmp_ + ": " +
-                     (a_ && archive_error_string(a_) ? archive_error_string(a_) : "unknown error") +
+                     (archive_ && archive_error_string(archive_) ? archive_error_string(archive_) : "unknown error") +
                      "; check the --out folder (space, permissions)");
   }
   std::string path_, tmp_;
-  archive* a_ = nullptr;
+  archive* archive_ = nullptr;
   bool closed_ = false;
 };
 

@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 namespace hpcnet::data {
 namespace {
 
-constexpr int64_t kMaxClasses = 100'000;  // as a dataset YAML
 constexpr uint64_t kMaxTextMember = 64ull << 20;
 
 bool ends_with_ci(const std::string& s, const std::string& suffix) {
@@ -392,20 +391,24 @@ std::string member_text(const detail::TarFile& tar, const detail::TarMember& m,
   return std::string(bytes.begin(), bytes.end());
 }
 
-detail::FileRef ref_of(const detail::TarMember& m, uint32_t archive) {
-  return detail::FileRef{m.path, m.offset, m.size, archive};
-}
-
-}  // namespace
-
-std::shared_ptr<Dataset> load_webdataset(const std::string& path) {
-  const std::vector<std::string> shards = webdataset_shards(path);
-  std::string classes_file;
-  std::vector<std::string> classes = read_classes(classes_folders(path, shards), &classes_file);
-  auto store = std::make_shared<detail::FileStore>();
+// The shards indexed from their headers (each an archive of store) and their members grouped
+// into samples, in shard order.
+struct IndexedShards {
+  std::shared_ptr<detail::FileStore> store = std::make_shared<detail::FileStore>();
   std::vector<std::shared_ptr<const detail::TarFile>> tars;
-  std::vector<Pending> pending;
+  std::vector<Pending> samples;
   bool any_mask = false, any_txt = false, all_cls = true;
+  // Mask if any sample has a mask, else label if every sample has a cls, else boxes if any has a
+  // txt, else label.
+  TargetKind kind() const {
+    return any_mask              ? TargetKind::kMask
+           : any_txt && !all_cls ? TargetKind::kBoxes
+                                 : TargetKind::kLabel;
+  }
+};
+
+IndexedShards index_shards(const std::vector<std::string>& shards) {
+  IndexedShards index;
   for (const std::string& shard : shards) {
     std::shared_ptr<const detail::TarFile> tar;
     try {
@@ -413,31 +416,35 @@ std::shared_ptr<Dataset> load_webdataset(const std::string& path) {
     } catch (const InputError& e) {
       throw InputError(std::string("webdataset: ") + e.what());
     }
-    const uint32_t archive = store->add_archive(tar, shard);
-    tars.push_back(tar);
+    const uint32_t archive = index.store->add_archive(tar, shard);
+    index.tars.push_back(tar);
     for (detail::ShardSample& s : detail::group_shard_members(tar->members(), shard)) {
-      any_mask = any_mask || s.mask >= 0;
-      any_txt = any_txt || s.txt >= 0;
-      all_cls = all_cls && s.cls >= 0;
-      pending.push_back(Pending{archive, std::move(s)});
+      index.any_mask = index.any_mask || s.mask >= 0;
+      index.any_txt = index.any_txt || s.txt >= 0;
+      index.all_cls = index.all_cls && s.cls >= 0;
+      index.samples.push_back(Pending{archive, std::move(s)});
     }
   }
-  HPCNET_REQUIRE(!pending.empty(), "webdataset: " + path + ": no samples in " +
-                                       std::to_string(shards.size()) + " shard(s)");
-  const TargetKind kind = any_mask              ? TargetKind::kMask
-                          : any_txt && !all_cls ? TargetKind::kBoxes
-                                                : TargetKind::kLabel;
-  HPCNET_REQUIRE(kind != TargetKind::kMask || !classes.empty(),
-                 "webdataset: " + path + ": masks need class names; write " + classes_file +
-                     " (line k names mask value k)");
-  // Targets are read now (the index holds them, as the folder loaders' do); images stay unread.
-  std::vector<int64_t> labels(pending.size(), 0);
-  std::vector<std::vector<detail::YoloRow>> rows(kind == TargetKind::kBoxes ? pending.size() : 0);
+  return index;
+}
+
+// Each sample's target, read now (the index holds them, as the folder loaders' do; images stay
+// unread): labels (kLabel) or label rows (kBoxes), and the largest class used.
+struct Targets {
+  std::vector<int64_t> labels;
+  std::vector<std::vector<detail::YoloRow>> rows;
   int64_t largest = -1;
-  const int64_t nc = classes.empty() ? kMaxClasses : static_cast<int64_t>(classes.size());
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const Pending& p = pending[i];
-    const detail::TarFile& tar = *tars[p.archive];
+};
+
+// num_classes: the class count label rows are checked against.
+Targets read_targets(const IndexedShards& index, const std::vector<std::string>& shards,
+                     TargetKind kind, int64_t num_classes) {
+  Targets out;
+  out.labels.assign(index.samples.size(), 0);
+  out.rows.resize(kind == TargetKind::kBoxes ? index.samples.size() : 0);
+  for (size_t i = 0; i < index.samples.size(); ++i) {
+    const Pending& p = index.samples[i];
+    const detail::TarFile& tar = *index.tars[p.archive];
     const std::string& shard = shards[p.archive];
     const std::string& key = p.sample.key;
     auto member = [&](int64_t k) -> const detail::TarMember& {
@@ -450,40 +457,60 @@ std::shared_ptr<Dataset> load_webdataset(const std::string& path) {
     };
     if (kind == TargetKind::kLabel) {
       if (p.sample.cls < 0) throw missing("cls");
-      labels[i] =
+      out.labels[i] =
           detail::parse_shard_cls(member_text(tar, member(p.sample.cls), shard, key), shard, key);
-      largest = std::max(largest, labels[i]);
+      out.largest = std::max(out.largest, out.labels[i]);
     } else if (kind == TargetKind::kMask) {
       if (p.sample.mask < 0) throw missing("mask.png");
     } else if (p.sample.txt >= 0) {
       const detail::TarMember& m = member(p.sample.txt);
-      rows[i] = detail::parse_yolo_label(member_text(tar, m, shard, key), shard + ":" + m.path, nc);
-      for (const detail::YoloRow& r : rows[i]) largest = std::max(largest, r.cls);
+      out.rows[i] = detail::parse_yolo_label(member_text(tar, m, shard, key), shard + ":" + m.path,
+                                             num_classes);
+      for (const detail::YoloRow& r : out.rows[i]) out.largest = std::max(out.largest, r.cls);
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> load_webdataset(const std::string& path) {
+  const std::vector<std::string> shards = webdataset_shards(path);
+  std::string classes_file;
+  std::vector<std::string> classes = read_classes(classes_folders(path, shards), &classes_file);
+  const IndexedShards index = index_shards(shards);
+  HPCNET_REQUIRE(!index.samples.empty(), "webdataset: " + path + ": no samples in " +
+                                             std::to_string(shards.size()) + " shard(s)");
+  const TargetKind kind = index.kind();
+  HPCNET_REQUIRE(kind != TargetKind::kMask || !classes.empty(),
+                 "webdataset: " + path + ": masks need class names; write " + classes_file +
+                     " (line k names mask value k)");
+  const int64_t num_classes =
+      classes.empty() ? detail::kMaxClasses : static_cast<int64_t>(classes.size());
+  const Targets targets = read_targets(index, shards, kind, num_classes);
   std::string note;
   if (classes.empty()) {
-    for (int64_t k = 0; k <= largest; ++k) classes.push_back("class_" + std::to_string(k));
+    for (int64_t k = 0; k <= targets.largest; ++k) classes.push_back("class_" + std::to_string(k));
     if (classes.empty()) classes.push_back("class_0");
     note = ", classes class_0..class_" + std::to_string(classes.size() - 1) + " (no " +
            classes_file + ")";
   }
   const std::string description = "webdataset " + path + " (" + std::to_string(shards.size()) +
                                   (shards.size() == 1 ? " shard" : " shards") + note + ")";
-  auto ds = std::make_shared<detail::LazyDataset>(store, std::move(classes), kind, "webdataset",
-                                                  description);
-  ds->reserve(pending.size());
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const Pending& p = pending[i];
-    const auto& members = tars[p.archive]->members();
+  auto ds = std::make_shared<detail::LazyDataset>(index.store, std::move(classes), kind,
+                                                  "webdataset", description);
+  ds->reserve(index.samples.size());
+  for (size_t i = 0; i < index.samples.size(); ++i) {
+    const Pending& p = index.samples[i];
+    const auto& members = index.tars[p.archive]->members();
     detail::LazyItem it;
-    it.image = ref_of(members[static_cast<size_t>(p.sample.image)], p.archive);
+    it.image = detail::member_ref(members[static_cast<size_t>(p.sample.image)], p.archive);
     if (p.sample.mask >= 0)
-      it.mask = ref_of(members[static_cast<size_t>(p.sample.mask)], p.archive);
-    it.label = labels[i];
+      it.mask = detail::member_ref(members[static_cast<size_t>(p.sample.mask)], p.archive);
+    it.label = targets.labels[i];
     it.name = fs::path(shards[p.archive]).filename().string() + ":" + p.sample.key;
     if (kind == TargetKind::kBoxes)
-      ds->add_rows(std::move(it), rows[i]);
+      ds->add_rows(std::move(it), targets.rows[i]);
     else
       ds->add(std::move(it));
   }

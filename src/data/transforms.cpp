@@ -414,126 +414,122 @@ LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size
   return g;
 }
 
+namespace {
+
+// Where a transform stands in a Compose's pipeline, and what came before it.
+struct Place {
+  const std::vector<Transform>& transforms;
+  size_t index = 0;
+  int to_tensor = 0, normalize = 0, cutout = 0;  // seen so far
+  bool first() const { return index == 0; }
+};
+
+// Each transform's arguments and place in the pipeline, checked (InputError saying what is wrong).
+void check_transform(const Resize& r, Place& at) {
+  HPCNET_REQUIRE(at.first(), "transforms: Resize must come first");
+  HPCNET_REQUIRE(r.height > 0 && r.width > 0, "transforms: Resize needs a positive size, got " +
+                                                  std::to_string(r.height) + "x" +
+                                                  std::to_string(r.width));
+}
+void check_transform(const ResizeShorter& r, Place& at) {
+  HPCNET_REQUIRE(at.first(), "transforms: Resize(size) must come first");
+  HPCNET_REQUIRE(r.size > 0, "transforms: Resize needs a positive size");
+}
+void check_transform(const RandomResizedCrop& r, Place& at) {
+  HPCNET_REQUIRE(at.first(), "transforms: RandomResizedCrop must come first");
+  HPCNET_REQUIRE(r.size > 0 && r.scale_min > 0 && r.scale_min <= r.scale_max &&
+                     r.scale_max <= 1 && r.ratio_min > 0 && r.ratio_min <= r.ratio_max,
+                 "transforms: RandomResizedCrop needs size > 0, 0 < scale_min <= "
+                 "scale_max <= 1 and 0 < ratio_min <= ratio_max");
+}
+void check_transform(const CenterCrop& c, Place& at) {
+  HPCNET_REQUIRE(at.normalize == 0 && at.cutout == 0,
+                 "transforms: CenterCrop must come before Normalize and Cutout");
+  HPCNET_REQUIRE(c.size > 0, "transforms: CenterCrop needs size > 0");
+}
+void check_transform(const Letterbox& l, Place& at) {
+  HPCNET_REQUIRE(at.first(), "transforms: Letterbox must come first");
+  HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
+}
+void check_transform(const Mosaic& m, Place& at) {
+  HPCNET_REQUIRE(at.first(), "transforms: Mosaic must come first");
+  HPCNET_REQUIRE(m.size > 0 && m.p >= 0 && m.p <= 1,
+                 "transforms: Mosaic needs size > 0 and p in [0, 1]");
+  const auto* next =
+      at.transforms.size() > 1 ? std::get_if<RandomAffine>(&at.transforms[1]) : nullptr;
+  HPCNET_REQUIRE(next && next->size == m.size,
+                 "transforms: Mosaic must be followed by a RandomAffine of its size");
+}
+void check_transform(const RandomAffine& r, Place& at) {
+  const bool after_mosaic =
+      at.index == 1 && std::holds_alternative<Mosaic>(at.transforms.front());
+  HPCNET_REQUIRE(at.first() || after_mosaic,
+                 "transforms: RandomAffine must come first (or after Mosaic)");
+  HPCNET_REQUIRE(r.size > 0 && r.scale >= 0 && r.scale < 1 && r.translate >= 0 &&
+                     r.translate <= 0.5 && r.degrees >= 0 && r.shear >= 0 && r.shear < 90,
+                 "transforms: RandomAffine needs size > 0, scale in [0, 1), translate "
+                 "in [0, 0.5], degrees >= 0 and shear in [0, 90)");
+}
+void check_transform(const RandomHSV& h, Place& at) {
+  HPCNET_REQUIRE(!at.first() && at.to_tensor == 0,
+                 "transforms: RandomHSV comes after the first transform and before "
+                 "ToTensor");
+  HPCNET_REQUIRE(h.h >= 0 && h.h <= 1 && h.s >= 0 && h.s <= 1 && h.v >= 0 && h.v <= 1,
+                 "transforms: RandomHSV gains must be in [0, 1]");
+}
+void check_transform(const RandomScale& r, Place& at) {
+  HPCNET_REQUIRE(at.first(), "transforms: RandomScale must come first");
+  HPCNET_REQUIRE(r.size > 0 && r.scale_min > 0 && r.scale_max >= r.scale_min && r.scale_max <= 8,
+                 "transforms: RandomScale needs size > 0 and 0 < scale_min <= "
+                 "scale_max <= 8, got " +
+                     std::to_string(r.size) + ", " + fmt_float(static_cast<float>(r.scale_min)) +
+                     ", " + fmt_float(static_cast<float>(r.scale_max)));
+}
+void check_transform(const ToTensor&, Place& at) {
+  HPCNET_REQUIRE(at.to_tensor == 0, "transforms: ToTensor appears twice");
+  at.to_tensor++;
+}
+void check_transform(const Normalize& n, Place& at) {
+  HPCNET_REQUIRE(at.to_tensor == 1, "transforms: Normalize must come after ToTensor");
+  HPCNET_REQUIRE(at.normalize == 0, "transforms: Normalize appears twice");
+  for (float s : n.std)
+    HPCNET_REQUIRE(s > 0.f, "transforms: Normalize std must be > 0, got " + fmt_float(s));
+  at.normalize++;
+}
+void check_transform(const Cutout& c, Place& at) {
+  HPCNET_REQUIRE(at.to_tensor == 1, "transforms: Cutout must come after ToTensor");
+  HPCNET_REQUIRE(c.size > 0, "transforms: Cutout needs size > 0");
+  at.cutout++;
+}
+void check_transform(const RandomCrop& c, Place& at) {
+  HPCNET_REQUIRE(at.cutout == 0, "transforms: RandomCrop must come before Cutout");
+  HPCNET_REQUIRE(at.normalize == 0, "transforms: RandomCrop must come before Normalize");
+  HPCNET_REQUIRE(c.size > 0 && c.padding >= 0,
+                 "transforms: RandomCrop needs size > 0 and padding >= 0, got " +
+                     std::to_string(c.size) + ", " + std::to_string(c.padding));
+}
+void check_transform(const RandomHorizontalFlip& f, Place& at) {
+  HPCNET_REQUIRE(at.normalize == 0, "transforms: RandomHorizontalFlip must come before Normalize");
+  HPCNET_REQUIRE(f.p >= 0.0 && f.p <= 1.0, "transforms: RandomHorizontalFlip p must be in [0, 1]");
+}
+
+}  // namespace
+
 Compose::Compose() : Compose(std::vector<Transform>{ToTensor{}}) {}
 
 Compose::Compose(std::vector<Transform> transforms) : transforms_(std::move(transforms)) {
-  int to_tensor = 0, normalize = 0, cutout = 0;
-  Normalize norm;
-  bool first = true;
-  for (const Transform& t : transforms_) {
-    const bool is_first = first;
-    first = false;
-    std::visit(
-        Overloaded{
-            [&](const Resize& r) {
-              HPCNET_REQUIRE(is_first, "transforms: Resize must come first");
-              HPCNET_REQUIRE(r.height > 0 && r.width > 0,
-                             "transforms: Resize needs a positive size, got " +
-                                 std::to_string(r.height) + "x" + std::to_string(r.width));
-            },
-            [&](const ResizeShorter& r) {
-              HPCNET_REQUIRE(is_first, "transforms: Resize(size) must come first");
-              HPCNET_REQUIRE(r.size > 0, "transforms: Resize needs a positive size");
-            },
-            [&](const RandomResizedCrop& r) {
-              HPCNET_REQUIRE(is_first, "transforms: RandomResizedCrop must come first");
-              HPCNET_REQUIRE(r.size > 0 && r.scale_min > 0 && r.scale_min <= r.scale_max &&
-                                 r.scale_max <= 1 && r.ratio_min > 0 &&
-                                 r.ratio_min <= r.ratio_max,
-                             "transforms: RandomResizedCrop needs size > 0, 0 < scale_min <= "
-                             "scale_max <= 1 and 0 < ratio_min <= ratio_max");
-            },
-            [&](const CenterCrop& c) {
-              HPCNET_REQUIRE(normalize == 0 && cutout == 0,
-                             "transforms: CenterCrop must come before Normalize and Cutout");
-              HPCNET_REQUIRE(c.size > 0, "transforms: CenterCrop needs size > 0");
-            },
-            [&](const Letterbox& l) {
-              HPCNET_REQUIRE(is_first, "transforms: Letterbox must come first");
-              HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
-            },
-            [&](const Mosaic& m) {
-              HPCNET_REQUIRE(is_first, "transforms: Mosaic must come first");
-              HPCNET_REQUIRE(m.size > 0 && m.p >= 0 && m.p <= 1,
-                             "transforms: Mosaic needs size > 0 and p in [0, 1]");
-              const auto* next = transforms_.size() > 1
-                                     ? std::get_if<RandomAffine>(&transforms_[1])
-                                     : nullptr;
-              HPCNET_REQUIRE(next && next->size == m.size,
-                             "transforms: Mosaic must be followed by a RandomAffine of its size");
-            },
-            [&](const RandomAffine& r) {
-              const bool after_mosaic = &t == &transforms_[1] &&
-                                        std::holds_alternative<Mosaic>(transforms_.front());
-              HPCNET_REQUIRE(is_first || after_mosaic,
-                             "transforms: RandomAffine must come first (or after Mosaic)");
-              HPCNET_REQUIRE(r.size > 0 && r.scale >= 0 && r.scale < 1 && r.translate >= 0 &&
-                                 r.translate <= 0.5 && r.degrees >= 0 && r.shear >= 0 &&
-                                 r.shear < 90,
-                             "transforms: RandomAffine needs size > 0, scale in [0, 1), translate "
-                             "in [0, 0.5], degrees >= 0 and shear in [0, 90)");
-            },
-            [&](const RandomHSV& h) {
-              HPCNET_REQUIRE(!is_first && to_tensor == 0,
-                             "transforms: RandomHSV comes after the first transform and before "
-                             "ToTensor");
-              HPCNET_REQUIRE(h.h >= 0 && h.h <= 1 && h.s >= 0 && h.s <= 1 && h.v >= 0 && h.v <= 1,
-                             "transforms: RandomHSV gains must be in [0, 1]");
-            },
-            [&](const RandomScale& r) {
-              HPCNET_REQUIRE(is_first, "transforms: RandomScale must come first");
-              HPCNET_REQUIRE(
-                  r.size > 0 && r.scale_min > 0 && r.scale_max >= r.scale_min && r.scale_max <= 8,
-                  "transforms: RandomScale needs size > 0 and 0 < scale_min <= "
-                  "scale_max <= 8, got " +
-                      std::to_string(r.size) + ", " + fmt_float(static_cast<float>(r.scale_min)) +
-                      ", " + fmt_float(static_cast<float>(r.scale_max)));
-            },
-            [&](const ToTensor&) {
-              HPCNET_REQUIRE(to_tensor == 0, "transforms: ToTensor appears twice");
-              to_tensor++;
-            },
-            [&](const Normalize& n) {
-              HPCNET_REQUIRE(to_tensor == 1,
-                             "transforms: Normalize must come after "
-                             "ToTensor");
-              HPCNET_REQUIRE(normalize == 0, "transforms: Normalize appears twice");
-              for (float s : n.std)
-                HPCNET_REQUIRE(s > 0.f,
-                               "transforms: Normalize std must be > 0, got " + fmt_float(s));
-              norm = n;
-              normalize++;
-            },
-            [&](const Cutout& c) {
-              HPCNET_REQUIRE(to_tensor == 1, "transforms: Cutout must come after ToTensor");
-              HPCNET_REQUIRE(c.size > 0, "transforms: Cutout needs size > 0");
-              cutout++;
-            },
-            [&](const RandomCrop& c) {
-              HPCNET_REQUIRE(cutout == 0, "transforms: RandomCrop must come before Cutout");
-              HPCNET_REQUIRE(normalize == 0,
-                             "transforms: RandomCrop must come before "
-                             "Normalize");
-              HPCNET_REQUIRE(c.size > 0 && c.padding >= 0,
-                             "transforms: RandomCrop needs size > 0 and padding >= 0, got " +
-                                 std::to_string(c.size) + ", " + std::to_string(c.padding));
-            },
-            [&](const RandomHorizontalFlip& f) {
-              HPCNET_REQUIRE(normalize == 0,
-                             "transforms: RandomHorizontalFlip must come "
-                             "before Normalize");
-              HPCNET_REQUIRE(f.p >= 0.0 && f.p <= 1.0,
-                             "transforms: RandomHorizontalFlip p must be in [0, 1]");
-            },
-        },
-        t);
-  }
-  HPCNET_REQUIRE(to_tensor == 1,
+  Place at{transforms_};
+  for (at.index = 0; at.index < transforms_.size(); ++at.index)
+    std::visit([&](const auto& t) { check_transform(t, at); }, transforms_[at.index]);
+  HPCNET_REQUIRE(at.to_tensor == 1,
                  "transforms: the pipeline needs a ToTensor (batches hold float tensors)");
+  const Normalize* norm = nullptr;
+  for (const Transform& t : transforms_)
+    if (const auto* n = std::get_if<Normalize>(&t)) norm = n;
   for (int c = 0; c < 3; ++c) {
     for (int v = 0; v < 256; ++v) {
       float x = static_cast<float>(v) / 255.0f;
-      if (normalize) x = (x - norm.mean[c]) / norm.std[c];
+      if (norm) x = (x - norm->mean[c]) / norm->std[c];
       lut_[c][v] = x;
     }
   }
@@ -593,9 +589,9 @@ void Compose::apply(const Dataset& ds, int64_t index, const Example& first, uint
   Rng rng(sample_seed, 3);  // its own stream: the later transforms' draws are unchanged
   if (rng.uniform() >= mosaic->p) return apply_impl(first, sample_seed, out, boxes_out, mask_out, false);
   HPCNET_REQUIRE(!first.mask, "transforms: Mosaic takes no masks");
-  const int64_t s = mosaic->size, S = 2 * s;
+  const int64_t s = mosaic->size, canvas_side = 2 * s;  // s: Ultralytics' name (imgsz)
   thread_local Resampled canvas, piece;
-  canvas.pixels.assign(static_cast<size_t>(S * S * 3), 114);
+  canvas.pixels.assign(static_cast<size_t>(canvas_side * canvas_side * 3), 114);
   canvas.boxes.clear();
   // yc first, then xc, each int(uniform(s / 2, 3 s / 2)).
   const int64_t yc = static_cast<int64_t>(s / 2.0 + s * rng.uniform());
@@ -605,9 +601,9 @@ void Compose::apply(const Dataset& ds, int64_t index, const Example& first, uint
                                : static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ds.size())));
     thread_local ExampleBuffer other;  // each piece is copied into the canvas before the next
     Example e = k == 0 ? first : ds.get(idx, other);
-    const int64_t m = std::max(e.height, e.width);
-    if (m != s) {  // long side to s, as RandomAffine's load
-      const double r = static_cast<double>(s) / static_cast<double>(m);
+    const int64_t long_side = std::max(e.height, e.width);
+    if (long_side != s) {  // long side to s, as RandomAffine's load
+      const double r = static_cast<double>(s) / static_cast<double>(long_side);
       const int64_t h = std::min<int64_t>(static_cast<int64_t>(std::ceil(e.height * r)), s);
       const int64_t w = std::min<int64_t>(static_cast<int64_t>(std::ceil(e.width * r)), s);
       e = resample(e, h, w, h, w, 0, 0, 0, piece);
@@ -618,20 +614,20 @@ void Compose::apply(const Dataset& ds, int64_t index, const Example& first, uint
       x1a = std::max<int64_t>(xc - w, 0), y1a = std::max<int64_t>(yc - h, 0), x2a = xc, y2a = yc;
       x1b = w - (x2a - x1a), y1b = h - (y2a - y1a), x2b = w, y2b = h;
     } else if (k == 1) {
-      x1a = xc, y1a = std::max<int64_t>(yc - h, 0), x2a = std::min(xc + w, S), y2a = yc;
+      x1a = xc, y1a = std::max<int64_t>(yc - h, 0), x2a = std::min(xc + w, canvas_side), y2a = yc;
       x1b = 0, y1b = h - (y2a - y1a), x2b = std::min(w, x2a - x1a), y2b = h;
     } else if (k == 2) {
-      x1a = std::max<int64_t>(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(S, yc + h);
+      x1a = std::max<int64_t>(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(canvas_side, yc + h);
       x1b = w - (x2a - x1a), y1b = 0, x2b = w, y2b = std::min(y2a - y1a, h);
     } else {
-      x1a = xc, y1a = yc, x2a = std::min(xc + w, S), y2a = std::min(S, yc + h);
+      x1a = xc, y1a = yc, x2a = std::min(xc + w, canvas_side), y2a = std::min(canvas_side, yc + h);
       x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
     }
     for (int64_t y = 0; y < y2a - y1a; ++y)
       std::copy(e.pixels + ((y1b + y) * w + x1b) * 3, e.pixels + ((y1b + y) * w + x2b) * 3,
-                canvas.pixels.data() + ((y1a + y) * S + x1a) * 3);
+                canvas.pixels.data() + ((y1a + y) * canvas_side + x1a) * 3);
     const float padw = static_cast<float>(x1a - x1b), padh = static_cast<float>(y1a - y1b);
-    const float lim = static_cast<float>(S);
+    const float lim = static_cast<float>(canvas_side);
     for (int64_t j = 0; j < e.num_boxes; ++j) {
       Box o = e.boxes[j];  // class and crowd as they are; the area is dropped
       o.x1 = std::clamp(o.x1 + padw, 0.f, lim), o.y1 = std::clamp(o.y1 + padh, 0.f, lim);
@@ -640,110 +636,130 @@ void Compose::apply(const Dataset& ds, int64_t index, const Example& first, uint
       if ((o.x2 - o.x1) * (o.y2 - o.y1) > 0) canvas.boxes.push_back(o);
     }
   }
-  Example c{canvas.pixels.data(), S, S, first.label};
+  Example c{canvas.pixels.data(), canvas_side, canvas_side, first.label};
   c.boxes = canvas.boxes.data();
   c.num_boxes = static_cast<int64_t>(canvas.boxes.size());
   apply_impl(c, sample_seed, out, boxes_out, mask_out, true);
 }
 
-void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
-                         std::vector<Box>* boxes_out, int64_t* mask_out, bool from_mosaic) const {
-  Example ex = ex_in;
-  if (!transforms_.empty()) {
-    thread_local Resampled buf;
-    const Transform& head =
-        std::holds_alternative<Mosaic>(transforms_.front()) ? transforms_[1] : transforms_.front();
-    if (const auto* r = std::get_if<Resize>(&transforms_.front())) {
-      if (r->height != ex.height || r->width != ex.width)
-        ex = resample(ex_in, r->height, r->width, r->height, r->width, 0, 0, 0, buf);
-    } else if (const auto* rsh = std::get_if<ResizeShorter>(&transforms_.front())) {
-      const std::array<int64_t, 2> hw = shorter_side_to(rsh->size, ex.height, ex.width);
-      if (hw[0] != ex.height || hw[1] != ex.width)
-        ex = resample(ex_in, hw[0], hw[1], hw[0], hw[1], 0, 0, 0, buf);
-    } else if (const auto* rrc = std::get_if<RandomResizedCrop>(&transforms_.front())) {
-      // The window has its own stream, so the draws of the transforms after it are unchanged.
-      Rng crop_rng(sample_seed, 1);
-      const Window w = random_resized_crop_window(*rrc, ex.height, ex.width, crop_rng);
-      ex = resample(ex_in, w, rrc->size, rrc->size, rrc->size, rrc->size, 0, 0, 0, buf);
-    } else if (const auto* l = std::get_if<Letterbox>(&transforms_.front())) {
-      const LetterboxGeometry g = letterbox_geometry(ex.height, ex.width, l->size);
-      ex =
-          resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill, buf);
-    } else if (const auto* rs = std::get_if<RandomScale>(&transforms_.front())) {
-      // The scale has its own stream, so the draws of the transforms after it are unchanged.
-      Rng scale_rng(sample_seed, 1);
-      const double f = rs->scale_min + (rs->scale_max - rs->scale_min) * scale_rng.uniform();
-      const int64_t side = std::max<int64_t>(1, std::llround(static_cast<double>(rs->size) * f));
-      if (side != ex.height || side != ex.width)
-        ex = resample(ex_in, side, side, side, side, 0, 0, 0, buf);
-    } else if (const auto* ra = std::get_if<RandomAffine>(&head)) {
-      // Ultralytics' load_image (long side to size, the other rounded up), then the warp; a
-      // Mosaic canvas (2 size) is warped as it is.
-      Example src = ex_in;
-      const int64_t m = std::max(ex_in.height, ex_in.width);
-      if (m != ra->size && !from_mosaic) {
-        const double r = static_cast<double>(ra->size) / static_cast<double>(m);
-        const int64_t h = std::min<int64_t>(
-            static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.height) * r)), ra->size);
-        const int64_t w = std::min<int64_t>(
-            static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.width) * r)), ra->size);
-        src = resample(ex_in, h, w, h, w, 0, 0, 0, buf);
-      }
-      Rng affine_rng(sample_seed, 1);
-      const Affine A = draw_affine(*ra, src.height, src.width, affine_rng);
-      thread_local Resampled warped;
-      ex = warp_affine(src, A, ra->size, ra->fill, warped);
-    }
-    for (const Transform& t : transforms_)
-      if (const auto* hsv = std::get_if<RandomHSV>(&t)) {
-        // The pixels are changed: they must be this thread's copy, not the dataset's.
-        thread_local std::vector<uint8_t> own;
-        if (ex.pixels == ex_in.pixels) {
-          own.assign(ex.pixels, ex.pixels + ex.nbytes());
-          ex.pixels = own.data();
-        }
-        Rng hsv_rng(sample_seed, 2);
-        random_hsv(const_cast<uint8_t*>(ex.pixels), ex.height * ex.width, *hsv, hsv_rng);
-      }
+namespace {
+
+// Ultralytics' load_image (long side to size, the other rounded up), then RandomAffine's warp; a
+// Mosaic canvas (2 size) is warped as it is. The warp's draws have their own stream.
+Example load_and_warp(const RandomAffine& ra, const Example& ex_in, uint64_t sample_seed,
+                      bool from_mosaic, Resampled& buf) {
+  Example src = ex_in;
+  const int64_t long_side = std::max(ex_in.height, ex_in.width);
+  if (long_side != ra.size && !from_mosaic) {
+    const double r = static_cast<double>(ra.size) / static_cast<double>(long_side);
+    const int64_t h = std::min<int64_t>(
+        static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.height) * r)), ra.size);
+    const int64_t w = std::min<int64_t>(
+        static_cast<int64_t>(std::ceil(static_cast<double>(ex_in.width) * r)), ra.size);
+    src = resample(ex_in, h, w, h, w, 0, 0, 0, buf);
   }
-  Rng rng(sample_seed, 0);
-  Axis ay{ex.height, 0, 1, 0, ex.height};
-  Axis ax{ex.width, 0, 1, 0, ex.width};
+  Rng affine_rng(sample_seed, 1);
+  const Affine affine = draw_affine(ra, src.height, src.width, affine_rng);
+  thread_local Resampled warped;
+  return warp_affine(src, affine, ra.size, ra.fill, warped);
+}
+
+// The pipeline's leading geometry (Resize, Resize(size), RandomResizedCrop, Letterbox,
+// RandomScale, or RandomAffine first or after Mosaic) applied to ex_in; ex_in itself when there is
+// none or it changes nothing. Random draws use their own stream (seed, 1), so the draws of the
+// transforms after it are unchanged.
+Example resample_leading(const std::vector<Transform>& transforms, const Example& ex_in,
+                         uint64_t sample_seed, bool from_mosaic) {
+  thread_local Resampled buf;
+  const Transform& front = transforms.front();
+  const Transform& head = std::holds_alternative<Mosaic>(front) ? transforms[1] : front;
+  if (const auto* r = std::get_if<Resize>(&front)) {
+    if (r->height != ex_in.height || r->width != ex_in.width)
+      return resample(ex_in, r->height, r->width, r->height, r->width, 0, 0, 0, buf);
+  } else if (const auto* rsh = std::get_if<ResizeShorter>(&front)) {
+    const std::array<int64_t, 2> hw = shorter_side_to(rsh->size, ex_in.height, ex_in.width);
+    if (hw[0] != ex_in.height || hw[1] != ex_in.width)
+      return resample(ex_in, hw[0], hw[1], hw[0], hw[1], 0, 0, 0, buf);
+  } else if (const auto* rrc = std::get_if<RandomResizedCrop>(&front)) {
+    Rng crop_rng(sample_seed, 1);
+    const Window w = random_resized_crop_window(*rrc, ex_in.height, ex_in.width, crop_rng);
+    return resample(ex_in, w, rrc->size, rrc->size, rrc->size, rrc->size, 0, 0, 0, buf);
+  } else if (const auto* l = std::get_if<Letterbox>(&front)) {
+    const LetterboxGeometry g = letterbox_geometry(ex_in.height, ex_in.width, l->size);
+    return resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill,
+                    buf);
+  } else if (const auto* rs = std::get_if<RandomScale>(&front)) {
+    Rng scale_rng(sample_seed, 1);
+    const double f = rs->scale_min + (rs->scale_max - rs->scale_min) * scale_rng.uniform();
+    const int64_t side = std::max<int64_t>(1, std::llround(static_cast<double>(rs->size) * f));
+    if (side != ex_in.height || side != ex_in.width)
+      return resample(ex_in, side, side, side, side, 0, 0, 0, buf);
+  } else if (const auto* ra = std::get_if<RandomAffine>(&head)) {
+    return load_and_warp(*ra, ex_in, sample_seed, from_mosaic, buf);
+  }
+  return ex_in;
+}
+
+// RandomHSV on ex's pixels, made this thread's copy first when they are still ex_in's (the
+// dataset's). Its draws have their own stream (seed, 2).
+void apply_random_hsv(const std::vector<Transform>& transforms, const Example& ex_in,
+                      uint64_t sample_seed, Example& ex) {
+  for (const Transform& t : transforms)
+    if (const auto* hsv = std::get_if<RandomHSV>(&t)) {
+      thread_local std::vector<uint8_t> own;
+      if (ex.pixels == ex_in.pixels) {
+        own.assign(ex.pixels, ex.pixels + ex.nbytes());
+        ex.pixels = own.data();
+      }
+      Rng hsv_rng(sample_seed, 2);
+      random_hsv(const_cast<uint8_t*>(ex.pixels), ex.height * ex.width, *hsv, hsv_rng);
+    }
+}
+
+// Cutout's holes in the output (at most 4), rows [y0, y1) and columns [x0, x1).
+struct Holes {
   struct Hole {
     int64_t y0, y1, x0, x1;
   };
-  std::array<Hole, 4> holes{};
-  size_t n_holes = 0;
-  for (const Transform& t : transforms_) {
+  std::array<Hole, 4> at{};
+  size_t count = 0;
+};
+
+// The pipeline's crops (RandomScale's window, RandomCrop, CenterCrop), flips and Cutouts, in its
+// order, as the index map of each axis (output index -> source pixel) and the holes; draws from
+// rng (seed, 0).
+void draw_index_maps(const std::vector<Transform>& transforms, Rng& rng, Axis& ay, Axis& ax,
+                     Holes& holes) {
+  for (const Transform& t : transforms) {
     if (const auto* k = std::get_if<Cutout>(&t)) {  // sizes are final here (crops come first)
       const int64_t cy = static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ay.size)));
       const int64_t cx = static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ax.size)));
-      HPCNET_REQUIRE(n_holes < holes.size(), "transforms: at most 4 Cutout");
-      holes[n_holes++] = {std::max<int64_t>(cy - k->size / 2, 0),
-                          std::min<int64_t>(cy - k->size / 2 + k->size, ay.size),
-                          std::max<int64_t>(cx - k->size / 2, 0),
-                          std::min<int64_t>(cx - k->size / 2 + k->size, ax.size)};
+      HPCNET_REQUIRE(holes.count < holes.at.size(), "transforms: at most 4 Cutout");
+      holes.at[holes.count++] = {std::max<int64_t>(cy - k->size / 2, 0),
+                                 std::min<int64_t>(cy - k->size / 2 + k->size, ay.size),
+                                 std::max<int64_t>(cx - k->size / 2, 0),
+                                 std::min<int64_t>(cx - k->size / 2 + k->size, ax.size)};
     }
     if (const auto* rs = std::get_if<RandomScale>(&t)) {
       // The window: padded equally to at least size on each axis, then cut at random.
-      const int64_t py = std::max<int64_t>(0, (rs->size - ay.size + 1) / 2);
-      const int64_t px = std::max<int64_t>(0, (rs->size - ax.size + 1) / 2);
-      const int64_t top =
-          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ay.size + 2 * py - rs->size + 1)));
-      const int64_t left =
-          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ax.size + 2 * px - rs->size + 1)));
-      ay.crop(top - py, rs->size);
-      ax.crop(left - px, rs->size);
+      const int64_t pad_y = std::max<int64_t>(0, (rs->size - ay.size + 1) / 2);
+      const int64_t pad_x = std::max<int64_t>(0, (rs->size - ax.size + 1) / 2);
+      const int64_t top = static_cast<int64_t>(
+          rng.randint(static_cast<uint64_t>(ay.size + 2 * pad_y - rs->size + 1)));
+      const int64_t left = static_cast<int64_t>(
+          rng.randint(static_cast<uint64_t>(ax.size + 2 * pad_x - rs->size + 1)));
+      ay.crop(top - pad_y, rs->size);
+      ax.crop(left - pad_x, rs->size);
     } else if (const auto* c = std::get_if<RandomCrop>(&t)) {
-      const int64_t ph = ay.size + 2 * c->padding, pw = ax.size + 2 * c->padding;
-      HPCNET_REQUIRE(c->size <= ph && c->size <= pw,
+      const int64_t padded_h = ay.size + 2 * c->padding, padded_w = ax.size + 2 * c->padding;
+      HPCNET_REQUIRE(c->size <= padded_h && c->size <= padded_w,
                      "transforms: RandomCrop(" + std::to_string(c->size) +
                          ", padding=" + std::to_string(c->padding) + ") does not fit a " +
                          std::to_string(ay.size) + "x" + std::to_string(ax.size) + " image");
       const int64_t top =
-          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(ph - c->size + 1)));
+          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(padded_h - c->size + 1)));
       const int64_t left =
-          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(pw - c->size + 1)));
+          static_cast<int64_t>(rng.randint(static_cast<uint64_t>(padded_w - c->size + 1)));
       ay.crop(top - c->padding, c->size);
       ax.crop(left - c->padding, c->size);
     } else if (const auto* cc = std::get_if<CenterCrop>(&t)) {
@@ -756,10 +772,17 @@ void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
       if (rng.uniform() < f->p) ax.flip();
     }
   }
-  const int64_t H = ay.size, W = ax.size;
+}
+
+// ex's pixels through the index maps and each channel's table (ToTensor, Normalize) into out
+// (3, ay.size, ax.size); padding gets the table's value of 0, Cutout's holes 0.
+void write_pixels(const Example& ex, const Axis& ay, const Axis& ax,
+                  const std::array<std::array<float, 256>, 3>& lut, const Holes& holes,
+                  float* out) {
+  const int64_t height = ay.size, width = ax.size;
   // Output columns whose source is image (not padding) form one interval [x0, x1).
-  int64_t x0 = W, x1 = 0;
-  for (int64_t x = 0; x < W; ++x) {
+  int64_t x0 = width, x1 = 0;
+  for (int64_t x = 0; x < width; ++x) {
     const int64_t s = ax.offset + ax.sign * x;
     if (s >= ax.lo && s < ax.hi) {
       x0 = std::min(x0, x);
@@ -768,57 +791,82 @@ void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
   }
   const int64_t stride = ex.width * 3;
   for (int c = 0; c < 3; ++c) {
-    const float* lut = lut_[c].data();
-    const float pad = lut[0];
-    float* plane = out + c * H * W;
-    for (int64_t y = 0; y < H; ++y) {
-      float* row_out = plane + y * W;
+    const float* table = lut[c].data();
+    const float pad = table[0];
+    float* plane = out + c * height * width;
+    for (int64_t y = 0; y < height; ++y) {
+      float* row_out = plane + y * width;
       const int64_t sy = ay.offset + ay.sign * y;
       if (sy < ay.lo || sy >= ay.hi || x0 >= x1) {
-        for (int64_t x = 0; x < W; ++x) row_out[x] = pad;
+        for (int64_t x = 0; x < width; ++x) row_out[x] = pad;
         continue;
       }
       const uint8_t* row_in = ex.pixels + sy * stride + c;
       for (int64_t x = 0; x < x0; ++x) row_out[x] = pad;
       if (ax.sign > 0) {
         const uint8_t* p = row_in + (ax.offset + x0) * 3;
-        for (int64_t x = x0; x < x1; ++x, p += 3) row_out[x] = lut[*p];
+        for (int64_t x = x0; x < x1; ++x, p += 3) row_out[x] = table[*p];
       } else {
         const uint8_t* p = row_in + (ax.offset - x0) * 3;
-        for (int64_t x = x0; x < x1; ++x, p -= 3) row_out[x] = lut[*p];
+        for (int64_t x = x0; x < x1; ++x, p -= 3) row_out[x] = table[*p];
       }
-      for (int64_t x = x1; x < W; ++x) row_out[x] = pad;
+      for (int64_t x = x1; x < width; ++x) row_out[x] = pad;
     }
-    for (size_t h = 0; h < n_holes; ++h)
-      for (int64_t y = holes[h].y0; y < holes[h].y1; ++y)
-        for (int64_t x = holes[h].x0; x < holes[h].x1; ++x) plane[y * W + x] = 0.f;
+    for (size_t h = 0; h < holes.count; ++h)
+      for (int64_t y = holes.at[h].y0; y < holes.at[h].y1; ++y)
+        for (int64_t x = holes.at[h].x0; x < holes.at[h].x1; ++x) plane[y * width + x] = 0.f;
   }
-  if (mask_out && ex.mask) {  // the pixels' index map, nearest by construction
-    for (int64_t y = 0; y < H; ++y) {
-      const int64_t sy = ay.offset + ay.sign * y;
-      const bool row_in = sy >= ay.lo && sy < ay.hi;
-      for (int64_t x = 0; x < W; ++x) {
-        const int64_t sx = ax.offset + ax.sign * x;
-        mask_out[y * W + x] = row_in && sx >= ax.lo && sx < ax.hi
-                                  ? static_cast<int64_t>(ex.mask[sy * ex.width + sx])
-                                  : kIgnoreIndex;
-      }
-    }
-  }
-  if (boxes_out) {
-    boxes_out->clear();
-    for (int64_t k = 0; k < ex.num_boxes; ++k) {
-      Box o = ex.boxes[k];  // class, area and crowd as they are
-      bool clipped = false;
-      const float xa = ax.map_edge(o.x1, &clipped), xb = ax.map_edge(o.x2, &clipped);
-      const float ya = ay.map_edge(o.y1, &clipped), yb = ay.map_edge(o.y2, &clipped);
-      o.x1 = std::min(xa, xb), o.y1 = std::min(ya, yb);
-      o.x2 = std::max(xa, xb), o.y2 = std::max(ya, yb);
-      // Cut to under a pixel: gone from the picture. A box that small (or of zero size) in the
-      // image itself is kept, for the metric; training leaves it out (detect::targets_of).
-      if (!clipped || (o.x2 - o.x1 >= 1.f && o.y2 - o.y1 >= 1.f)) boxes_out->push_back(o);
+}
+
+// ex's mask through the index maps into mask_out (ay.size, ax.size): nearest by construction,
+// kIgnoreIndex in the padding.
+void write_mask(const Example& ex, const Axis& ay, const Axis& ax, int64_t* mask_out) {
+  const int64_t width = ax.size;
+  for (int64_t y = 0; y < ay.size; ++y) {
+    const int64_t sy = ay.offset + ay.sign * y;
+    const bool row_in = sy >= ay.lo && sy < ay.hi;
+    for (int64_t x = 0; x < width; ++x) {
+      const int64_t sx = ax.offset + ax.sign * x;
+      mask_out[y * width + x] = row_in && sx >= ax.lo && sx < ax.hi
+                                    ? static_cast<int64_t>(ex.mask[sy * ex.width + sx])
+                                    : kIgnoreIndex;
     }
   }
+}
+
+// ex's boxes through the index maps into *boxes_out (class, area and crowd as they are).
+void map_boxes(const Example& ex, const Axis& ay, const Axis& ax, std::vector<Box>* boxes_out) {
+  boxes_out->clear();
+  for (int64_t k = 0; k < ex.num_boxes; ++k) {
+    Box o = ex.boxes[k];
+    bool clipped = false;
+    const float xa = ax.map_edge(o.x1, &clipped), xb = ax.map_edge(o.x2, &clipped);
+    const float ya = ay.map_edge(o.y1, &clipped), yb = ay.map_edge(o.y2, &clipped);
+    o.x1 = std::min(xa, xb), o.y1 = std::min(ya, yb);
+    o.x2 = std::max(xa, xb), o.y2 = std::max(ya, yb);
+    // Cut to under a pixel: gone from the picture. A box that small (or of zero size) in the
+    // image itself is kept, for the metric; training leaves it out (detect::targets_of).
+    if (!clipped || (o.x2 - o.x1 >= 1.f && o.y2 - o.y1 >= 1.f)) boxes_out->push_back(o);
+  }
+}
+
+}  // namespace
+
+void Compose::apply_impl(const Example& ex_in, uint64_t sample_seed, float* out,
+                         std::vector<Box>* boxes_out, int64_t* mask_out, bool from_mosaic) const {
+  Example ex = ex_in;
+  if (!transforms_.empty()) {
+    ex = resample_leading(transforms_, ex_in, sample_seed, from_mosaic);
+    apply_random_hsv(transforms_, ex_in, sample_seed, ex);
+  }
+  Rng rng(sample_seed, 0);
+  Axis ay{ex.height, 0, 1, 0, ex.height};
+  Axis ax{ex.width, 0, 1, 0, ex.width};
+  Holes holes;
+  draw_index_maps(transforms_, rng, ay, ax, holes);
+  write_pixels(ex, ay, ax, lut_, holes, out);
+  if (mask_out && ex.mask) write_mask(ex, ay, ax, mask_out);
+  if (boxes_out) map_boxes(ex, ay, ax, boxes_out);
 }
 
 std::string Compose::str() const {

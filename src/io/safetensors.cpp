@@ -316,32 +316,37 @@ bool pickles_ultralytics_model(std::istream& in, uint64_t file_size) {
   return head.find("ultralytics.nn.") != std::string::npos;
 }
 
-// The reader behind load_safetensors and parse_safetensors: `in` holds file_size bytes, at 0.
-SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
+// torch.save writes a zip archive ("PK\3\4") or, before PyTorch 1.6, a pickle (0x80, protocol):
+// such a file (its first 8 bytes in first8) is refused with the command that converts it.
+void refuse_torch_save(uint64_t first8, std::istream& in, uint64_t file_size,
+                       const std::string& path) {
+  unsigned char head[8];
+  std::memcpy(head, &first8, 8);
+  const bool zip = head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+  const bool pickle = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+  if (zip && pickles_ultralytics_model(in, file_size))
+    throw InputError(path +
+                     ": an Ultralytics checkpoint (a pickled model), not safetensors: "
+                     "convert it with python3 scripts/convert_checkpoint.py to-safetensors " +
+                     path +
+                     " OUT.safetensors --allow-pickle (it reads the model, class names "
+                     "and imgsz from the file; --allow-pickle runs code from the file: only for "
+                     "files you trust)");
+  if (zip || pickle)
+    throw InputError(path + ": a PyTorch " + (zip ? "torch.save file" : "pickle") +
+                     ", not safetensors: convert it with python3 scripts/convert_checkpoint.py "
+                     "to-safetensors " + path + " OUT.safetensors --model NAME");
+}
+
+// The header's JSON text (`in` at 0 holding file_size bytes); *header_bytes gets its length.
+std::string read_header_text(std::istream& in, uint64_t file_size, const std::string& path,
+                             uint64_t* header_bytes) {
   HPCNET_REQUIRE(file_size >= 8, path + ": not a safetensors file (" + std::to_string(file_size) +
                                      " bytes, too short for the 8-byte header length)");
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
   HPCNET_REQUIRE(in.good(), path + ": read failed");
-  {
-    // torch.save writes a zip archive ("PK\3\4") or, before PyTorch 1.6, a pickle (0x80, protocol).
-    unsigned char head[8];
-    std::memcpy(head, &n, 8);
-    const bool zip = head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
-    const bool pickle = head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
-    if (zip && pickles_ultralytics_model(in, file_size))
-      throw InputError(path +
-                       ": an Ultralytics checkpoint (a pickled model), not safetensors: "
-                       "convert it with python3 scripts/convert_checkpoint.py to-safetensors " +
-                       path +
-                       " OUT.safetensors --allow-pickle (it reads the model, class names "
-                       "and imgsz from the file; --allow-pickle runs code from the file: only for "
-                       "files you trust)");
-    if (zip || pickle)
-      throw InputError(path + ": a PyTorch " + (zip ? "torch.save file" : "pickle") +
-                       ", not safetensors: convert it with python3 scripts/convert_checkpoint.py "
-                       "to-safetensors " + path + " OUT.safetensors --model NAME");
-  }
+  refuse_torch_save(n, in, file_size, path);
   HPCNET_REQUIRE(n >= 2 && n <= kMaxHeaderBytes, path + ": not a safetensors file (header length " +
                                                      std::to_string(n) + " is implausible)");
   HPCNET_REQUIRE(n <= file_size - 8, path + ": truncated: header says its JSON is " +
@@ -352,20 +357,25 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std
   HPCNET_REQUIRE(in.good(), path + ": read failed in the header");
   HPCNET_REQUIRE(text[0] == '{',
                  path + ": not a safetensors file (header does not start with '{')");
-
   // nlohmann's parser stops at a NUL byte and would accept whatever follows it.
   const size_t nul = text.find('\0');
   HPCNET_REQUIRE(nul == std::string::npos, path + ": header is not valid JSON (NUL byte at byte " +
                                                std::to_string(nul) + " of the header)");
-  SafetensorsFile out;
-  out.path = path;
-  std::vector<Entry> entries;  // in the header's order, which breaks ties between empty tensors
+  *header_bytes = n;
+  return text;
+}
+
+// The header's tensors in its order (which breaks ties between empty tensors), each with its slot
+// in out->tensors; out->metadata gets __metadata__.
+std::vector<Entry> parse_header(const std::string& text, const std::string& path,
+                                SafetensorsFile* out) {
+  std::vector<Entry> entries;
   bool seen_metadata = false;
   HeaderReader reader;
   reader.on_value = [&](const std::string& key, Json&& value) {
     if (key != "__metadata__") {
-      // The tensor's slot in out.tensors, filled below: one lookup per name, duplicates caught.
-      auto [slot, fresh] = out.tensors.try_emplace(key);
+      // The tensor's slot in out->tensors, filled later: one lookup per name, duplicates caught.
+      auto [slot, fresh] = out->tensors.try_emplace(key);
       HPCNET_REQUIRE(fresh, path + ": header names " + in_quotes(key) + " twice");
       entries.push_back(parse_entry(key, value, path));
       entries.back().slot = slot;
@@ -382,7 +392,7 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std
       HPCNET_REQUIRE(bytes <= kMaxMetadataBytes,
                      path + ": __metadata__ holds over " + std::to_string(kMaxMetadataBytes >> 20) +
                          " MiB of text (at key " + in_quotes(mk) + "); not a weights file's");
-      out.metadata[mk] = std::move(mv.get_ref<std::string&>());
+      out->metadata[mk] = std::move(mv.get_ref<std::string&>());
     }
   };
   if (!Json::sax_parse(text, &reader)) {
@@ -394,12 +404,15 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std
     throw InputError(path + ": header is not valid JSON (" + reader.error + " at byte " +
                      std::to_string(reader.error_byte) + " of the header" + at + ")");
   }
+  return entries;
+}
 
-  // The data must be covered exactly: sorted by offset, no overlap, no gap, nothing after.
+// The data must be covered exactly: entries sorted by offset, no overlap, no gap, nothing after.
+void sort_and_check_layout(std::vector<Entry>& entries, uint64_t data_size,
+                           const std::string& path) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  const uint64_t data_size = file_size - 8 - n;
   uint64_t pos = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
@@ -420,11 +433,20 @@ SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std
   HPCNET_REQUIRE(pos == data_size, path + ": " + std::to_string(data_size - pos) +
                                        " bytes after the last tensor's data (header says " +
                                        std::to_string(pos) + " bytes of data)");
+}
 
+// The reader behind load_safetensors and parse_safetensors: `in` holds file_size bytes, at 0.
+SafetensorsFile read_safetensors(std::istream& in, uint64_t file_size, const std::string& path) {
+  uint64_t header_bytes = 0;
+  const std::string text = read_header_text(in, file_size, path, &header_bytes);
+  SafetensorsFile out;
+  out.path = path;
+  std::vector<Entry> entries = parse_header(text, path, &out);
+  sort_and_check_layout(entries, file_size - 8 - header_bytes, path);
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
     if (t.nbytes() > 0) {
-      in.seekg(static_cast<std::streamoff>(8 + n + e.begin));
+      in.seekg(static_cast<std::streamoff>(8 + header_bytes + e.begin));
       in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
       HPCNET_REQUIRE(in.good(), path + ": read failed in the data of tensor " + in_quotes(e.name));
     }

@@ -165,8 +165,8 @@ Tensor ConvTranspose2d::forward(const Tensor& x) {
   return F::conv_transpose2d(x, weight, bias, stride, padding, output_padding);
 }
 
-MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t p)
-    : kernel_size(k), stride(s ? s : k), padding(p) {}
+MaxPool2d::MaxPool2d(int64_t kernel_size_, int64_t stride_, int64_t padding_)
+    : kernel_size(kernel_size_), stride(stride_ ? stride_ : kernel_size_), padding(padding_) {}
 Tensor MaxPool2d::forward(const Tensor& x) {
   return F::max_pool2d(x, kernel_size, stride, padding);
 }

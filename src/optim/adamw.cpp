@@ -16,8 +16,8 @@ AdamW::AdamW(nn::NamedTensors params, AdamWOptions o) : params_(std::move(params
   HPCNET_REQUIRE(o.weight_decay >= 0, "invalid weight_decay " + std::to_string(o.weight_decay));
   for (auto& [n, p] : params_) {
     param_list_.push_back(p);
-    m_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-    v_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    exp_avg_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    exp_avg_sq_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
   }
   grads_.resize(params_.size());
 }
@@ -27,7 +27,7 @@ void AdamW::step() {
   for (size_t i = 0; i < params_.size(); ++i) grads_[i] = param_list_[i].grad();
   ++steps_;
   ops::AdamWParams p{opt_.lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, steps_};
-  ops::adamw_step(param_list_, grads_, m_, v_, p);
+  ops::adamw_step(param_list_, grads_, exp_avg_, exp_avg_sq_, p);
   for (auto& g : grads_) g = Tensor();
 }
 
@@ -36,8 +36,8 @@ void AdamW::zero_grad(bool set_to_none) { zero_grads(param_list_, set_to_none); 
 nn::NamedTensors AdamW::state_dict() const {
   nn::NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i) {
-    out.emplace_back("exp_avg." + params_[i].first, m_[i]);
-    out.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
+    out.emplace_back("exp_avg." + params_[i].first, exp_avg_[i]);
+    out.emplace_back("exp_avg_sq." + params_[i].first, exp_avg_sq_[i]);
   }
   return out;
 }
@@ -45,8 +45,8 @@ nn::NamedTensors AdamW::state_dict() const {
 void AdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t steps) {
   std::map<std::string, Tensor*> slots;
   for (size_t i = 0; i < params_.size(); ++i) {
-    slots["exp_avg." + params_[i].first] = &m_[i];
-    slots["exp_avg_sq." + params_[i].first] = &v_[i];
+    slots["exp_avg." + params_[i].first] = &exp_avg_[i];
+    slots["exp_avg_sq." + params_[i].first] = &exp_avg_sq_[i];
   }
   for (auto& [name, t] : state) {
     auto it = slots.find(name);

@@ -16,7 +16,7 @@ SGD::SGD(nn::NamedTensors params, SGDOptions o) : params_(std::move(params)), op
                  "nesterov momentum requires a momentum and zero dampening");
   for (auto& [n, p] : params_) param_list_.push_back(p);
   grads_.resize(params_.size());
-  bufs_.resize(params_.size());
+  momentum_buffers_.resize(params_.size());
   fresh_.assign(params_.size(), false);
 }
 
@@ -27,8 +27,8 @@ void SGD::step() {
   bool any_new = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     grads_[i] = param_list_[i].grad();
-    if (opt_.momentum != 0 && grads_[i].defined() && !bufs_[i].defined()) {
-      bufs_[i] = Tensor::empty(param_list_[i].shape(), param_list_[i].dtype(),
+    if (opt_.momentum != 0 && grads_[i].defined() && !momentum_buffers_[i].defined()) {
+      momentum_buffers_[i] = Tensor::empty(param_list_[i].shape(), param_list_[i].dtype(),
                                param_list_[i].device());
       fresh_[i] = true;
       any_new = true;
@@ -36,7 +36,7 @@ void SGD::step() {
   }
   ops::SgdParams p{opt_.lr, opt_.momentum, opt_.dampening, opt_.weight_decay, opt_.nesterov, false};
   if (!any_new) {
-    ops::sgd_step(param_list_, grads_, bufs_, p);
+    ops::sgd_step(param_list_, grads_, momentum_buffers_, p);
   } else {
     for (int pass = 0; pass < 2; ++pass) {
       std::vector<Tensor> ps, gs, bs;
@@ -44,7 +44,7 @@ void SGD::step() {
         if (fresh_[i] != (pass == 1)) continue;
         ps.push_back(param_list_[i]);
         gs.push_back(grads_[i]);
-        bs.push_back(bufs_[i]);
+        bs.push_back(momentum_buffers_[i]);
       }
       p.first_step = pass == 1;
       ops::sgd_step(ps, gs, bs, p);
@@ -60,7 +60,7 @@ void SGD::zero_grad(bool set_to_none) { zero_grads(param_list_, set_to_none); }
 nn::NamedTensors SGD::state_dict() const {
   nn::NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (bufs_[i].defined()) out.emplace_back("momentum_buffer." + params_[i].first, bufs_[i]);
+    if (momentum_buffers_[i].defined()) out.emplace_back("momentum_buffer." + params_[i].first, momentum_buffers_[i]);
   return out;
 }
 
@@ -79,11 +79,11 @@ void SGD::load_state_dict(const std::map<std::string, Tensor>& state, int64_t st
   for (size_t i = 0; i < params_.size(); ++i) {
     auto it = state.find("momentum_buffer." + params_[i].first);
     if (it == state.end()) {
-      bufs_[i] = Tensor();
+      momentum_buffers_[i] = Tensor();
     } else {
-      bufs_[i] = Tensor::empty(param_list_[i].shape(), param_list_[i].dtype(),
+      momentum_buffers_[i] = Tensor::empty(param_list_[i].shape(), param_list_[i].dtype(),
                                param_list_[i].device());
-      bufs_[i].copy_(it->second);
+      momentum_buffers_[i].copy_(it->second);
     }
   }
   steps_ = steps;

@@ -11,38 +11,48 @@ struct Entry {
   ModelInfo info;
   Factory make;
 };
-std::shared_ptr<Module> cifar_resnet(int64_t blocks, const ModelOptions& o) {
-  return std::make_shared<CifarResNet>(std::vector<int64_t>{16, 32, 64}, blocks, false, true,
-                                       o.num_classes);
+// resnet20/32/56: widths 16/32/64, option-A shortcuts, Kaiming initialisation.
+std::shared_ptr<Module> cifar_resnet(int64_t blocks_per_stage, const ModelOptions& options) {
+  return std::make_shared<CifarResNet>(std::vector<int64_t>{16, 32, 64}, blocks_per_stage,
+                                       /*projection=*/false, /*kaiming_init=*/true,
+                                       options.num_classes);
 }
 const std::vector<Entry>& registry() {
-  static const std::vector<Entry> r = {
-      {{"lenet", "classify", 32, true},
-       [](auto& o) { return std::make_shared<LeNet>(o.num_classes); }},
-      {{"resnet20", "classify", 32}, [](auto& o) { return cifar_resnet(3, o); }},
-      {{"resnet32", "classify", 32}, [](auto& o) { return cifar_resnet(5, o); }},
-      {{"resnet56", "classify", 32}, [](auto& o) { return cifar_resnet(9, o); }},
-      {{"resnet18", "classify", 32},
-       [](auto& o) {
-         return std::make_shared<CifarResNet>(std::vector<int64_t>{64, 128, 256, 512}, 2, true,
-                                              false, o.num_classes);
-       }},
-      {{"unet_resnet18", "segment", 128, false, 32},
-       [](auto& o) {
-         return std::make_shared<Unet>(std::vector<int64_t>{2, 2, 2, 2}, o.num_classes);
-       }},
-      {{"unet_resnet34", "segment", 128, false, 32},
-       [](auto& o) {
-         return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes);
-       }},
-      {{"yolov8n", "detect", 128, false, 32},
-       [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.25, 1024, o.num_classes); }},
-      {{"yolov8s", "detect", 128, false, 32},
-       [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.50, 1024, o.num_classes); }},
-      {{"deeplabv3_resnet50", "segment", 128},
-       [](auto& o) { return std::make_shared<DeepLabV3>(o.num_classes, o.aux_loss); }},
+  static const std::vector<Entry> entries = {
+      {.info = {.name = "lenet", .task = "classify", .imgsz = 32, .fixed_size = true},
+       .make = [](auto& o) { return std::make_shared<LeNet>(o.num_classes); }},
+      {.info = {.name = "resnet20", .task = "classify", .imgsz = 32},
+       .make = [](auto& o) { return cifar_resnet(3, o); }},
+      {.info = {.name = "resnet32", .task = "classify", .imgsz = 32},
+       .make = [](auto& o) { return cifar_resnet(5, o); }},
+      {.info = {.name = "resnet56", .task = "classify", .imgsz = 32},
+       .make = [](auto& o) { return cifar_resnet(9, o); }},
+      {.info = {.name = "resnet18", .task = "classify", .imgsz = 32},
+       .make =
+           [](auto& o) {
+             return std::make_shared<CifarResNet>(std::vector<int64_t>{64, 128, 256, 512}, 2,
+                                                  /*projection=*/true, /*kaiming_init=*/false,
+                                                  o.num_classes);
+           }},
+      {.info = {.name = "unet_resnet18", .task = "segment", .imgsz = 128, .size_multiple = 32},
+       .make =
+           [](auto& o) {
+             return std::make_shared<Unet>(std::vector<int64_t>{2, 2, 2, 2}, o.num_classes);
+           }},
+      {.info = {.name = "unet_resnet34", .task = "segment", .imgsz = 128, .size_multiple = 32},
+       .make =
+           [](auto& o) {
+             return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes);
+           }},
+      // YOLOv8 scales as Ultralytics' yolov8.yaml: [depth, width, max_channels].
+      {.info = {.name = "yolov8n", .task = "detect", .imgsz = 128, .size_multiple = 32},
+       .make = [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.25, 1024, o.num_classes); }},
+      {.info = {.name = "yolov8s", .task = "detect", .imgsz = 128, .size_multiple = 32},
+       .make = [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.50, 1024, o.num_classes); }},
+      {.info = {.name = "deeplabv3_resnet50", .task = "segment", .imgsz = 128},
+       .make = [](auto& o) { return std::make_shared<DeepLabV3>(o.num_classes, o.aux_loss); }},
   };
-  return r;
+  return entries;
 }
 
 const Entry& find(const std::string& name) {
