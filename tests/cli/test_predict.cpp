@@ -1,6 +1,6 @@
-// Tests of `hpcnet predict` (the binary, run as tests/test_cli.cpp does) on folders: sorted order,
-// skipped names, an unreadable image among good ones, empty folders, --json, another image size.
-// The weights are a fresh lenet saved here; the expected predictions are computed in-process.
+// Tests of `hpcnet predict` (the binary, run as tests/cli/test_cli.cpp does) on folders: sorted
+// order, skipped names, an unreadable image among good ones, empty folders, --json, another image
+// size. The weights are a fresh lenet saved here; the expected predictions are computed in-process.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,8 +50,9 @@ void pr_write_jpeg(const fs::path& path, int w, int h, const std::vector<uint8_t
 }
 
 void pr_png(const fs::path& p, int seed, int w = 32, int h = 32) {
-  pr_write_png(p, w, h, pr_pixels(w, h, (seed * 97) % 256, (seed * 57) % 256, (seed * 31) % 256,
-                                   static_cast<uint64_t>(seed)));
+  pr_write_png(p, w, h,
+               pr_pixels(w, h, (seed * 97) % 256, (seed * 57) % 256, (seed * 31) % 256,
+                         static_cast<uint64_t>(seed)));
 }
 
 const std::vector<std::string> kPrClasses = {"apple", "banana", "cherry"};
@@ -136,13 +137,13 @@ class PredictTest : public ::testing::Test {
     pr_png(d / "Z.PNG", 3);  // upper case: an image, sorted before the lower-case names
     pr_write_jpeg(d / "c.jpg", 32, 32, pr_pixels(32, 32, 30, 200, 90, 4));
     pr_write_jpeg(d / "d.jpeg", 32, 32, pr_pixels(32, 32, 250, 250, 10, 5));
-    pr_png(d / ".hidden.png", 6);           // hidden
+    pr_png(d / ".hidden.png", 6);                 // hidden
     write_file(d / "notes.txt", "not an image");  // not an image name
-    pr_png(d / "e.png.bak", 7);             // an image, but not by name
-    pr_png(d / "sub" / "f.png", 8);         // sub-folders are not read
+    pr_png(d / "e.png.bak", 7);                   // an image, but not by name
+    pr_png(d / "sub" / "f.png", 8);               // sub-folders are not read
   }
-  const std::vector<std::string> kSorted = {"imgs/Z.PNG", "imgs/a.png", "imgs/b.png",
-                                            "imgs/c.jpg", "imgs/d.jpeg"};
+  const std::vector<std::string> kSorted = {"imgs/Z.PNG", "imgs/a.png", "imgs/b.png", "imgs/c.jpg",
+                                            "imgs/d.jpeg"};
   TempDir tmp_{"predict_t"};
   fs::path dir_ = tmp_.path();
 };
@@ -288,7 +289,8 @@ TEST_F(PredictTest, LinksToNowhereDoNotHideTheFolder) {
   RunResult r = run({"links"});
   EXPECT_EQ(r.err.find("cannot list"), std::string::npos) << r.err;
   bool predicted = false;
-  for (const std::string& l : r.out_lines()) predicted = predicted || l.rfind("links/good.png:", 0) == 0;
+  for (const std::string& l : r.out_lines())
+    predicted = predicted || l.rfind("links/good.png:", 0) == 0;
   EXPECT_TRUE(predicted) << "stdout:\n" << r.out << "stderr:\n" << r.err;
 }
 

@@ -212,7 +212,7 @@ TEST(DetectionData, MissingLabelsCountedOnceAndEmptyFiles) {
 }
 
 // A split without a single object says so in one line, naming the label folder to check (the
-// training loop refuses such a train split: tests/test_detect.cpp).
+// training loop refuses such a train split: tests/task/detect/test_detect.cpp).
 TEST(DetectionData, ASplitWithoutOneObjectSaysSo) {
   TempDir d("det");
   write_split(d.path(), "val", {{"a", std::nullopt}, {"b", std::nullopt}, {"c", "\n"}});

@@ -2,7 +2,7 @@
 // with half of a batch and a rank sum that adds their buffers, give the output, the input
 // gradient and the running statistics of batch_norm over the whole batch, and weight/bias
 // gradients whose sum is the whole batch's (the data-parallel average then makes it the mean).
-// The real multi-process run is tested under mpirun in tests/test_dist.cpp.
+// The real multi-process run is tested under mpirun in tests/dist/test_dist.cpp.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -61,9 +61,9 @@ struct Case {
 }  // namespace
 
 TEST(SyncBatchNorm, TwoRanksOfHalfABatchMatchOneBatch) {
-  for (const Case& c : {Case{DType::kFloat64, false, false, 1e-12},
-                        Case{DType::kFloat64, true, true, 1e-12},
-                        Case{DType::kFloat32, true, false, 2e-5}}) {
+  for (const Case& c :
+       {Case{DType::kFloat64, false, false, 1e-12}, Case{DType::kFloat64, true, true, 1e-12},
+        Case{DType::kFloat32, true, false, 2e-5}}) {
     SCOPED_TRACE(std::string(dtype_name(c.dtype)) + (c.relu ? " relu" : "") +
                  (c.residual ? " residual" : ""));
     Rng rng(7);

@@ -3,7 +3,7 @@
 // closed form differ in the last bits).
 #include <gtest/gtest.h>
 
-#include "tests/test_paths.h"
+#include "test_paths.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>

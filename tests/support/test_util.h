@@ -11,8 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/test_paths.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +26,8 @@
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "test_paths.h"
 
 // clang-format off
 #include <cstdio>
@@ -125,7 +125,7 @@ class TempDir {
 
 // ---- a tiny CIFAR-10 in the binary format ------------------------------------------------------
 
-// The Rng stream most tests draw their CIFAR-10 records from (tests/test_dist.cpp uses 91).
+// The Rng stream most tests draw their CIFAR-10 records from (tests/dist/test_dist.cpp uses 91).
 inline constexpr uint64_t kCifarStream = 77;
 
 // n CIFAR-10 records (label byte, then the R, G and B planes of 32x32), drawn from

@@ -1,5 +1,5 @@
 // train::config_json_to_flags (src/train/config_file.h): a --config file's JSON as train's flags,
-// the logic `hpcnet train --config` runs (tests/test_cli.cpp runs the command itself).
+// the logic `hpcnet train --config` runs (tests/cli/test_cli.cpp runs the command itself).
 #include <gtest/gtest.h>
 
 #include <set>

@@ -154,8 +154,8 @@ TEST(CocoEval, MatchesPycocotools) {
 
 // The cases of coco_dataset_fixture.json (make_coco_dataset_cases.py: crowd regions, zero-size
 // boxes, images without ground truth or detections, absent categories) straight into the
-// evaluator, in COCO's ids: pycocotools' 12 numbers and per-class AP. (tests/test_detect.cpp reads
-// the same cases through the COCO reader and the loader.)
+// evaluator, in COCO's ids: pycocotools' 12 numbers and per-class AP.
+// (tests/task/detect/test_detect.cpp reads the same cases through the COCO reader and the loader.)
 TEST(CocoEval, CrowdAndZeroSizeCasesMatchPycocotools) {
   std::ifstream f(std::string(HPCNET_SOURCE_DIR) + "/tests/golden/coco_dataset_fixture.json");
   const nlohmann::json cases = nlohmann::json::parse(f)["cases"];
