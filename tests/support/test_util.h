@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -343,11 +344,29 @@ template <class F>
 
 // ---- tensors -----------------------------------------------------------------------------------
 
+// A float32 tensor of shape s with values shift + scale * N(0, 1) from Rng(seed, 11).
+inline Tensor normal_tensor(const Shape& s, uint64_t seed, double scale = 1.0, double shift = 0.0) {
+  Rng rng(seed, 11);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (float& x : v) x = static_cast<float>(shift + scale * rng.normal());
+  return Tensor::from_vector(v, s);
+}
+
 // Same dtype, shape and bytes.
 inline bool same_bytes(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   Tensor ca = a.contiguous(), cb = b.contiguous();
   return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+}
+
+// Each named tensor's values (float64) by its name less the first strip.size() characters; ts: a
+// list of (name, Tensor) pairs such as nn::NamedTensors.
+template <class Named>
+std::map<std::string, std::vector<double>> values_by_name(const Named& ts,
+                                                          const std::string& strip = "") {
+  std::map<std::string, std::vector<double>> out;
+  for (auto& [n, t] : ts) out[n.substr(strip.size())] = t.to_vector_f64();
+  return out;
 }
 
 // max |t| over the elements (0 for an empty tensor).
