@@ -369,6 +369,31 @@ std::map<std::string, std::vector<double>> values_by_name(const Named& ts,
   return out;
 }
 
+// Every value of every parameter of a module (an nn::Module), by name: a deep copy.
+template <class Module>
+std::map<std::string, std::vector<float>> parameter_values(const Module& m) {
+  std::map<std::string, std::vector<float>> out;
+  for (auto& [n, t] : m.named_parameters()) out[n] = t.to_vector();
+  return out;
+}
+
+// A module's state_dict with every tensor cloned, by name.
+template <class Module>
+std::map<std::string, Tensor> cloned_state(const Module& m) {
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : m.state_dict()) out.emplace(n, t.clone());
+  return out;
+}
+
+// An (n, 3, 32, 32) batch of values in [-1, 1) from Rng(seed, 3), like the tutorial's normalised
+// images.
+inline Tensor uniform_images(int64_t n, uint64_t seed) {
+  Rng rng(seed, 3);
+  std::vector<float> v(static_cast<size_t>(n * 3 * 32 * 32));
+  for (float& x : v) x = rng.uniform(-1.f, 1.f);
+  return Tensor::from_vector(v, {n, 3, 32, 32});
+}
+
 // max |t| over the elements (0 for an empty tensor).
 inline double max_abs(const Tensor& t) {
   double m = 0;
