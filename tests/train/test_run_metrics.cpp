@@ -1,7 +1,7 @@
-// Run metrics beyond metrics.jsonl: CRC-32C and TFRecord framing against TensorBoard's values, a
-// TensorBoard event file read back by an independent reader (framing, CRCs, protobuf), CsvLog,
-// the validation loss of task::evaluate, and through the hpcnet binary: metrics.csv, the records'
-// time and global_step, the event file of a run and of its resume, and `hpcnet plot`.
+// Run metrics beyond metrics.jsonl (src/train/run_metrics.cpp, plot.cpp): the TensorBoard tags
+// and CSV columns of each task's records, the validation loss of task::evaluate, and through the
+// hpcnet binary: metrics.csv, the records' time and global_step, the event file of a run and of
+// its resume, and `hpcnet plot`. The writers themselves: tests/io/test_metrics.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "event_file.h"
 #include "hpcnet/autograd.h"
 #include "hpcnet/data.h"
 #include "hpcnet/functional.h"
@@ -34,54 +35,6 @@ using namespace hpcnet::test_util;
 
 namespace {
 
-uint64_t mt_le64(const std::string& b, size_t at) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
-  return v;
-}
-uint32_t mt_le32(const std::string& b, size_t at) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
-  return v;
-}
-
-// The events of a TFRecord file, every record's framing and both CRCs checked; "" in *error when
-// the whole file is well formed, else what is wrong first.
-std::vector<tb::Event> mt_read_events(const fs::path& p, std::string* error) {
-  const std::string b = read_file(p);
-  std::vector<tb::Event> out;
-  *error = "";
-  size_t at = 0;
-  while (at < b.size()) {
-    if (b.size() - at < 12) {
-      *error = "truncated header at byte " + std::to_string(at);
-      return out;
-    }
-    const uint64_t len = mt_le64(b, at);
-    if (mt_le32(b, at + 8) != crc32c_masked(crc32c(b.data() + at, 8))) {
-      *error = "bad length CRC at byte " + std::to_string(at);
-      return out;
-    }
-    if (b.size() - at - 12 < len + 4) {
-      *error = "truncated data at byte " + std::to_string(at);
-      return out;
-    }
-    const std::string data = b.substr(at + 12, len);
-    if (mt_le32(b, at + 12 + len) != crc32c_masked(crc32c(data.data(), data.size()))) {
-      *error = "bad data CRC at byte " + std::to_string(at);
-      return out;
-    }
-    tb::Event e;
-    if (!e.ParseFromString(data)) {
-      *error = "not an Event at byte " + std::to_string(at);
-      return out;
-    }
-    out.push_back(e);
-    at += 12 + len + 4;
-  }
-  return out;
-}
-
 // The event files of a run directory, sorted by name.
 std::vector<fs::path> mt_event_files(const fs::path& dir) {
   std::vector<fs::path> out;
@@ -97,7 +50,7 @@ Scalars mt_scalars(const std::vector<fs::path>& files) {
   Scalars s;
   for (const fs::path& f : files) {
     std::string err;
-    for (const tb::Event& e : mt_read_events(f, &err))
+    for (const tb::Event& e : read_event_file(f, &err))
       if (e.has_summary())
         for (const auto& v : e.summary().value())
           s[v.tag()].emplace_back(e.step(), v.simple_value());
@@ -113,115 +66,7 @@ std::vector<nlohmann::json> mt_records(const fs::path& run) {
   return out;
 }
 
-std::string mt_host() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 }  // namespace
-
-// ---- CRC-32C and framing -----------------------------------------------------------------------
-
-// The check value of CRC-32C, RFC 3720's 32 zero bytes, continuation, and the masked values
-// TensorBoard's own masked_crc32c gives (tensorboard.compat.tensorflow_stub.pywrap_tensorflow).
-TEST(Crc32c, CheckValuesAndTensorBoardsMask) {
-  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
-  const std::string zeros(32, '\0');
-  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
-  EXPECT_EQ(crc32c("", 0), 0u);
-  EXPECT_EQ(crc32c("6789", 4, crc32c("12345", 5)), 0xE3069283u);
-  EXPECT_EQ(crc32c_masked(crc32c("123456789", 9)), 0xC78AB0E5u);
-  const char len24[8] = {24, 0, 0, 0, 0, 0, 0, 0};
-  EXPECT_EQ(crc32c_masked(crc32c(len24, 8)), 0x224B7FA3u);
-}
-
-TEST(Crc32c, TfRecordFrameLayout) {
-  const std::string data = "hello, tensorboard";
-  const std::string r = tfrecord_frame(data);
-  ASSERT_EQ(r.size(), data.size() + 16);
-  EXPECT_EQ(mt_le64(r, 0), data.size());
-  EXPECT_EQ(mt_le32(r, 8), crc32c_masked(crc32c(r.data(), 8)));
-  EXPECT_EQ(r.substr(12, data.size()), data);
-  EXPECT_EQ(mt_le32(r, 12 + data.size()), crc32c_masked(crc32c(data.data(), data.size())));
-}
-
-// ---- TensorBoardWriter -------------------------------------------------------------------------
-
-// TensorBoard's file name; the first event is the file version at the given wall time; then one
-// event per add_scalars with its step, wall time and values (0 written too: simple_value is
-// present); an empty list writes nothing; a flipped byte is caught by the reader's CRCs.
-TEST(TensorBoardWriter, EventsReadBackWithCrcsAndProtobuf) {
-  TempDir dir("tb");
-  const double t0 = 1712345678.25;
-  std::string path;
-  {
-    TensorBoardWriter w(dir.str(), t0);
-    path = w.path();
-    w.add_scalars(10, t0 + 1, {{"train/loss", 2.5}, {"lr", 0.0}});
-    w.add_scalars(11, t0 + 2, {});
-    w.add_scalars(20, t0 + 3, {{"val/accuracy", 61.25}, {"train/loss", 1.0 / 3}});
-  }
-  const std::string name = fs::path(path).filename().string();
-  EXPECT_EQ(name, "events.out.tfevents.1712345678." + mt_host() + "." + std::to_string(::getpid()));
-  EXPECT_EQ(fs::path(path).parent_path(), dir.path());
-  std::string err;
-  std::vector<tb::Event> ev = mt_read_events(path, &err);
-  EXPECT_EQ(err, "");
-  ASSERT_EQ(ev.size(), 3u);
-  EXPECT_EQ(ev[0].file_version(), "brain.Event:2");
-  EXPECT_DOUBLE_EQ(ev[0].wall_time(), t0);
-  EXPECT_FALSE(ev[0].has_summary());
-  EXPECT_EQ(ev[1].step(), 10);
-  EXPECT_DOUBLE_EQ(ev[1].wall_time(), t0 + 1);
-  ASSERT_EQ(ev[1].summary().value_size(), 2);
-  EXPECT_EQ(ev[1].summary().value(0).tag(), "train/loss");
-  EXPECT_EQ(ev[1].summary().value(0).simple_value(), 2.5f);
-  EXPECT_EQ(ev[1].summary().value(1).tag(), "lr");
-  EXPECT_TRUE(ev[1].summary().value(1).has_simple_value()) << "a 0 must still be written";
-  EXPECT_EQ(ev[2].step(), 20);
-  EXPECT_EQ(ev[2].summary().value(0).tag(), "val/accuracy");
-  EXPECT_EQ(ev[2].summary().value(0).simple_value(), 61.25f);
-  EXPECT_EQ(ev[2].summary().value(1).simple_value(), static_cast<float>(1.0 / 3));
-
-  // A second writer in the same second and process gets a name of its own.
-  TensorBoardWriter again(dir.str(), t0);
-  EXPECT_NE(again.path(), path);
-  EXPECT_EQ(again.path().rfind(path, 0), 0u);
-
-  // Corruption anywhere is detected.
-  std::string bytes = read_file(path);
-  bytes[bytes.size() - 10] ^= 0x20;
-  write_file(dir / "bad", bytes);
-  mt_read_events(dir / "bad", &err);
-  EXPECT_NE(err.find("CRC"), std::string::npos) << err;
-}
-
-// ---- CsvLog ------------------------------------------------------------------------------------
-
-// The header once, rows in order, RFC 4180 quoting; append keeps the rows and ends a cut-short
-// last line; a wrong row width is an Error, a different header an InputError.
-TEST(CsvLog, HeaderOnceQuotingAndAppend) {
-  TempDir dir("csv");
-  const std::string p = dir.str("m.csv");
-  {
-    CsvLog c(p, {"a", "b"}, false);
-    c.write({"1", "x,y"});
-    c.write({"", "say \"hi\""});
-    EXPECT_THROW(c.write({"1"}), Error);
-  }
-  EXPECT_EQ(read_file(p), "a,b\n1,\"x,y\"\n,\"say \"\"hi\"\"\"\n");
-  write_file(p, read_file(p) + "3,cut");  // a crash mid-row
-  {
-    CsvLog c(p, {"a", "b"}, true);
-    c.write({"4", "d"});
-  }
-  EXPECT_EQ(read_file(p), "a,b\n1,\"x,y\"\n,\"say \"\"hi\"\"\"\n3,cut\n4,d\n");
-  { CsvLog c(p, {"a", "b"}, false); }
-  EXPECT_EQ(read_file(p), "a,b\n");
-  EXPECT_TRUE(input_error([&] { CsvLog c(p, {"a", "c"}, true); }, "header"));
-  EXPECT_TRUE(input_error([&] { CsvLog c(dir.str("no/such/m.csv"), {"a"}, false); }, "no/such"));
-}
 
 // ---- the record -> tag mapping -----------------------------------------------------------------
 
@@ -242,12 +87,14 @@ TEST(RunMetrics, TensorBoardScalarsOfRecords) {
   EXPECT_EQ(train::tensorboard_scalars(epoch).front().first, "val/miou");
   EXPECT_TRUE(train::tensorboard_scalars({{"event", "start"}, {"loss", 1.0}}).empty());
   // A detection epoch: its loss parts (train_X -> train/X, val_X -> val/X) and every metric.
-  nlohmann::json det = {{"event", "epoch"},        {"train_loss", 6.0},     {"train_box_loss", 1.0},
-                        {"train_cls_loss", 2.0},   {"train_dfl_loss", 3.0}, {"val_loss", 9.0},
-                        {"val_box_loss", 2.0},     {"val_cls_loss", 3.0},   {"val_dfl_loss", 4.0},
-                        {"val_map50_95", 26.1},    {"val_map50", 42.5},     {"val_precision", 55.0},
-                        {"val_recall", 40.0},      {"lr", 0.01},            {"images_per_sec", 10.0},
-                        {"data_wait_seconds", 0.5}};
+  nlohmann::json det = {{"event", "epoch"},       {"train_loss", 6.0},
+                        {"train_box_loss", 1.0},  {"train_cls_loss", 2.0},
+                        {"train_dfl_loss", 3.0},  {"val_loss", 9.0},
+                        {"val_box_loss", 2.0},    {"val_cls_loss", 3.0},
+                        {"val_dfl_loss", 4.0},    {"val_map50_95", 26.1},
+                        {"val_map50", 42.5},      {"val_precision", 55.0},
+                        {"val_recall", 40.0},     {"lr", 0.01},
+                        {"images_per_sec", 10.0}, {"data_wait_seconds", 0.5}};
   EXPECT_EQ(train::tensorboard_scalars(det), (V{{"train/epoch_loss", 6.0},
                                                 {"train/box_loss", 1.0},
                                                 {"train/cls_loss", 2.0},
@@ -316,28 +163,28 @@ TEST(RunMetrics, ResumeMovesAnEarlierVersionsCsvAside) {
 TEST(Plot, PanelsOfADetectionRunAndAnEarlierVersionsFile) {
   TempDir dir("plot_panels");
   auto epoch = [](int e, double map) {
-    return nlohmann::json{{"event", "epoch"},       {"epoch", e},
-                          {"global_step", 4 * e},   {"train_loss", 6.0 - e},
-                          {"train_box_loss", 1.0},  {"train_cls_loss", 2.0},
+    return nlohmann::json{{"event", "epoch"},          {"epoch", e},
+                          {"global_step", 4 * e},      {"train_loss", 6.0 - e},
+                          {"train_box_loss", 1.0},     {"train_cls_loss", 2.0},
                           {"train_dfl_loss", 3.0 - e}, {"val_loss", 9.0},
-                          {"val_box_loss", 2.0},    {"val_cls_loss", 3.0},
-                          {"val_dfl_loss", 4.0},    {"val_map50_95", map},
-                          {"val_map50", 2 * map},   {"val_precision", 50.0},
-                          {"val_recall", 40.0},     {"lr", 0.01}}
+                          {"val_box_loss", 2.0},       {"val_cls_loss", 3.0},
+                          {"val_dfl_loss", 4.0},       {"val_map50_95", map},
+                          {"val_map50", 2 * map},      {"val_precision", 50.0},
+                          {"val_recall", 40.0},        {"lr", 0.01}}
         .dump();
   };
   const fs::path now = dir.path() / "now.jsonl";
-  write_file(now, "{\"event\": \"start\", \"metric_unit\": \"percent\"}\n" + epoch(1, 20) +
-                      "\n" + epoch(2, 26) + "\n");
+  write_file(now, "{\"event\": \"start\", \"metric_unit\": \"percent\"}\n" + epoch(1, 20) + "\n" +
+                      epoch(2, 26) + "\n");
   const train::RunCurves c = train::read_run_curves(now.string());
   const std::vector<train::Panel> p = train::run_panels(c);
   std::vector<std::string> titles;
   for (const train::Panel& x : p) titles.push_back(x.title);
-  EXPECT_EQ(titles, (std::vector<std::string>{"train loss (per epoch: no log records)",
-                                              "loss per epoch", "box_loss per epoch",
-                                              "cls_loss per epoch", "dfl_loss per epoch",
-                                              "map50, map50_95 per epoch",
-                                              "precision, recall per epoch", "learning rate"}));
+  EXPECT_EQ(titles,
+            (std::vector<std::string>{"train loss (per epoch: no log records)", "loss per epoch",
+                                      "box_loss per epoch", "cls_loss per epoch",
+                                      "dfl_loss per epoch", "map50, map50_95 per epoch",
+                                      "precision, recall per epoch", "learning rate"}));
   ASSERT_EQ(p.size(), 8u);
   EXPECT_EQ(*p[0].lines.at(0).second, (train::Curve{{4, 5}, {8, 4}}));
   ASSERT_EQ(p[4].lines.size(), 2u);
@@ -349,9 +196,10 @@ TEST(Plot, PanelsOfADetectionRunAndAnEarlierVersionsFile) {
   EXPECT_EQ(*p[6].lines[0].second, (train::Curve{{1, 50}, {2, 50}}));
 
   const fs::path old = dir.path() / "old.jsonl";  // an earlier version's detection run
-  write_file(old, "{\"event\": \"start\"}\n"
-                  "{\"event\": \"epoch\", \"epoch\": 1, \"global_step\": 4, \"train_loss\": 12.1, "
-                  "\"val_loss\": 11.9, \"val_map50_95\": 0.25, \"lr\": 0.0005}\n");
+  write_file(old,
+             "{\"event\": \"start\"}\n"
+             "{\"event\": \"epoch\", \"epoch\": 1, \"global_step\": 4, \"train_loss\": 12.1, "
+             "\"val_loss\": 11.9, \"val_map50_95\": 0.25, \"lr\": 0.0005}\n");
   const train::RunCurves o = train::read_run_curves(old.string());
   EXPECT_EQ(o.metric_keys, std::vector<std::string>{"val_map50_95"});
   EXPECT_EQ(o.epoch.at("val_map50_95"), (train::Curve{{1, 25}}));
@@ -546,7 +394,7 @@ TEST_F(MetricsRunTest, CsvJsonlAndEventsOfARunAndItsResume) {
   std::vector<fs::path> files = mt_event_files(run_dir);
   ASSERT_EQ(files.size(), 1u);
   std::string err;
-  std::vector<tb::Event> ev = mt_read_events(files[0], &err);
+  std::vector<tb::Event> ev = read_event_file(files[0], &err);
   EXPECT_EQ(err, "");
   ASSERT_FALSE(ev.empty());
   EXPECT_EQ(ev[0].file_version(), "brain.Event:2");
