@@ -74,6 +74,11 @@ inline std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
+// The bytes as a std::string (what write_file takes).
+inline std::string string_of(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
 // Replaces the file with exactly these bytes.
 inline void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
