@@ -24,10 +24,6 @@
 #include <string>
 #include <vector>
 
-// jpeglib.h needs size_t and FILE declared first.
-#include <jpeglib.h>
-#include <png.h>
-
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
 #include "test_util.h"
@@ -35,10 +31,6 @@
 namespace fs = std::filesystem;
 using namespace hpcnet;
 using namespace hpcnet::test_util;
-
-#ifndef HPCNET_BINARY
-#error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
-#endif
 
 namespace {
 
@@ -48,14 +40,6 @@ namespace {
 // A w x h RGB image of one colour with a little noise, HWC.
 std::vector<uint8_t> cli_pixels(int w, int h, int r, int g, int b, uint64_t seed) {
   return noisy_pixels(w, h, r, g, b, seed, 5, 10);
-}
-
-void cli_write_png(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  write_png_file(path, w, h, px);
-}
-
-void cli_write_jpeg(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  write_jpeg_file(path, w, h, px);
 }
 
 // An image folder ROOT/{train,test}/{apple,banana,cherry}/ with PNGs and JPEGs of a colour each.
@@ -69,9 +53,9 @@ void cli_make_image_folder(const fs::path& root) {
       for (int i = 0; i < 4; ++i) {
         auto px = cli_pixels(32, 32, colours[c][0], colours[c][1], colours[c][2], c * 10 + i);
         if (i % 2)
-          cli_write_png(d / ("img" + std::to_string(i) + ".png"), 32, 32, px);
+          write_png_file(d / ("img" + std::to_string(i) + ".png"), 32, 32, px);
         else
-          cli_write_jpeg(d / ("img" + std::to_string(i) + ".jpg"), 32, 32, px);
+          write_jpeg_file(d / ("img" + std::to_string(i) + ".jpg"), 32, 32, px);
       }
     }
 }
@@ -122,31 +106,8 @@ std::string cli_run_pty(const std::vector<std::string>& args, const fs::path& cw
 
 // The tutorial command on the tiny data (threads fixed so runs compare bit for bit).
 std::vector<std::string> cli_train_args(const fs::path& data, const fs::path& out, int epochs) {
-  return {"train",
-          "--model",
-          "lenet",
-          "--dataset",
-          "cifar10",
-          "--data",
-          data.string(),
-          "--epochs",
-          std::to_string(epochs),
-          "--batch-size",
-          "4",
-          "--lr",
-          "0.001",
-          "--momentum",
-          "0.9",
-          "--workers",
-          "2",
-          "--seed",
-          "0",
-          "--out",
-          out.string(),
-          "--log-every",
-          "25",
-          "--threads",
-          "1"};
+  return tiny_train_args(data, out, epochs,
+                         {.lr = "0.001", .workers = "2", .seed = "0", .log_every = "25"});
 }
 
 // Data and runs shared by the tests of one process, made on first use.
@@ -451,7 +412,7 @@ TEST_F(CliTest, EvalRefusesADatasetWhoseClassNamesAreNotTheModels) {
                          (std::string(root) == "other" ? "thing" + std::to_string(k)
                                                        : "class_" + std::to_string(k));
       fs::create_directories(d);
-      cli_write_png(d / "a.png", 32, 32, cli_pixels(32, 32, 20 * k, 100, 50, k));
+      write_png_file(d / "a.png", 32, 32, cli_pixels(32, 32, 20 * k, 100, 50, k));
     }
   }
   const fs::path w = cli_shared().run_dir() / "model.safetensors";
@@ -509,8 +470,8 @@ TEST_F(CliTest, EvalValSplitUsesTheRecordedHoldOut) {
 
 TEST_F(CliTest, PredictNamesTheClassesFromTheWeightsFile) {
   fs::path w = cli_shared().fruit_run() / "model.safetensors";
-  cli_write_png(dir_ / "red.png", 32, 32, cli_pixels(32, 32, 200, 30, 30, 99));
-  cli_write_jpeg(dir_ / "yellow.jpg", 48, 40, cli_pixels(48, 40, 220, 210, 40, 98));  // resized
+  write_png_file(dir_ / "red.png", 32, 32, cli_pixels(32, 32, 200, 30, 30, 99));
+  write_jpeg_file(dir_ / "yellow.jpg", 48, 40, cli_pixels(48, 40, 220, 210, 40, 98));  // resized
   RunResult r = run({"predict", "--weights", w.string(), "red.png", "yellow.jpg"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.err, "");
@@ -560,7 +521,7 @@ TEST_F(CliTest, PredictRefusesBadImages) {
   r = run({"predict", "--weights", w.string(), "missing.jpg"});
   expect_refused(r, "missing", {"missing.jpg"});
   // A PNG cut short.
-  cli_write_png(dir_ / "ok.png", 32, 32, cli_pixels(32, 32, 1, 2, 3, 4));
+  write_png_file(dir_ / "ok.png", 32, 32, cli_pixels(32, 32, 1, 2, 3, 4));
   std::string png = read_file(dir_ / "ok.png");
   write_file(dir_ / "cut.png", png.substr(0, png.size() / 2));
   r = run({"predict", "--weights", w.string(), "cut.png"});
@@ -773,7 +734,7 @@ TEST_F(CliTest, WeightsOfAnotherShapeAreRefusedByEvalAndPredict) {
   for (const auto& n : f.order)
     ts.emplace_back(n, n == "fc1.weight" ? Tensor::zeros({120, 401}) : f.at(n));
   save_safetensors((dir_ / "odd.safetensors").string(), ts, f.metadata);
-  cli_write_png(dir_ / "a.png", 32, 32, cli_pixels(32, 32, 9, 9, 9, 1));
+  write_png_file(dir_ / "a.png", 32, 32, cli_pixels(32, 32, 9, 9, 9, 1));
   r = run({"predict", "--weights", "odd.safetensors", "a.png"});
   expect_refused(r, "odd shape", {"odd.safetensors", "fc1.weight"});
   r = run({"eval", "--weights", "odd.safetensors", "--data", cli_shared().cifar().string()});

@@ -14,10 +14,6 @@
 #include <string>
 #include <vector>
 
-// jpeglib.h needs size_t and FILE declared first.
-#include <jpeglib.h>
-#include <png.h>
-
 #include "hpcnet/autograd.h"
 #include "hpcnet/data.h"
 #include "hpcnet/nn.h"
@@ -25,10 +21,6 @@
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "test_util.h"
-
-#ifndef HPCNET_BINARY
-#error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
-#endif
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
@@ -41,18 +33,10 @@ std::vector<uint8_t> pr_pixels(int w, int h, int r, int g, int b, uint64_t seed)
   return noisy_pixels(w, h, r, g, b, seed, 9, 20);
 }
 
-void pr_write_png(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  write_png_file(path, w, h, px);
-}
-
-void pr_write_jpeg(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  write_jpeg_file(path, w, h, px);
-}
-
 void pr_png(const fs::path& p, int seed, int w = 32, int h = 32) {
-  pr_write_png(p, w, h,
-               pr_pixels(w, h, (seed * 97) % 256, (seed * 57) % 256, (seed * 31) % 256,
-                         static_cast<uint64_t>(seed)));
+  write_png_file(p, w, h,
+                 pr_pixels(w, h, (seed * 97) % 256, (seed * 57) % 256, (seed * 31) % 256,
+                           static_cast<uint64_t>(seed)));
 }
 
 const std::vector<std::string> kPrClasses = {"apple", "banana", "cherry"};
@@ -135,8 +119,8 @@ class PredictTest : public ::testing::Test {
     pr_png(d / "b.png", 1);
     pr_png(d / "a.png", 2);
     pr_png(d / "Z.PNG", 3);  // upper case: an image, sorted before the lower-case names
-    pr_write_jpeg(d / "c.jpg", 32, 32, pr_pixels(32, 32, 30, 200, 90, 4));
-    pr_write_jpeg(d / "d.jpeg", 32, 32, pr_pixels(32, 32, 250, 250, 10, 5));
+    write_jpeg_file(d / "c.jpg", 32, 32, pr_pixels(32, 32, 30, 200, 90, 4));
+    write_jpeg_file(d / "d.jpeg", 32, 32, pr_pixels(32, 32, 250, 250, 10, 5));
     pr_png(d / ".hidden.png", 6);                 // hidden
     write_file(d / "notes.txt", "not an image");  // not an image name
     pr_png(d / "e.png.bak", 7);                   // an image, but not by name
@@ -297,7 +281,7 @@ TEST_F(PredictTest, LinksToNowhereDoNotHideTheFolder) {
 // A 50x40 PNG is resized to the model's 32x32 input (lenet takes no other size) and predicted as
 // this process predicts it through the task's evaluation transform.
 TEST_F(PredictTest, AnImageOfAnotherSizeIsResized) {
-  pr_write_png(dir_ / "wide.png", 50, 40, pr_pixels(50, 40, 200, 40, 40, 12));
+  write_png_file(dir_ / "wide.png", 50, 40, pr_pixels(50, 40, 200, 40, 40, 12));
   RunResult r = run({"--json", "wide.png"});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto lines = r.out_lines();

@@ -27,10 +27,6 @@
 #include "hpcnet/train.h"
 #include "test_util.h"
 
-#ifndef HPCNET_BINARY
-#error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
-#endif
-
 namespace fs = std::filesystem;
 using namespace hpcnet;
 using namespace hpcnet::test_util;
@@ -98,36 +94,14 @@ std::string png_bomb(uint32_t width, uint32_t height, char color = 2) {
 }
 
 // A real w x h JPEG (progressive or baseline), in memory.
-std::string jpeg_bytes(int w, int h, bool progressive) {
+std::string jpeg_of(int w, int h, bool progressive) {
   const std::vector<uint8_t> px = noisy_pixels(w, h, 90, 140, 200, 1, 2, 20);
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buf, &size);
-  cinfo.image_width = static_cast<JDIMENSION>(w);
-  cinfo.image_height = static_cast<JDIMENSION>(h);
-  cinfo.input_components = 3;
-  cinfo.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  if (progressive) jpeg_simple_progression(&cinfo);
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(&px[static_cast<size_t>(cinfo.next_scanline) * w * 3]);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::string out(reinterpret_cast<const char*>(buf), size);
-  std::free(buf);
-  return out;
+  return jpeg_bytes(w, h, px.data(), {.quality = 75, .progressive = progressive});
 }
 
 // A small real JPEG whose SOF0/SOF2 segment is patched to claim width x height.
 std::string jpeg_bomb(uint16_t width, uint16_t height, bool progressive) {
-  std::string j = jpeg_bytes(16, 16, progressive);
+  std::string j = jpeg_of(16, 16, progressive);
   const char sof = progressive ? '\xC2' : '\xC0';
   for (size_t i = 2; i + 9 < j.size(); ++i) {
     if (j[i] == '\xFF' && j[i + 1] == sof) {  // FF Cx, length (2), precision (1), height, width
@@ -257,7 +231,7 @@ TEST(BoundsImage, JpegBombHeaderIsRefusedBeforeStartDecompress) {
   const double rss0 = peak_rss_mb();
   for (bool progressive : {false, true}) {
     const std::string bytes = jpeg_bomb(65500, 65500, progressive);
-    ASSERT_EQ(decode(jpeg_bytes(16, 16, progressive), "ok.jpg").width, 16);
+    ASSERT_EQ(decode(jpeg_of(16, 16, progressive), "ok.jpg").width, 16);
     expect_input_error([&] { decode(bytes, "bomb.jpg"); }, progressive ? "SOF2" : "SOF0",
                        {"cannot decode image bomb.jpg",
                         "65500x65500 = 4290250000 pixels is over --max-image-pixels 100000000"});
@@ -272,7 +246,7 @@ TEST(BoundsImage, PixelLimitIsSettable) {
   TempDir tmp("bounds_limit");
   write_png_file(tmp / "a.png", 16, 16, noisy_pixels(16, 16, 10, 20, 30, 1, 1, 5));
   const std::string png = read_file(tmp / "a.png");
-  const std::string jpg = jpeg_bytes(16, 16, false);
+  const std::string jpg = jpeg_of(16, 16, false);
   {
     PixelLimit limit(256);
     EXPECT_EQ(data::max_image_pixels(), 256);
@@ -461,25 +435,24 @@ TEST(BoundsArchive, MembersClaimingHugeSizesAreRefused) {
                          tar_header("train/cat/GNUSparseFile.0/b.png", 1024, '0') + map +
                          std::string(512, 'x') + tar_end());
   const double rss0 = peak_rss_mb();
-  expect_input_error(
-      [&] { data::load_image_folder(pax.string(), "train"); }, "pax size",
-      {pax.string(), "train/cat/a.png", "1000000000000000 bytes"});
-  expect_input_error(
-      [&] { data::load_image_folder(sparse.string(), "train"); }, "sparse",
-      {sparse.string(), "train/cat/b.png", "sparse member"});
+  expect_input_error([&] { data::load_image_folder(pax.string(), "train"); }, "pax size",
+                     {pax.string(), "train/cat/a.png", "1000000000000000 bytes"});
+  expect_input_error([&] { data::load_image_folder(sparse.string(), "train"); }, "sparse",
+                     {sparse.string(), "train/cat/b.png", "sparse member"});
   const fs::path seg = tmp / "seg.tar";
   write_file(seg, tar_dir("images") + tar_dir("images/train") +
                       pax_entry(pax_record("size", "5000000000")) +
                       tar_header("images/train/a.png", 0, '0') + tar_end());
-  expect_input_error([&] { decode_all(data::load_segmentation(seg.string(), "train")); }, "segmentation",
-                     {seg.string(), "images/train/a.png", "5000000000 bytes"});
+  expect_input_error([&] { decode_all(data::load_segmentation(seg.string(), "train")); },
+                     "segmentation", {seg.string(), "images/train/a.png", "5000000000 bytes"});
   EXPECT_LT(peak_rss_mb() - rss0, 20.0);
 
   // The binary says it in one line, exit 2.
   const RunResult r = run_hpcnet(
       {"train", "--dataset", "imagefolder", "--data", pax.string(), "--out", tmp.str("run")},
       tmp.path());
-  expect_refused(r, "train on the PAX archive", {"pax.tar", "train/cat/a.png", "1000000000000000 bytes"});
+  expect_refused(r, "train on the PAX archive",
+                 {"pax.tar", "train/cat/a.png", "1000000000000000 bytes"});
 }
 
 // ---- folders ------------------------------------------------------------------------------------

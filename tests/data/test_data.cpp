@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <png.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,10 +21,6 @@
 #include <fstream>
 #include <map>
 #include <thread>
-
-// jpeglib.h needs size_t and FILE declared first.
-#include <jpeglib.h>
-#include <png.h>
 
 #include "hpcnet/data.h"
 #include "hpcnet/rng.h"
@@ -73,32 +70,10 @@ Bytes smooth(int seed, int h, int w) {
   return p;
 }
 
-Bytes encode_jpeg(const Bytes& rgb, int h, int w, int quality = 100) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buf, &size);
-  cinfo.image_width = w;
-  cinfo.image_height = h;
-  cinfo.input_components = 3;
-  cinfo.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, quality, TRUE);
-  for (int c = 0; c < 3; ++c)
-    cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(rgb.data()) + cinfo.next_scanline * w * 3;
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  Bytes out(buf, buf + size);
-  jpeg_destroy_compress(&cinfo);
-  std::free(buf);
-  return out;
+Bytes encode_jpeg(const Bytes& rgb, int h, int w) {
+  const std::string j =
+      test_util::jpeg_bytes(w, h, rgb.data(), {.quality = 100, .full_chroma = true});
+  return Bytes(j.begin(), j.end());
 }
 
 void png_write_vec(png_structp png, png_bytep data, png_size_t n) {
@@ -419,7 +394,8 @@ void check_folder(const Dataset& ds, const std::string& split) {
     ASSERT_EQ(e.width, w);
   }
   Bytes want = smooth(1, h, w);
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(test_util::item(ds, 0).pixels[i], want[i], 6);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(test_util::item(ds, 0).pixels[i], want[i], 6);
   EXPECT_EQ(test_util::item(ds, 1).pixels[7], 99);
   for (int k = 0; k < 3; ++k) {
     Bytes p = pattern(2 + k, h, w);
@@ -505,8 +481,9 @@ TEST(DataImageFolder, BrokenInputs) {
   write_archive(tmp.path() / "bad.tar.gz", tree, true);
   expect_input_error([&] { test_util::decode_all(load_image_folder(tmp.str("bad"), "train")); },
                      {"train/bird/broken.jpg", "JPEG"});
-  expect_input_error([&] { test_util::decode_all(load_image_folder(tmp.str("bad.tar.gz"), "train")); },
-                     {"bad.tar.gz", "train/bird/broken.jpg"});
+  expect_input_error(
+      [&] { test_util::decode_all(load_image_folder(tmp.str("bad.tar.gz"), "train")); },
+      {"bad.tar.gz", "train/bird/broken.jpg"});
   // Empty class folder (only a non-image inside), folder and archive.
   tree = folder_tree("train");
   tree.push_back({"train/cat", {}, true});
@@ -988,9 +965,8 @@ TEST(DataImageFolder, ClassNamesFromASynsetMapping) {
   for (const char* d : {"n01", "n02", "n03"}) {
     fs::create_directories(tmp.path() / "train" / d);
     std::ofstream(tmp.path() / "train" / d / "a.png", std::ios::binary)
-        << std::string(reinterpret_cast<const char*>(encode_png(Bytes(6 * 5, 7), 6, 5,
-                                                                PNG_COLOR_TYPE_GRAY, 8)
-                                                         .data()),
+        << std::string(reinterpret_cast<const char*>(
+                           encode_png(Bytes(6 * 5, 7), 6, 5, PNG_COLOR_TYPE_GRAY, 8).data()),
                        encode_png(Bytes(6 * 5, 7), 6, 5, PNG_COLOR_TYPE_GRAY, 8).size());
   }
   std::ofstream(tmp.path() / "LOC_synset_mapping.txt")

@@ -12,10 +12,6 @@
 #include <string>
 #include <vector>
 
-// clang-format off
-#include <jpeglib.h>  // after <cstdio>: it needs FILE
-// clang-format on
-
 #include "hpcnet/data.h"
 #include "hpcnet/io.h"
 #include "src/data/internal.h"
@@ -30,30 +26,7 @@ namespace {
 // A w x h RGB JPEG of the given quality in memory; optimize: Huffman tables of its own.
 std::string jpeg(int w, int h, int quality, bool optimize, uint64_t seed) {
   const std::vector<uint8_t> px = noisy_pixels(w, h, 90, 140, 200, seed, 2, 60);
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buf, &size);
-  cinfo.image_width = static_cast<JDIMENSION>(w);
-  cinfo.image_height = static_cast<JDIMENSION>(h);
-  cinfo.input_components = 3;
-  cinfo.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, quality, TRUE);
-  cinfo.optimize_coding = optimize ? TRUE : FALSE;
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<JSAMPROW>(&px[static_cast<size_t>(cinfo.next_scanline) * w * 3]);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::string out(reinterpret_cast<const char*>(buf), size);
-  std::free(buf);
-  return out;
+  return jpeg_bytes(w, h, px.data(), {.quality = quality, .optimize = optimize});
 }
 
 // The JPEG without its marker segments of type `marker` before the scan (0xDB: quantization
@@ -119,8 +92,9 @@ TEST(FuzzFindings, ReusedJpegDecoderUsesNoTablesOfEarlierImages) {
   fs::create_directories(tmp / "train" / "cat");
   write_file(tmp / "train" / "cat" / "a.jpg", before);
   write_file(tmp / "train" / "cat" / "b.jpg", without_segments(jpeg(16, 16, 95, false, 2), 0xDB));
-  EXPECT_TRUE(input_error([&] { test_util::decode_all(data::load_image_folder(tmp.str(), "train")); },
-                          "train/cat/b.jpg: bad JPEG data"));
+  EXPECT_TRUE(
+      input_error([&] { test_util::decode_all(data::load_image_folder(tmp.str(), "train")); },
+                  "train/cat/b.jpg: bad JPEG data"));
 }
 
 // ---- the fuzz targets' entry points -------------------------------------------------------------

@@ -32,33 +32,7 @@ namespace {
 // checkpoint every 4 steps. Over 2 epochs the checkpoint is written at steps 4, 8, 12, 15 (the
 // epoch's), 16, 20, 24, 28 and 30 (writes 1 to 9), and the model file at steps 15 and 30.
 std::vector<std::string> ft_args(const fs::path& data, const fs::path& out, int epochs = 2) {
-  return {"train",
-          "--model",
-          "lenet",
-          "--dataset",
-          "cifar10",
-          "--data",
-          data.string(),
-          "--epochs",
-          std::to_string(epochs),
-          "--batch-size",
-          "4",
-          "--lr",
-          "0.01",
-          "--momentum",
-          "0.9",
-          "--workers",
-          "0",
-          "--seed",
-          "3",
-          "--threads",
-          "1",
-          "--log-every",
-          "4",
-          "--save-every",
-          "4",
-          "--out",
-          out.string()};
+  return tiny_train_args(data, out, epochs, {.extra = {"--save-every", "4"}});
 }
 
 std::vector<std::string> with_args(std::vector<std::string> a,
@@ -577,7 +551,8 @@ TEST_F(Faults, ResumeRefusesACheckpointOfAnotherModelClassesOrTask) {
 
   // Another --model on the command line: the flag, the value given and the checkpoint's.
   r = run({"train", "--resume", lenet.string(), "--model", "resnet20"});
-  expect_refused(r, "--model", {"--model differs from the recipe in", "(given resnet20, the run's lenet)"});
+  expect_refused(r, "--model",
+                 {"--model differs from the recipe in", "(given resnet20, the run's lenet)"});
 
   // --data of another class count, or of as many classes with other names.
   write_image_folder(dir_ / "two", {"cat", "dog"});

@@ -205,7 +205,6 @@ inline RunResult run_shell(const std::string& cmdline) {
   return r;
 }
 
-#ifdef HPCNET_BINARY
 // The hpcnet executable, quoted for the shell.
 inline std::string hpcnet_command() { return shell_quote(HPCNET_BINARY); }
 
@@ -219,7 +218,39 @@ inline RunResult run_hpcnet(const std::vector<std::string>& args, const fs::path
   for (const auto& a : args) cmd += " " + shell_quote(a);
   return run_shell(cmd);
 }
-#endif
+
+// The flags of `hpcnet train` beyond the data, the run folder and the epochs, for the tiny CIFAR-10
+// of write_tiny_cifar10 at batch 4 on one thread (so runs compare bit for bit); an empty value
+// leaves its flag out (the binary's default).
+struct TinyTrain {
+  std::string model = "lenet", dataset = "cifar10", lr = "0.01", momentum = "0.9", workers = "0",
+              seed = "3", log_every = "4";
+  std::vector<std::string> extra;  // more flags, after --log-every
+};
+
+// `train --model lenet --dataset cifar10 --data DATA --epochs EPOCHS --batch-size 4 --lr 0.01
+// --momentum 0.9 --workers 0 --seed 3 --threads 1 --log-every 4 [extra] --out OUT` as o says.
+inline std::vector<std::string> tiny_train_args(const fs::path& data, const fs::path& out,
+                                                int epochs, const TinyTrain& o = {}) {
+  std::vector<std::string> a = {"train"};
+  auto flag = [&](const char* name, const std::string& v) {
+    if (!v.empty()) a.insert(a.end(), {name, v});
+  };
+  flag("--model", o.model);
+  flag("--dataset", o.dataset);
+  flag("--data", data.string());
+  flag("--epochs", std::to_string(epochs));
+  flag("--batch-size", "4");
+  flag("--lr", o.lr);
+  flag("--momentum", o.momentum);
+  flag("--workers", o.workers);
+  flag("--seed", o.seed);
+  flag("--threads", "1");
+  flag("--log-every", o.log_every);
+  a.insert(a.end(), o.extra.begin(), o.extra.end());
+  flag("--out", out.string());
+  return a;
+}
 
 // What every refusal of bad input by the binary looks like: exit 2, one line on stderr that
 // mentions each of `parts`, and no "Finished Training".
@@ -258,21 +289,34 @@ inline void write_png_file(const fs::path& path, int w, int h, const std::vector
     throw std::runtime_error("png write failed: " + std::string(img.message));
 }
 
-// Writes HWC RGB pixels as a JPEG file of quality 95 (libjpeg).
-inline void write_jpeg_file(const fs::path& path, int w, int h, const std::vector<uint8_t>& px) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw std::runtime_error("cannot write " + path.string());
+// How jpeg_bytes encodes: libjpeg's defaults (4:2:0 chroma, baseline) but for these.
+struct JpegOptions {
+  int quality = 95;
+  bool progressive = false;  // jpeg_simple_progression
+  bool optimize = false;     // Huffman tables of its own (optimize_coding)
+  bool full_chroma = false;  // 4:4:4: every component sampled 1x1
+};
+
+// HWC RGB pixels (w x h) as a JPEG file's bytes (libjpeg, in memory).
+inline std::string jpeg_bytes(int w, int h, const uint8_t* px, const JpegOptions& o = {}) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
   cinfo.err = jpeg_std_error(&jerr);
   jpeg_create_compress(&cinfo);
-  jpeg_stdio_dest(&cinfo, f);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buf, &size);
   cinfo.image_width = static_cast<JDIMENSION>(w);
   cinfo.image_height = static_cast<JDIMENSION>(h);
   cinfo.input_components = 3;
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 95, TRUE);
+  jpeg_set_quality(&cinfo, o.quality, TRUE);
+  if (o.full_chroma)
+    for (int c = 0; c < 3; ++c)
+      cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
+  if (o.optimize) cinfo.optimize_coding = TRUE;
+  if (o.progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = const_cast<JSAMPROW>(&px[static_cast<size_t>(cinfo.next_scanline) * w * 3]);
@@ -280,7 +324,15 @@ inline void write_jpeg_file(const fs::path& path, int w, int h, const std::vecto
   }
   jpeg_finish_compress(&cinfo);
   jpeg_destroy_compress(&cinfo);
-  std::fclose(f);
+  std::string out(reinterpret_cast<const char*>(buf), size);
+  std::free(buf);
+  return out;
+}
+
+// Writes HWC RGB pixels as a JPEG file (quality 95 unless o says otherwise).
+inline void write_jpeg_file(const fs::path& path, int w, int h, const std::vector<uint8_t>& px,
+                            const JpegOptions& o = {}) {
+  write_file(path, jpeg_bytes(w, h, px.data(), o));
 }
 
 // ROOT/data.yaml with images/{train,val}/ (64 x 64 JPEGs: noise with one or two coloured

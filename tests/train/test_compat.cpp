@@ -23,10 +23,6 @@ namespace fs = std::filesystem;
 using namespace hpcnet;
 using namespace hpcnet::test_util;
 
-#ifndef HPCNET_BINARY
-#error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
-#endif
-
 namespace {
 
 const fs::path kFixture = fs::path(HPCNET_SOURCE_DIR) / "tests" / "fixtures" / "compat_v1";
@@ -47,13 +43,20 @@ std::string fnv1a64(const Tensor& t) {
 // The dtype as safetensors spells it.
 std::string safetensors_dtype(DType d) {
   switch (d) {
-    case DType::kFloat32: return "F32";
-    case DType::kFloat64: return "F64";
-    case DType::kBFloat16: return "BF16";
-    case DType::kFloat16: return "F16";
-    case DType::kInt64: return "I64";
-    case DType::kInt32: return "I32";
-    case DType::kUInt8: return "U8";
+    case DType::kFloat32:
+      return "F32";
+    case DType::kFloat64:
+      return "F64";
+    case DType::kBFloat16:
+      return "BF16";
+    case DType::kFloat16:
+      return "F16";
+    case DType::kInt64:
+      return "I64";
+    case DType::kInt32:
+      return "I32";
+    case DType::kUInt8:
+      return "U8";
   }
   return "?";
 }
@@ -73,7 +76,8 @@ bool same_numerics_as_the_fixture() {
 }  // namespace
 
 TEST(CompatV1, OldCheckpointResumesToTheRecordedWeights) {
-  static_assert(std::endian::native == std::endian::little, "the hashes are of little-endian bytes");
+  static_assert(std::endian::native == std::endian::little,
+                "the hashes are of little-endian bytes");
   const nlohmann::json want = expected();
   TempDir tmp("compat");
   write_tiny_cifar10(tmp / "data", 20, 10);  // as fixtures/compat_v1/gen_data.cpp does
@@ -85,9 +89,9 @@ TEST(CompatV1, OldCheckpointResumesToTheRecordedWeights) {
   for (const auto& [k, v] : want.at("env").items())
     cmd += " " + k + "=" + shell_quote(v.get<std::string>());  // ONEDNN_MAX_CPU_ISA=AVX2
   cmd += " " + hpcnet_command();
-  for (const std::string& a : std::vector<std::string>{"train", "--resume", tmp.str("run"), "--data",
-                                                     tmp.str("data"), "--threads", "1", "--workers",
-                                                     "0", "--device", "cpu"})
+  for (const std::string& a :
+       std::vector<std::string>{"train", "--resume", tmp.str("run"), "--data", tmp.str("data"),
+                                "--threads", "1", "--workers", "0", "--device", "cpu"})
     cmd += " " + shell_quote(a);
   RunResult r = run_shell(cmd);
   ASSERT_EQ(r.rc, 0) << "stdout: " << r.out << "\nstderr: " << r.err;

@@ -16,10 +16,6 @@
 #include "hpcnet/train.h"
 #include "test_util.h"
 
-#ifndef HPCNET_BINARY
-#error "HPCNET_BINARY (the hpcnet executable) must be defined by the build"
-#endif
-
 namespace fs = std::filesystem;
 using namespace hpcnet;
 using namespace hpcnet::test_util;

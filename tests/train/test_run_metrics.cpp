@@ -266,27 +266,9 @@ namespace {
 // The tutorial recipe on 5 x 12 tiny CIFAR-10 images, 20 held out for validation: 40 training
 // images at batch 4 = 10 steps per epoch, a loss line every 4.
 std::vector<std::string> mt_args(const fs::path& data, const fs::path& out, int epochs) {
-  return {"train",
-          "--data",
-          data.string(),
-          "--epochs",
-          std::to_string(epochs),
-          "--batch-size",
-          "4",
-          "--lr",
-          "0.01",
-          "--workers",
-          "0",
-          "--threads",
-          "1",
-          "--log-every",
-          "4",
-          "--val-split",
-          "20",
-          "--seed",
-          "3",
-          "--out",
-          out.string()};
+  return tiny_train_args(
+      data, out, epochs,
+      {.model = "", .dataset = "", .momentum = "", .extra = {"--val-split", "20"}});
 }
 
 class MetricsRunTest : public ::testing::Test {

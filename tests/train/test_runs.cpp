@@ -31,31 +31,7 @@ namespace {
 // epoch; `workers` data-loading threads.
 std::vector<std::string> rn_args(const fs::path& data, const fs::path& out, int epochs,
                                  int workers = 0) {
-  return {"train",
-          "--model",
-          "lenet",
-          "--dataset",
-          "cifar10",
-          "--data",
-          data.string(),
-          "--epochs",
-          std::to_string(epochs),
-          "--batch-size",
-          "4",
-          "--lr",
-          "0.01",
-          "--momentum",
-          "0.9",
-          "--workers",
-          std::to_string(workers),
-          "--seed",
-          "3",
-          "--threads",
-          "1",
-          "--log-every",
-          "4",
-          "--out",
-          out.string()};
+  return tiny_train_args(data, out, epochs, {.workers = std::to_string(workers)});
 }
 
 std::vector<std::string> with(std::vector<std::string> a, std::initializer_list<const char*> more) {
@@ -305,8 +281,8 @@ TEST_F(RunsTest, ANonFiniteLossStopsTheRunNamingTheStepAndTheCheckpoint) {
 TEST_F(RunsTest, NanPolicySkipDropsTheBatchAndFinishes) {
   // NaN from step 21 (epoch 2 step 6) on: steps 21-30 are skipped, and the run (30 steps)
   // finishes with the weights of step 20, finite.
-  RunResult r = run(with(rn_args(data(), dir_ / "s", 2),
-                         {"--fail-at-step", "0:21:nan", "--nan-policy", "skip"}));
+  RunResult r = run(
+      with(rn_args(data(), dir_ / "s", 2), {"--fail-at-step", "0:21:nan", "--nan-policy", "skip"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("loss became nan at epoch 2 step 6: batch skipped (--nan-policy skip; 1 so "
                        "far)"),
@@ -352,7 +328,8 @@ TEST_F(RunsTest, TrainFromWeightsAndPyTorchPicklesAreNamed) {
   ASSERT_EQ(r.rc, 0) << r.err;
   expect_same_tensors(dir_ / "a" / "model.safetensors", dir_ / "b" / "model.safetensors");
   // Weights of a model with other shapes: one line naming the tensors.
-  std::map<std::string, Tensor> state = load_safetensors((dir_ / "a" / "model.safetensors").string()).tensors;
+  std::map<std::string, Tensor> state =
+      load_safetensors((dir_ / "a" / "model.safetensors").string()).tensors;
   nn::NamedTensors odd;
   for (auto& [n, t] : state) odd.emplace_back(n, n == "fc3.weight" ? Tensor::zeros({3, 84}) : t);
   save_safetensors((dir_ / "odd.safetensors").string(), odd);
@@ -364,7 +341,8 @@ TEST_F(RunsTest, TrainFromWeightsAndPyTorchPicklesAreNamed) {
   // torch.save's zip archive, and an old-style pickle.
   write_file(dir_ / "net.pth", std::string("PK\x03\x04", 4) + std::string(64, '\0'));
   r = run({"predict", "--weights", (dir_ / "net.pth").string(), (dir_ / "net.pth").string()});
-  expect_refused(r, "torch.save file", {"net.pth: a PyTorch torch.save file", "convert_checkpoint.py to-safetensors"});
+  expect_refused(r, "torch.save file",
+                 {"net.pth: a PyTorch torch.save file", "convert_checkpoint.py to-safetensors"});
   // Ultralytics' best.pt: a zip whose data.pkl pickles ultralytics.nn.tasks.DetectionModel; the
   // converter needs --allow-pickle for it (and reads the model and class names from it).
   write_file(dir_ / "best.pt", std::string("PK\x03\x04", 4) + std::string(26, '\0') +

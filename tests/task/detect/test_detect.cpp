@@ -7,16 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
-
-// jpeglib.h needs size_t and FILE declared first.
-#include <jpeglib.h>
-#include <png.h>
-
-#include <cstdio>
 
 #include "hpcnet/autograd.h"
 #include "hpcnet/data.h"
@@ -380,13 +375,13 @@ TEST(DetectModel, InferenceFoldsBatchNormIntoTheConvolutions) {
     const bool var = n.find("running_var") != std::string::npos;
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i)
-      p[i] = var ? static_cast<float>(0.2 + 2 * rng.uniform()) : static_cast<float>(0.3 * rng.normal());
+      p[i] = var ? static_cast<float>(0.2 + 2 * rng.uniform())
+                 : static_cast<float>(0.3 * rng.normal());
   }
   for (auto& [n, t] : model->named_parameters())
     if (n.find(".bn.") != std::string::npos) {
       float* p = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i)
-        p[i] += static_cast<float>(0.2 * rng.normal());
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] += static_cast<float>(0.2 * rng.normal());
     }
   Tensor x = Tensor::empty({2, 3, 64, 64});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(rng.uniform());
@@ -422,7 +417,8 @@ TEST(DetectModel, PredictOfOneImageConcatenatesC2fWithoutCopies) {
   Rng rng(12);
   for (auto& [n, t] : model->named_buffers()) {
     if (t.dtype() != DType::kFloat32 || n.find("running_mean") == std::string::npos) continue;
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(0.1 * rng.normal());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = static_cast<float>(0.1 * rng.normal());
   }
   model->eval();
   Tensor x2 = Tensor::empty({2, 3, 64, 96});
@@ -500,7 +496,7 @@ TEST(DetectRecipe, AccumulateAsUltralytics) {
   optim::LrSchedule s;
   s.kind = "linear";
   s.warmup_epochs = 3;
-  const int64_t nb = 125, E = 10;  // nw = 375
+  const int64_t nb = 125, E = 10;               // nw = 375
   auto interp = [](int64_t ni, int64_t acc0) {  // np.interp(ni, [0, 375], [1, acc0]).round()
     return std::max<int64_t>(
         1, static_cast<int64_t>(std::nearbyint(static_cast<double>(acc0 - 1) / 375 * ni + 1)));
