@@ -45,12 +45,6 @@ std::string opened(const std::string& name, const fs::path& path, const std::str
   return ::testing::internal::GetCapturedStderr();
 }
 
-int count_of(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST(BrokenLinks, DetectionSaysHowManyImagesItLeftOut) {
@@ -70,7 +64,7 @@ TEST(BrokenLinks, DetectionSaysHowManyImagesItLeftOut) {
   int64_t size = 0;
   std::string err = opened("detect", yaml, "train", &size);
   EXPECT_EQ(size, 4);
-  EXPECT_EQ(count_of(err, "links that lead nowhere"), 1) << err;
+  EXPECT_EQ(count_of(err, "links that lead nowhere"), 1u) << err;
   EXPECT_NE(err.find("detect: 4 of 8 images of train are links that lead nowhere and are left "
                      "out (first: " +
                      (root / "images" / "train" / "gone0.png").string() + " -> " +
@@ -124,7 +118,7 @@ TEST(BrokenLinks, SegmentationSaysHowManyImagesItLeftOut) {
   int64_t size = 0;
   std::string err = opened("segmentation", root, "train", &size);
   EXPECT_EQ(size, 3);
-  EXPECT_EQ(count_of(err, "links that lead nowhere"), 1) << err;
+  EXPECT_EQ(count_of(err, "links that lead nowhere"), 1u) << err;
   EXPECT_NE(err.find("segmentation: 3 of 6 images of train are links that lead nowhere and are "
                      "left out (first: "),
             std::string::npos)
@@ -162,7 +156,7 @@ TEST(BrokenLinks, ImageFolderSaysHowManyImagesItLeftOut) {
   int64_t size = 0;
   std::string err = opened("imagefolder", root, "train", &size);
   EXPECT_EQ(size, 5);
-  EXPECT_EQ(count_of(err, "links that lead nowhere"), 1) << err;
+  EXPECT_EQ(count_of(err, "links that lead nowhere"), 1u) << err;
   EXPECT_NE(err.find("imagefolder: 5 of 10 images of train are links that lead nowhere and are "
                      "left out (first: train/cat/gone0.png -> "),
             std::string::npos)

@@ -897,14 +897,6 @@ class HttpServer {
   std::thread thread_;
 };
 
-std::vector<std::string> list_dir(const fs::path& p) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(p, ec)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TEST(DataDownload, LocalServer) {
   ::setenv("no_proxy", "*", 1);
   ::setenv("NO_PROXY", "*", 1);
@@ -924,7 +916,7 @@ TEST(DataDownload, LocalServer) {
   std::string got = download_cifar10(dir.string(), server.url("/moved"), md5);
   EXPECT_EQ(got, (dir / "cifar-10-binary.tar.gz").string());
   EXPECT_EQ(read_file(got), archive);
-  EXPECT_EQ(list_dir(dir), std::vector<std::string>{"cifar-10-binary.tar.gz"});
+  EXPECT_EQ(test_util::files_in(dir), std::vector<std::string>{"cifar-10-binary.tar.gz"});
   EXPECT_EQ(open_dataset("cifar10", dir.string(), "train")->size(), 15);
   // Already there with the right MD5: nothing fetched (the URL is unreachable).
   EXPECT_EQ(download_cifar10(dir.string(), server.url("/missing"), md5), got);
@@ -933,11 +925,11 @@ TEST(DataDownload, LocalServer) {
   const fs::path dir2 = tmp.path() / "dl2";
   expect_input_error([&] { download_cifar10(dir2.string(), server.url("/missing"), md5); },
                      {"cannot download", "/missing", "404", dir2.string()});
-  EXPECT_TRUE(list_dir(dir2).empty());
+  EXPECT_TRUE(test_util::files_in(dir2).empty());
   expect_input_error(
       [&] { download_cifar10(dir2.string(), server.url("/cifar.tar.gz"), std::string(32, '0')); },
       {"MD5", md5, dir2.string()});
-  EXPECT_TRUE(list_dir(dir2).empty());
+  EXPECT_TRUE(test_util::files_in(dir2).empty());
   int port = 0;
   {
     int s = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -953,7 +945,7 @@ TEST(DataDownload, LocalServer) {
   const std::string refused = "http://127.0.0.1:" + std::to_string(port) + "/x.tar.gz";
   expect_input_error([&] { download_cifar10(dir2.string(), refused, md5, 5, 5); },
                      {"cannot download", refused, "cifar-10-batches-bin"});
-  EXPECT_TRUE(list_dir(dir2).empty());
+  EXPECT_TRUE(test_util::files_in(dir2).empty());
 }
 
 }  // namespace

@@ -213,15 +213,6 @@ class EnvGuard {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-// The files in dir (names), sorted; none when it does not exist.
-std::vector<std::string> files_in(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::vector<std::string> tars_in(const fs::path& dir) {
   std::vector<std::string> out;
   for (const std::string& f : files_in(dir))
@@ -872,7 +863,6 @@ TEST(TarIndex, ConcurrentCallersDecompressOnce) {
   EXPECT_FALSE(fs::exists(stale));
 }
 
-
 // ---- a dataset's index sent as bytes (rank 0 walks, the other ranks rebuild) --------------------
 
 // b rebuilt from a's bytes: the same items, targets and decoded pixels, and the same bytes again.
@@ -963,7 +953,8 @@ TEST(DatasetIndex, EveryLazyFormatRoundTripsThroughBytes) {
     for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>((i / 64 + k) % 3);
     const std::vector<uint8_t> png =
         data::encode_png_index(m.data(), 64, 64, data::class_palette(256));
-    write_file(d / "seg" / "masks" / "train" / (name + ".png"), std::string(png.begin(), png.end()));
+    write_file(d / "seg" / "masks" / "train" / (name + ".png"),
+               std::string(png.begin(), png.end()));
   }
   write_file(d / "seg" / "classes.txt", "a\nb\nc\n");
   auto seg = data::load_segmentation(d.str("seg"), "train");
@@ -978,12 +969,14 @@ TEST(DatasetIndex, InMemoryDatasetsHaveNoIndexAndBadBytesAreRefused) {
   const std::string bytes = data::dataset_index_bytes(
       *data::load_detection_dataset(d.str("det/data.yaml"), "train").dataset);
   for (size_t cut : {size_t{0}, size_t{7}, size_t{30}, bytes.size() / 2, bytes.size() - 1})
-    EXPECT_NE(input_error([&] { data::dataset_from_index_bytes(bytes.substr(0, cut)); })
-                  .find("dataset index: malformed"),
+    EXPECT_NE(input_error([&] {
+                data::dataset_from_index_bytes(bytes.substr(0, cut));
+              }).find("dataset index: malformed"),
               std::string::npos)
         << cut;
-  EXPECT_NE(input_error([&] { data::dataset_from_index_bytes(bytes + "x"); })
-                .find("dataset index: malformed"),
+  EXPECT_NE(input_error([&] {
+              data::dataset_from_index_bytes(bytes + "x");
+            }).find("dataset index: malformed"),
             std::string::npos);
 }
 

@@ -445,12 +445,6 @@ std::vector<double> ds_logged_losses(const fs::path& metrics) {
   return out;
 }
 
-size_t ds_count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 // N ranks at batch B take the same steps as one process at batch N x B: each global batch is the
@@ -467,7 +461,7 @@ TEST_F(DistMpiTest, NRanksAtBatchBMatchOneProcessAtBatchNB) {
     RunResult r = train(ranks, "--out " + shell_quote(out.string()) + " --batch-size " +
                                    std::to_string(8 / ranks) + common);
     ASSERT_EQ(r.rc, 0) << r.err;
-    EXPECT_EQ(ds_count(r.out, "Finished Training"), 1u) << "only rank 0 prints:\n" << r.out;
+    EXPECT_EQ(count_of(r.out, "Finished Training"), 1u) << "only rank 0 prints:\n" << r.out;
     EXPECT_LT(ds_max_abs_diff(dir_ / "r1" / "model.safetensors", out / "model.safetensors"), 1e-5)
         << ranks << " ranks";
     // The printed loss is the mean over every rank's batches: the single process's loss.
@@ -513,10 +507,10 @@ TEST_F(DistMpiTest, DetectWithSyncBnOnTwoRanksMatchesOneProcessAtTheGlobalBatch)
   ASSERT_EQ(one.rc, 0) << one.err;
   RunResult two = run(2, "d2", 2, " --sync-bn");
   ASSERT_EQ(two.rc, 0) << two.err;
-  EXPECT_EQ(ds_count(two.out, "Finished Training"), 1u) << two.out;
+  EXPECT_EQ(count_of(two.out, "Finished Training"), 1u) << two.out;
   // One walk per job: rank 0 read both splits' indexes (data.yaml, labels) and sent them.
-  EXPECT_EQ(ds_count(two.out, "train index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
-  EXPECT_EQ(ds_count(two.out, "val index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
+  EXPECT_EQ(count_of(two.out, "train index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
+  EXPECT_EQ(count_of(two.out, "val index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
   EXPECT_LT(ds_max_abs_diff(dir_ / "d1" / "model.safetensors", dir_ / "d2" / "model.safetensors"),
             1e-5);
   std::vector<double> l1 = ds_logged_losses(dir_ / "d1" / "metrics.jsonl");
@@ -537,8 +531,8 @@ TEST_F(DistMpiTest, DetectWithSyncBnOnTwoRanksMatchesOneProcessAtTheGlobalBatch)
 // how many each read), and 2 ranks at batch 4 end where one process at batch 8 does.
 TEST_F(DistMpiTest, RankZeroWalksAnImageFolderAndEachRankDecodesItsShare) {
   for (int k = 0; k < 16; ++k) {
-    const fs::path f = dir_ / "photos" / "train" / (k % 2 ? "cat" : "dog") /
-                       ("img" + std::to_string(k) + ".jpg");
+    const fs::path f =
+        dir_ / "photos" / "train" / (k % 2 ? "cat" : "dog") / ("img" + std::to_string(k) + ".jpg");
     fs::create_directories(f.parent_path());
     write_jpeg_file(f, 40 + k, 36, noisy_pixels(40 + k, 36, k % 2 ? 200 : 50, 120, 90, k, 0, 40));
   }
@@ -556,10 +550,10 @@ TEST_F(DistMpiTest, RankZeroWalksAnImageFolderAndEachRankDecodesItsShare) {
   };
   RunResult one = run(0, "f1", 8);
   ASSERT_EQ(one.rc, 0) << one.err;
-  EXPECT_EQ(ds_count(one.out, "index: read by rank 0"), 0u) << one.out;
+  EXPECT_EQ(count_of(one.out, "index: read by rank 0"), 0u) << one.out;
   RunResult two = run(2, "f2", 4);
   ASSERT_EQ(two.rc, 0) << two.err;
-  EXPECT_EQ(ds_count(two.out, "train index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
+  EXPECT_EQ(count_of(two.out, "train index: read by rank 0, sent to 1 other rank"), 1u) << two.out;
   EXPECT_LT(ds_max_abs_diff(dir_ / "f1" / "model.safetensors", dir_ / "f2" / "model.safetensors"),
             1e-5);
   std::istringstream metrics(read_file(dir_ / "f2" / "metrics.jsonl"));
@@ -627,8 +621,9 @@ TEST_F(DistMpiTest, KillingOneOfFourRanksEndsTheJobNamingIt) {
 TEST_F(DistMpiTest, ANanOnOneRankStopsEveryRankAtThatStepNamingIt) {
   const fs::path out = dir_ / "nan";
   // 200 images, 2 ranks x batch 4: 25 steps per epoch; step 30 is epoch 2's 5th.
-  RunResult r = train(2, "--out " + shell_quote(out.string()) +
-                             " --epochs 2 --batch-size 4 --dist-timeout 20 --fail-at-step 1:30:nan");
+  RunResult r =
+      train(2, "--out " + shell_quote(out.string()) +
+                   " --epochs 2 --batch-size 4 --dist-timeout 20 --fail-at-step 1:30:nan");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_LT(r.seconds, 25);  // --dist-timeout + 5 s
   EXPECT_NE(r.err.find("loss became nan on rank 1 at epoch 2 step 5"), std::string::npos) << r.err;
@@ -663,11 +658,12 @@ TEST_F(DistMpiTest, RankZeroKilledDuringACheckpointWriteLosesNothing) {
   const fs::path full = dir_ / "full", cut = dir_ / "cut";
   RunResult r = train(2, "--out " + shell_quote(full.string()) + " --epochs 3 --batch-size 4");
   ASSERT_EQ(r.rc, 0) << r.err;
-  r = run_shell("mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np 2 -x "
-                "HPCNET_TEST_WRITE_FAULT=kill:4096:checkpoint:2 " +
-                hpcnet_command() + " train --data " + shell_quote((dir_ / "data").string()) +
-                " --workers 0 --threads 1 --device cpu --no-progress --log-every 5 --out " +
-                shell_quote(cut.string()) + " --epochs 3 --batch-size 4 --dist-timeout 20");
+  r = run_shell(
+      "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp -np 2 -x "
+      "HPCNET_TEST_WRITE_FAULT=kill:4096:checkpoint:2 " +
+      hpcnet_command() + " train --data " + shell_quote((dir_ / "data").string()) +
+      " --workers 0 --threads 1 --device cpu --no-progress --log-every 5 --out " +
+      shell_quote(cut.string()) + " --epochs 3 --batch-size 4 --dist-timeout 20");
   EXPECT_NE(r.rc, 0);
   EXPECT_LT(r.seconds, 25);
   EXPECT_NE(r.err.find("rank 0"), std::string::npos) << r.err;

@@ -26,12 +26,7 @@ namespace {
 class IoTest : public ::testing::Test {
  protected:
   std::string file(const std::string& name) const { return dir_.str(name); }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_.path())) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  std::vector<std::string> listing() const { return files_in(dir_.path()); }
   TempDir dir_{"io"};
 };
 

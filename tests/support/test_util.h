@@ -85,6 +85,22 @@ inline void write_file(const fs::path& p, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// How many times part occurs in text (overlapping occurrences count).
+inline size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The names in dir, sorted; none when dir does not exist.
+inline std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The lines of text, without their '\n' (a final '\n' does not start an empty line).
 inline std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;
