@@ -191,13 +191,9 @@ const fs::path& bounds_weights() {
 RunResult run_measured(const std::vector<std::string>& args, const fs::path& cwd, double* rss_mb) {
   const bool have_time = fs::exists("/usr/bin/time");
   const fs::path rss_file = cwd / "rss.txt";
-  std::string cmd = "cd " + shell_quote(cwd.string()) +
-                    " && env -u SLURM_NTASKS -u SLURM_PROCID -u SLURM_LOCALID -u WORLD_SIZE -u "
-                    "RANK -u LOCAL_RANK timeout 60 ";
-  if (have_time) cmd += "/usr/bin/time -f %M -o " + shell_quote(rss_file.string()) + " ";
-  cmd += hpcnet_command();
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  RunResult r = run_shell(cmd);
+  std::string wrap = "timeout 60 ";
+  if (have_time) wrap += "/usr/bin/time -f %M -o " + shell_quote(rss_file.string()) + " ";
+  RunResult r = run_shell(hpcnet_command_line(args, cwd, wrap));
   *rss_mb = -1;
   if (have_time) {
     // /usr/bin/time writes "Command exited with non-zero status N" before the number.

@@ -44,13 +44,10 @@ std::vector<std::string> with_args(std::vector<std::string> a,
 // `hpcnet ARGS` in cwd with HPCNET_TEST_WRITE_FAULT=fault ("" = unset), as run_hpcnet.
 RunResult run_faulted(const std::vector<std::string>& args, const fs::path& cwd,
                       const std::string& fault) {
-  std::string cmd = "cd " + shell_quote(cwd.string()) +
-                    " && env -u SLURM_NTASKS -u SLURM_PROCID -u SLURM_LOCALID -u WORLD_SIZE -u "
-                    "RANK -u LOCAL_RANK -u HPCNET_TEST_WRITE_FAULT " +
-                    (fault.empty() ? std::string() : "HPCNET_TEST_WRITE_FAULT=" + fault + " ") +
-                    hpcnet_command();
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  return run_shell(cmd);
+  return run_shell(hpcnet_command_line(
+      args, cwd,
+      "-u HPCNET_TEST_WRITE_FAULT " +
+          (fault.empty() ? std::string() : "HPCNET_TEST_WRITE_FAULT=" + fault + " ")));
 }
 
 // The names in dir holding ".tmp." (temporary files of atomic writes), sorted.

@@ -224,15 +224,23 @@ inline RunResult run_shell(const std::string& cmdline) {
 // The hpcnet executable, quoted for the shell.
 inline std::string hpcnet_command() { return shell_quote(HPCNET_BINARY); }
 
-// `hpcnet ARGS` run in cwd (see run_shell), without the launcher variables of the suite's own
-// environment (ctest inside an sbatch or torchrun job would otherwise make it a rank of one).
-inline RunResult run_hpcnet(const std::vector<std::string>& args, const fs::path& cwd) {
+// The /bin/sh command line `cd CWD && env -u <launcher variables> WRAP hpcnet ARGS`: without the
+// launcher variables of the suite's own environment (ctest inside an sbatch or torchrun job would
+// otherwise make it a rank of one); wrap: more of env's arguments (-u NAME, NAME=VALUE) and
+// commands to run hpcnet under (timeout 60), as shell text.
+inline std::string hpcnet_command_line(const std::vector<std::string>& args, const fs::path& cwd,
+                                       const std::string& wrap = "") {
   std::string cmd = "cd " + shell_quote(cwd.string()) +
                     " && env -u SLURM_NTASKS -u SLURM_PROCID -u SLURM_LOCALID -u WORLD_SIZE -u "
                     "RANK -u LOCAL_RANK " +
-                    hpcnet_command();
+                    wrap + hpcnet_command();
   for (const auto& a : args) cmd += " " + shell_quote(a);
-  return run_shell(cmd);
+  return cmd;
+}
+
+// `hpcnet ARGS` run in cwd (see run_shell and hpcnet_command_line).
+inline RunResult run_hpcnet(const std::vector<std::string>& args, const fs::path& cwd) {
+  return run_shell(hpcnet_command_line(args, cwd));
 }
 
 // The flags of `hpcnet train` beyond the data, the run folder and the epochs, for the tiny CIFAR-10
