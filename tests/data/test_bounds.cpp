@@ -9,17 +9,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
-
-// clang-format off
-#include <cstdio>
-#include <jpeglib.h>  // after <cstdio>: it needs FILE
-// clang-format on
 
 #include "hpcnet/data.h"
 #include "hpcnet/io.h"
