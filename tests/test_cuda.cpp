@@ -12,7 +12,7 @@
 //   10 SGD steps 1e-5, step losses 2e-5 (the CPU test's, loosened for cuDNN's orders).
 #include <gtest/gtest.h>
 
-#include "tests/test_paths.h"
+#include "test_paths.h"
 
 #include <cmath>
 #include <cstring>

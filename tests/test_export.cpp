@@ -17,7 +17,7 @@
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "tests/onnx_eval.h"
-#include "tests/test_util.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;

@@ -2,7 +2,7 @@
 # annotations with iscrowd and area) whose ground truth pycocotools keeps but cannot match as usual
 # (crowd regions, zero-size boxes), images without ground truth or without detections, categories
 # absent from one side or both, with detections and pycocotools' COCOeval(iouType="bbox") results.
-# tests/test_detect.cpp reads each case through hpcnet's COCO reader, loader and metric.
+# tests/task/detect/test_detect.cpp reads each case through hpcnet's COCO reader, loader and metric.
 #
 # Coordinates and areas are multiples of 1/4 and the images 160x120 or 120x160, so a box is exact
 # in float32 and through a letterbox to 320 and back (scale 2): the C++ side sees pycocotools' own

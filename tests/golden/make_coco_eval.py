@@ -1,6 +1,6 @@
 # Writes tests/golden/coco_eval_fixture.json: deterministic synthetic detection cases (seeded numpy)
 # with pycocotools' COCOeval(iouType="bbox") results (the 12 summarize() stats, per-class AP50 and
-# AP50-95) and Ultralytics-style per-class P/R, compared in tests/test_coco_eval.cpp.
+# AP50-95) and Ultralytics-style per-class P/R, compared in tests/task/detect/test_coco_eval.cpp.
 #
 # Run by hand from the repository root, in a venv with numpy and pycocotools (ultralytics optional):
 #     /tmp/ref/bin/python tests/golden/make_coco_eval.py

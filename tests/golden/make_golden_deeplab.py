@@ -10,7 +10,7 @@ weights are downloaded):
     /tmp/ref/bin/python tests/golden/make_golden_deeplab.py
 
 The 42.0 million weights are not stored: every tensor is filled from the formula of
-make_golden_unet.py (weight_values() below, repeated in tests/test_util.h as fill_from_formula),
+make_golden_unet.py (weight_values() below, repeated in tests/support/test_util.h as fill_from_formula),
 so the file holds only the input, the target, the outputs and the gradients. For a tensor called
 NAME with n elements, with k = sum((j + 1) * byte_j of NAME) mod 9973 and
 v_i = sin(0.7 i + 1.3 k + 0.5) computed in float64:

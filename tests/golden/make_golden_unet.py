@@ -8,7 +8,7 @@ repository root, in a venv with torch and segmentation-models-pytorch (PyPI):
     /tmp/ref/bin/python tests/golden/make_golden_unet.py
 
 The 14.3 million weights are not stored: every tensor is filled from a formula that the C++ test
-computes too (weight_values() below, repeated in tests/test_unet_golden.cpp), so the file holds
+computes too (weight_values() below, repeated in tests/nn/models/test_unet_golden.cpp), so the file holds
 only the input, the target, the outputs and the gradients. For a tensor called NAME with n
 elements, with k = sum((j + 1) * byte_j of NAME) mod 9973 and v_i = sin(0.7 i + 1.3 k + 0.5)
 computed in float64:

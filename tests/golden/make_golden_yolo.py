@@ -9,7 +9,7 @@ repository root, in a venv with torch and ultralytics (PyPI), offline:
 No weights are downloaded: the models are built from Ultralytics' yaml,
 DetectionModel("yolov8n.yaml", nc=10), and every state_dict tensor of yolov8n is then filled from
 make_golden.weight_values(name, shape) (the formula of make_golden_unet.py and of
-tests/test_util.h's fill_from_formula), except ONE tensor: model.22.dfl.conv.weight (1,16,1,1),
+tests/support/test_util.h's fill_from_formula), except ONE tensor: model.22.dfl.conv.weight (1,16,1,1),
 the DFL integral, a parameter with requires_grad=False, keeps Ultralytics' value arange(16)
 (0, 1, ..., 15). No other tensor is left out of the formula (the script checks this). The weights
 are not stored.

@@ -1,5 +1,5 @@
 """Writes tests/golden/schedules.json: learning rates of torch.optim.lr_scheduler schedules and
-parameters after AdamW steps, for tests/test_optim.cpp. Run by hand with PyTorch installed:
+parameters after AdamW steps, for tests/optim/test_lr_schedule.cpp. Run by hand with PyTorch installed:
     /usr/bin/python3 tests/golden/make_schedules.py
 """
 import json

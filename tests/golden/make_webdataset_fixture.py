@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/webdataset/wds-000000.tar with webdataset's own TarWriter: the shard that
-tests/test_shards.cpp (Shards.ReadsWebdatasetTarWriterFixture) reads through hpcnet, checking keys,
+tests/data/test_shards.cpp (Shards.ReadsWebdatasetTarWriterFixture) reads through hpcnet, checking keys,
 labels, boxes and pixels. Four samples, images of 8x6 pixels whose value is a formula the test
 repeats, pixel (y, x) of sample k = ((x * 31 + k * 50) % 256, (y * 40 + k * 20) % 256, 90 + k):
   s000 .png + .cls 0     s001 .jpg (quality 100, 4:4:4) + .cls 1     s002 .png + .cls 2 + .json

@@ -1,0 +1,183 @@
+// Tests of bfloat16 convolutions (ops::set_conv_precision): forward and backward in bfloat16 within
+// bfloat16's tolerance of float32, float32 again afterwards, the shapes it applies to (the others
+// bit-identical to float32), and chained float32 convolutions against float64.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "hpcnet/functional.h"
+#include "hpcnet/rng.h"
+#include "src/ops/ops.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+// Max |a - b| and max |b| over two equally shaped tensors.
+std::pair<double, double> rs_max_diff(const Tensor& a, const Tensor& b) {
+  auto va = a.to_vector_f64(), vb = b.to_vector_f64();
+  EXPECT_EQ(va.size(), vb.size());
+  double d = 0, m = 0;
+  for (size_t i = 0; i < std::min(va.size(), vb.size()); ++i) {
+    d = std::max(d, std::fabs(va[i] - vb[i]));
+    m = std::max(m, std::fabs(vb[i]));
+  }
+  return {d, m};
+}
+
+// Sets the convolution precision for a scope and always restores float32.
+class ConvPrecisionGuard {
+ public:
+  explicit ConvPrecisionGuard(ops::Precision p) { ops::set_conv_precision(p); }
+  ~ConvPrecisionGuard() { ops::set_conv_precision(ops::Precision::kFloat32); }
+  ConvPrecisionGuard(const ConvPrecisionGuard&) = delete;
+  ConvPrecisionGuard& operator=(const ConvPrecisionGuard&) = delete;
+};
+
+}  // namespace
+
+// ---- bfloat16 convolutions ---------------------------------------------------------------------
+
+TEST(ResnetBf16, ConvForwardAndBackwardRunInBfloat16) {
+  if (!ops::cpu_supports_bf16())
+    GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
+  ASSERT_EQ(ops::conv_precision(), ops::Precision::kFloat32);
+  Tensor x = normal_tensor({4, 16, 8, 8}, 40);
+  Tensor w = normal_tensor({32, 16, 3, 3}, 41, 0.1);
+  Tensor b = normal_tensor({32}, 42, 0.1);
+  Tensor dy = normal_tensor({4, 32, 8, 8}, 43);
+  const std::vector<float> x0 = x.to_vector(), w0 = w.to_vector();
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  struct Out {
+    Tensor y, dx, dw, db;
+  };
+  auto run = [&](const Tensor& xin, const Tensor& win) {
+    zero_grads({xin, win, b}, /*set_to_none=*/true);
+    Tensor y = F::conv2d(xin, win, b, 1, 1);
+    EXPECT_EQ(y.dtype(), DType::kFloat32);
+    y.backward(dy);
+    return Out{y.detach(), xin.grad(), win.grad(), b.grad()};
+  };
+  Out f32 = run(x, w);
+  Out bf;
+  {
+    ConvPrecisionGuard guard(ops::Precision::kBFloat16);
+    ASSERT_EQ(ops::conv_precision(), ops::Precision::kBFloat16);
+    bf = run(x, w);
+  }
+  EXPECT_EQ(ops::conv_precision(), ops::Precision::kFloat32);
+  // The tensors stay float32 and the inputs are not rounded in place.
+  EXPECT_EQ(x.to_vector(), x0);
+  EXPECT_EQ(w.to_vector(), w0);
+  for (auto [what, a, r] : {std::tuple<const char*, Tensor, Tensor>{"y", bf.y, f32.y},
+                            {"dx", bf.dx, f32.dx},
+                            {"dw", bf.dw, f32.dw}}) {
+    ASSERT_TRUE(a.defined()) << what;
+    EXPECT_EQ(a.dtype(), DType::kFloat32) << what;
+    auto [diff, scale] = rs_max_diff(a, r);
+    EXPECT_LT(diff, 2e-2 * scale) << what << ": bf16 too far from fp32";
+    EXPECT_GT(diff, 0.0) << what << ": identical to fp32, so bf16 did not run";
+  }
+  auto [ddb, sdb] = rs_max_diff(bf.db, f32.db);
+  EXPECT_LT(ddb, 2e-2 * sdb);
+
+  // bf16 mode = float32 arithmetic on bf16-rounded inputs (products exact, float32 sums).
+  Tensor xr = x.detach().to(DType::kBFloat16).to(DType::kFloat32);
+  Tensor wr = w.detach().to(DType::kBFloat16).to(DType::kFloat32);
+  Tensor yr = F::conv2d(xr, wr, b.detach(), 1, 1);
+  auto [dr, sr] = rs_max_diff(bf.y, yr);
+  EXPECT_LT(dr, 1e-5 * sr) << "bf16 forward is not a conv of bf16-rounded inputs";
+}
+
+// The other order on a fresh shape: a bf16 convolution first must not make the float32 one that
+// follows compute in bf16 (each precision has its own kernel).
+TEST(ResnetBf16, Float32AfterBfloat16IsStillFloat32) {
+  if (!ops::cpu_supports_bf16())
+    GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
+  Tensor x = normal_tensor({2, 16, 6, 6}, 44);
+  Tensor w = normal_tensor({16, 16, 3, 3}, 45, 0.1);
+  Tensor y64 = F::conv2d(x.to(DType::kFloat64), w.to(DType::kFloat64), Tensor(), 1, 1);
+  Tensor ybf;
+  {
+    ConvPrecisionGuard guard(ops::Precision::kBFloat16);
+    ybf = F::conv2d(x, w, Tensor(), 1, 1).contiguous();
+  }
+  Tensor y32 = F::conv2d(x, w, Tensor(), 1, 1).contiguous();
+  auto [d32, s32] = rs_max_diff(y32, y64);
+  EXPECT_LT(d32, 1e-5 * s32) << "float32 conv after a bf16 one is not float32";
+  auto [dbf, sbf] = rs_max_diff(ybf, y64);
+  EXPECT_LT(dbf, 2e-2 * sbf);
+  EXPECT_GT(dbf, 1e-5 * sbf) << "bf16 conv is float32-exact";
+}
+
+// The bf16 policy (src/ops/cpu/conv2d.cpp, conv_bf16): stride-1 convolutions whose input channels
+// are a multiple of 16 compute in bfloat16; the RGB stem (C = 3), LeNet's small convolutions and
+// strided convolutions stay float32 (oneDNN's bf16 kernels are slower for them), bit-identical
+// to the float32 mode.
+TEST(ResnetBf16, AppliesToFullChannelStrideOneConvolutionsOnly) {
+  if (!ops::cpu_supports_bf16())
+    GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+    bool bf16;
+  };
+  const std::vector<Case> cases = {{{2, 16, 8, 8}, {16, 16, 3, 3}, 1, 1, true},
+                                   {{2, 32, 8, 8}, {64, 32, 3, 3}, 1, 1, true},
+                                   {{2, 3, 8, 8}, {16, 3, 3, 3}, 1, 1, false},
+                                   {{2, 3, 12, 12}, {6, 3, 5, 5}, 1, 0, false},
+                                   {{2, 16, 8, 8}, {32, 16, 3, 3}, 2, 1, false}};
+  uint64_t seed = 50;
+  for (const auto& c : cases) {
+    const std::string what = shape_str(c.x) + " * " + shape_str(c.w);
+    Tensor x = normal_tensor(c.x, seed++);
+    Tensor w = normal_tensor(c.w, seed++, 0.2);
+    Tensor y32 = F::conv2d(x, w, Tensor(), c.stride, c.pad).contiguous();
+    Tensor ybf;
+    {
+      ConvPrecisionGuard guard(ops::Precision::kBFloat16);
+      ybf = F::conv2d(x, w, Tensor(), c.stride, c.pad).contiguous();
+    }
+    auto [d, m] = rs_max_diff(ybf, y32);
+    if (c.bf16) {
+      EXPECT_LT(d, 2e-2 * m) << what;
+      EXPECT_GT(d, 0.0) << what << ": identical to fp32, so bf16 did not run";
+    } else {
+      EXPECT_EQ(d, 0.0) << what << ": should stay float32";
+    }
+  }
+}
+
+// ResNet stages chain same-shaped convolutions, the second reading the first's output (which the
+// CPU kernels may keep in a blocked layout): both must match float64.
+TEST(ResnetConv, ChainedConvolutionsMatchFloat64) {
+  for (int64_t ch : {16, 32}) {
+    Tensor x = normal_tensor({2, ch, 8, 8}, 46);
+    Tensor w1 = normal_tensor({ch, ch, 3, 3}, 47, 0.1), w2 = normal_tensor({ch, ch, 3, 3}, 48, 0.1);
+    Tensor b = normal_tensor({ch}, 49, 0.1);
+    Tensor y1 = F::conv2d(x, w1, b, 1, 1);
+    Tensor y2 = F::conv2d(F::relu(y1), w2, b, 1, 1);
+    Tensor y3 = F::conv2d(y2, w2, b, 1, 1);
+    Tensor x64 = x.to(DType::kFloat64), w164 = w1.to(DType::kFloat64),
+           w264 = w2.to(DType::kFloat64), b64 = b.to(DType::kFloat64);
+    Tensor r1 = F::conv2d(x64, w164, b64, 1, 1);
+    Tensor r2 = F::conv2d(F::relu(r1), w264, b64, 1, 1);
+    Tensor r3 = F::conv2d(r2, w264, b64, 1, 1);
+    for (auto [what, a, r] : {std::tuple<const char*, Tensor, Tensor>{"first", y1, r1},
+                              {"second", y2, r2},
+                              {"third", y3, r3}}) {
+      auto [d, m] = rs_max_diff(a.contiguous(), r);
+      EXPECT_LT(d, 1e-4 * (1 + m)) << ch << " channels, " << what << " conv";
+    }
+  }
+}
