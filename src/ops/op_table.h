@@ -1,8 +1,8 @@
 // The op table: one line per op, the single list that names every differentiable op. Each op
 // NAME has a backend-neutral autograd wrapper (F::NAME, in its family's src/ops/FAMILY.cpp) that
 // defines HPCNET_DEFINE_OP(NAME), kernels in src/ops/cpu/FAMILY.cpp (and src/ops/cuda/FAMILY.cu),
-// a finite-difference gradient check in tests/test_gradcheck.cpp and a CUDA parity test in
-// tests/test_cuda.cpp. A name listed here without its wrapper fails to link; the two tests fail
+// a finite-difference gradient check in tests/ops/test_gradcheck.cpp and a CUDA parity test in
+// tests/ops/test_cuda.cpp. A name listed here without its wrapper fails to link; the two tests fail
 // when an op has no check.
 #pragma once
 

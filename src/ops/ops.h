@@ -1,5 +1,5 @@
 // The backend-neutral kernel API: what autograd wrappers and optimizers call. Each function checks
-// its arguments, then dispatches on the device to src/ops/cpu/ (or src/ops/cuda/). Kernels
+// its arguments, then dispatches on the device to src/ops/<family>/cpu.cpp (or cuda.cu). Kernels
 // OVERWRITE their outputs unless the name ends in _inplace or the contract says "accumulates".
 // CPU kernels take float32 (oneDNN where it applies) and float64 (plain loops, for gradient
 // checks).

@@ -1,11 +1,11 @@
 // CPU kernels of the optimizer extras: fused AdamW and lerp for the EMA of weights (the
-// per-element arithmetic is src/ops/elementwise_math.h's, shared with the CUDA kernels), and the
+// per-element arithmetic is src/ops/adamw/math.h's, shared with the CUDA kernels), and the
 // squared norm used by gradient clipping.
 #include <cmath>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/adamw/math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
 
 namespace hpcnet::cpu {
 

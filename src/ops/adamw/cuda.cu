@@ -1,10 +1,10 @@
 // CUDA kernels of the optimizer extras: fused AdamW (one launch per parameter) and lerp for the
-// EMA of weights with src/ops/elementwise_math.h's arithmetic (the CPU kernels' too), and the
+// EMA of weights with src/ops/adamw/math.h's arithmetic (the CPU kernels' too), and the
 // squared norm for gradient clipping (one block, fixed order, double accumulation).
 #include <cmath>
 
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/adamw/math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/batch_norm/math.h"
 
 namespace hpcnet::cpu {
 namespace {

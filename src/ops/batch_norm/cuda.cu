@@ -1,11 +1,11 @@
-// CUDA batch normalisation over NCHW with the CPU kernel's arithmetic (src/ops/cpu/batch_norm.cpp,
-// the per-channel formulas shared through src/ops/elementwise_math.h):
+// CUDA batch normalisation over NCHW with the CPU kernel's arithmetic (src/ops/batch_norm/cpu.cpp,
+// the per-channel formulas shared through src/ops/batch_norm/math.h):
 // one block per channel reduces that channel's N planes (shifted sums, accumulated in double in a
 // fixed order, so results are deterministic), then the same block writes the output or dx.
 #include <cmath>
 
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/batch_norm/math.h"
 
 namespace hpcnet::cuda {
 namespace {

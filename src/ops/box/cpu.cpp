@@ -1,11 +1,11 @@
 // CPU kernels of the detection losses: summed BCE with logits, the anchor gather, the DFL
 // expectation and loss, the weighted CIoU loss. Row-major tensors; sums in double in index order
-// (deterministic); the arithmetic is src/ops/box_math.h's, shared with the CUDA kernels.
+// (deterministic); the arithmetic is src/ops/box/math.h's, shared with the CUDA kernels.
 #include <vector>
 
-#include "src/ops/box_math.h"
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/box/math.h"
 
 namespace hpcnet::cpu {
 namespace {

@@ -1,9 +1,9 @@
-// CUDA kernels of the detection losses (the CPU's src/ops/cpu/box.cpp, same arithmetic from
-// src/ops/box_math.h): summed BCE with logits, the anchor gather, the DFL expectation and loss,
+// CUDA kernels of the detection losses (the CPU's src/ops/box/cpu.cpp, same arithmetic from
+// src/ops/box/math.h): summed BCE with logits, the anchor gather, the DFL expectation and loss,
 // the weighted CIoU loss. Sums run in one block in a fixed order, in double (deterministic); the
 // gradient factor dloss is read on the device (no host synchronisation).
-#include "src/ops/box_math.h"
-#include "src/ops/cuda/cuda_common.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/box/math.h"
 
 namespace hpcnet::cuda {
 namespace {

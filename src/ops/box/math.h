@@ -1,11 +1,11 @@
-// The per-element and per-row arithmetic of the detection losses (src/ops/box.cpp), written once
-// as __host__ __device__ functions for the CPU loops and the CUDA kernels, like
-// elementwise_math.h: BCE with logits, the DFL softmax expectation and loss, and CIoU with its
+// The per-element and per-row arithmetic of the detection losses (src/ops/box/), written once as
+// __host__ __device__ functions for the CPU loops and the CUDA kernels, like every family's
+// math.h: BCE with logits, the DFL softmax expectation and loss, and CIoU with its
 // gradient. Invariants: no allocation, no exceptions; T is float or double; computed in T as
 // Ultralytics computes them in the tensors' precision.
 #pragma once
 
-#include "src/ops/elementwise_math.h"
+#include "src/ops/elementwise/math.h"
 
 namespace hpcnet::math {
 

@@ -3,7 +3,7 @@
 // output's rows; copied with memcpy, whatever the dtype. OpenMP over rows when they are many.
 #include <cstring>
 
-#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
 
 namespace hpcnet::cpu {
 namespace {

@@ -1,10 +1,10 @@
-// CUDA kernels of cat, with the CPU kernels' view (src/ops/cpu/cat.cpp): row-major tensors as
+// CUDA kernels of cat, with the CPU kernels' view (src/ops/cat/cpu.cpp): row-major tensors as
 // (outer, D, inner) around the cat dim; one launch per input copies its `outer` runs of
 // D_i * inner elements into (or, backward, out of) the output's rows. Elements are moved as
 // unsigned integers of the dtype's size, so every dtype is supported.
 #include <cstdint>
 
-#include "src/ops/cuda/cuda_common.h"
+#include "src/ops/backend/cuda/cuda_common.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <string>
 
-#include "src/ops/cpu/conv2d_direct.h"
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/dnnl_util.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/dnnl_util.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/conv2d/cpu_direct.h"
+#include "src/ops/elementwise/math.h"
 
 namespace hpcnet::cpu {
 namespace {

@@ -6,13 +6,13 @@
 // Backward data is the forward on dy padded by R-1-p with the kernel flipped and transposed.
 // Backward weights: dw[k,c,r,s] = sum_{n,oh,ow} dy[n,k,oh,ow] xpad[n,c,oh+r,ow+s], with KB x S
 // vector accumulators per (k-block, c, r), reduced across lanes at the end.
-#include "src/ops/cpu/conv2d_direct.h"
+#include "src/ops/conv2d/cpu_direct.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "src/ops/cpu/dnnl_util.h"  // kParallelMacs
+#include "src/ops/backend/cpu/dnnl_util.h"  // kParallelMacs
 
 namespace hpcnet::cpu {
 namespace {

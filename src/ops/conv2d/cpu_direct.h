@@ -4,7 +4,7 @@
 // channels, on zero-padded scratch copies so no load needs a bounds check. NCHW in and out.
 #pragma once
 
-#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
 
 namespace hpcnet::cpu {
 

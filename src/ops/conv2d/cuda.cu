@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "src/ops/cuda/cuda_common.h"
+#include "src/ops/backend/cuda/cuda_common.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -1,15 +1,15 @@
 // CPU elementwise ops and reductions: relu, add, scale, sum, mean and the fill used by their
 // backward. Contiguous tensors; loops vectorise; large ones split across OpenMP threads. The
-// per-element arithmetic is src/ops/elementwise_math.h's, shared with the CUDA kernels.
+// per-element arithmetic is src/ops/elementwise/math.h's, shared with the CUDA kernels.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/cpu/vec_math.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/backend/cpu/vec_math.h"
+#include "src/ops/elementwise/math.h"
 
 namespace hpcnet::cpu {
 namespace {

@@ -1,10 +1,10 @@
 // CUDA elementwise ops and reductions: relu, add, scale, sum, mean and the fill used by their
-// backward. Contiguous tensors; the arithmetic is src/ops/elementwise_math.h's. Reductions run in
+// backward. Contiguous tensors; the arithmetic is src/ops/elementwise/math.h's. Reductions run in
 // one block with a fixed order (deterministic) and accumulate in double, as the CPU does.
 #include <cmath>
 
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/elementwise/math.h"
 
 namespace hpcnet::cuda {
 namespace {

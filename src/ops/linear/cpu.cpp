@@ -2,8 +2,8 @@
 // optional ReLU, backward data, backward weights with bias), float64 through reference loops.
 #include <cstring>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/dnnl_util.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/dnnl_util.h"
 
 namespace hpcnet::cpu {
 namespace {

@@ -11,7 +11,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "src/ops/cuda/cuda_common.h"
+#include "src/ops/backend/cuda/cuda_common.h"
 
 namespace hpcnet::cuda {
 namespace {

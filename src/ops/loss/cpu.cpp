@@ -2,7 +2,7 @@
 // label smoothing, as torch.nn.functional.cross_entropy), and argmax; and cross_entropy2d over
 // dim 1 of (N, C, H, W) (class weights, ignore_index). Row maxima are subtracted before
 // exponentiating; sums accumulate in double. The row and pixel arithmetic is
-// src/ops/elementwise_math.h's, which the CUDA kernels run too. cross_entropy2d sums its loss
+// src/ops/loss/math.h's, which the CUDA kernels run too. cross_entropy2d sums its loss
 // over fixed chunks of pixels, then the chunks in order: the same result for any thread count.
 // Its float32 forward runs plane-wise instead (a class's pixels are contiguous), with the
 // vectorised exp of vec_math.h: about 10x faster than a libm exp per logit; float64 keeps the
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/cpu/vec_math.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/backend/cpu/vec_math.h"
+#include "src/ops/loss/math.h"
 
 namespace hpcnet::cpu {
 namespace {

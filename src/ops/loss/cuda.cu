@@ -1,6 +1,6 @@
 // CUDA softmax-family ops over dim 1 of (N, C): log_softmax, nll_loss, fused cross_entropy (with
 // label smoothing) and argmax; and cross_entropy2d over dim 1 of (N, C, H, W). One thread per row
-// (per pixel) runs the arithmetic of src/ops/elementwise_math.h (the CPU's); the mean over rows
+// (per pixel) runs the arithmetic of src/ops/loss/math.h (the CPU's); the mean over rows
 // runs in one block in a fixed order (deterministic), in double; cross_entropy2d's sums go
 // through per-block partials summed by one block, also in a fixed order. An out-of-range label
 // cannot throw from the device: its row's (pixel's) loss and probabilities become NaN and the
@@ -9,8 +9,8 @@
 // cuda_synchronize).
 #include <cmath>
 
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/loss/math.h"
 
 namespace hpcnet::cuda {
 namespace {

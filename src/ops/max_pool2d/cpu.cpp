@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/max_pool2d/math.h"
 
 namespace hpcnet::cpu {
 namespace {

@@ -6,8 +6,8 @@
 // order, so it overwrites dx, needs no atomics and is deterministic (the CPU's sums, in the
 // CPU's order). Own kernels rather than cuDNN pooling: cuDNN's backward needs x and y instead of
 // positions, and its tie and padding rules are not documented to match.
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/max_pool2d/math.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -4,9 +4,9 @@
 // plain loops that vectorise, OpenMP over (n, c) planes when the tensor is large.
 #include <cstring>
 
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/resample/math.h"
 
 namespace hpcnet::cpu {
 namespace {

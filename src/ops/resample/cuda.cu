@@ -1,9 +1,9 @@
 // CUDA kernels for global average pooling, the ResNet option-A shortcut (subsample_pad),
 // dropout's mask-and-scale and nearest upsampling, with the CPU kernels' semantics
-// (src/ops/cpu/resample.cpp); the upsampling gradient sums each block with the CPU's arithmetic
+// (src/ops/resample/cpu.cpp); the upsampling gradient sums each block with the CPU's arithmetic
 // (math::upsample_nearest_grad), so both backends give the same bits.
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/resample/math.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -3,9 +3,9 @@
 //   g = grad + wd * p;  buf = first ? g : momentum * buf + (1 - dampening) * g;
 //   g = nesterov ? g + momentum * buf : buf;  p -= lr * g
 // (math::sgd_element, the CUDA kernel's per-element rule too.)
-#include "src/ops/cpu/cpu_ops.h"
-#include "src/ops/cpu/float_dispatch.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/float_dispatch.h"
+#include "src/ops/sgd/math.h"
 
 namespace hpcnet::cpu {
 

@@ -4,8 +4,8 @@
 // queues no copy and waits for nothing.
 #include <vector>
 
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/sgd/math.h"
 
 namespace hpcnet::cuda {
 namespace {

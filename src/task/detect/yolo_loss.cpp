@@ -10,7 +10,7 @@
 #include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/profile.h"
-#include "src/ops/box_math.h"
+#include "src/ops/box/math.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet::task::detect {

@@ -1,5 +1,5 @@
 // oneDNN engine/stream singletons and error conversion.
-#include "src/ops/cpu/dnnl_util.h"
+#include "src/ops/backend/cpu/dnnl_util.h"
 
 #include "src/core/allocator.h"
 

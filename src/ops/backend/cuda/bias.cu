@@ -1,8 +1,8 @@
 // Bias epilogues shared by conv2d.cu and linear.cu where cuDNN or cuBLASLt do not fuse them:
 // y += b (with an optional relu) over (outer, C, inner), and the bias gradient, one block per
 // channel summing in double in a fixed order (deterministic, like the CPU's reference sums).
-#include "src/ops/cuda/cuda_common.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/backend/cuda/cuda_common.h"
+#include "src/ops/elementwise/math.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "src/ops/cuda/cuda_common.h"
+#include "src/ops/backend/cuda/cuda_common.h"
 
 namespace hpcnet::cuda {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "src/core/cuda_device.h"
 #include "src/core/cuda_util.h"
-#include "src/ops/cuda/cuda_ops.h"
+#include "src/ops/backend/cuda/cuda_ops.h"
 #include "src/ops/float_dispatch.h"
 
 namespace hpcnet::cuda {

@@ -1,8 +1,8 @@
 // The CUDA backend's kernels: the signatures of src/ops/kernels.inc in namespace hpcnet::cuda
 // (declarations only, no CUDA header: src/ops/dispatch.h includes this in the CUDA build).
 // float32 and float64; cuDNN for convolution, cuBLASLt for linear, own kernels (with the
-// arithmetic of src/ops/elementwise_math.h) for everything else. All work is queued on the
-// tensor's device stream; nothing here waits for the device.
+// arithmetic of src/ops/<family>/math.h) for everything else. All work is queued on the tensor's
+// device stream; nothing here waits for the device.
 #pragma once
 
 #include "src/ops/ops.h"

@@ -14,8 +14,8 @@
 #include "hpcnet/io.h"
 #include "hpcnet/nn.h"
 #include "hpcnet/optim.h"
-#include "src/ops/cpu/cpu_ops.h"
-#include "test_util.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
+#include "tests/test_util.h"
 
 using namespace hpcnet;
 using hpcnet::test_util::max_abs;
@@ -317,7 +317,7 @@ TEST(GoldenResNet, Resnet20ForwardBackwardAndRunningStatsMatchPyTorch) {
 // and eval logits to 5e-5 as above. Gradients to 5e-3 of scale: in this fixture one ReLU input of
 // layer1 lies within float32 rounding of zero, and the blocked kernels round it to the other
 // side (44,919 vs 44,920 positive outputs of 65,536, measured), which moves stage-1 gradients by
-// one element's worth (~2e-3 of scale). tests/test_layout.cpp holds the blocked kernels to float64
+// one element's worth (~2e-3 of scale). tests/ops/test_layout.cpp holds the blocked kernels to float64
 // at 2e-5 on inputs without such ties.
 TEST(GoldenResNet, Resnet20BlockedLayoutMatchesPyTorch) {
   BlockedLayouts on(true);

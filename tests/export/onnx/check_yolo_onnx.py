@@ -3,7 +3,7 @@
 own eval output for the same weights (run by hand; needs PyPI's ultralytics, onnx, onnxruntime,
 safetensors and torch; builds the model from yolov8n.yaml, downloads nothing):
 
-    YOLO_OFFLINE=1 python3 tests/onnx/check_yolo_onnx.py --hpcnet build/hpcnet [--imgsz 640]
+    YOLO_OFFLINE=1 python3 tests/export/onnx/check_yolo_onnx.py --hpcnet build/hpcnet [--imgsz 640]
 
 1. Ultralytics' DetectionModel('yolov8n.yaml', nc=--nc) with seeded random weights, its batch-norm
    scales, shifts and running statistics drawn at random too (no unit statistics to hide a

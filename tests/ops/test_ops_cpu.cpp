@@ -8,8 +8,8 @@
 #include "hpcnet/autograd.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
-#include "src/ops/cpu/conv2d_direct.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/conv2d/cpu_direct.h"
+#include "src/ops/max_pool2d/math.h"
 #include "src/ops/ops.h"
 
 using namespace hpcnet;

@@ -1,7 +1,7 @@
 // ONNX export: files read back through the ONNX library itself (onnx_proto parses, onnx::checker
 // checks with full shape inference), nodes and initializers compared with the model, refusals.
-// Numbers: tests/onnx_eval.h runs the exported YOLOv8 graph from the ONNX specification; agreement
-// with onnxruntime (and with Ultralytics) is checked by tests/onnx/check_onnx.py and
+// Numbers: tests/export/onnx_eval.h runs the exported YOLOv8 graph from the ONNX specification; agreement
+// with onnxruntime (and with Ultralytics) is checked by tests/export/onnx/check_onnx.py and
 // check_yolo_onnx.py (run by hand).
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
@@ -16,7 +16,7 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
-#include "tests/onnx_eval.h"
+#include "tests/export/onnx_eval.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

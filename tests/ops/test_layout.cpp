@@ -9,7 +9,7 @@
 
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 using namespace hpcnet;
 using hpcnet::test_util::max_abs;

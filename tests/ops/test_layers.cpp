@@ -4,16 +4,17 @@
 //
 // The layers, lowest first:
 //   0 core      src/core, hpcnet/{tensor,error,rng,profile}.h
-//   1 kernels   the backend kernel API below autograd: src/ops/{ops.h, kernels.inc, dispatch.h,
-//               dispatch.cpp, elementwise_math.h, box_math.h, float_dispatch.h, sgd.cpp},
-//               src/ops/cpu/,
-//               src/ops/cuda/ (tensors in, tensors out, no tape; the engine accumulates
-//               gradients with them)
+//   1 kernels   the backend kernel API below autograd (tensors in, tensors out, no tape; the
+//               engine accumulates gradients with it): its declarations src/ops/{ops.h,
+//               kernels.inc}, the dispatch src/ops/{dispatch.h, dispatch.cpp, float_dispatch.h},
+//               the backends' shared helpers src/ops/backend/, and in each op family's folder
+//               src/ops/<family>/ every file but functional.cpp (kernels.cpp, the family's
+//               kernel API; cpu*.cpp, cuda*.cu, math.h)
 //     io        src/io, hpcnet/io.h: safetensors and metrics files of tensors; it includes core
 //               only, so it sits just above core (beside kernels, which it must not use)
 //   2 autograd  src/autograd, hpcnet/autograd.h
-//   3 ops       the differentiable ops: src/ops/<family>.cpp, src/ops/op_table.h,
-//               hpcnet/functional.h
+//   3 ops       the differentiable ops: src/ops/<family>/functional.cpp (autograd nodes and F::),
+//               src/ops/{op_table.h, trace.h, omp_wait.*}, hpcnet/functional.h
 //     dist      src/dist, hpcnet/dist.h: it includes core and autograd (the reducer hooks the
 //               backward pass) and nothing of ops, so it sits beside ops
 //   4 nn        src/nn, hpcnet/nn.h
@@ -36,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #ifndef HPCNET_SOURCE_DIR
 #error "HPCNET_SOURCE_DIR (the source tree) must be defined by the build"
@@ -60,9 +61,8 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
       {"core", 0}, {"kernels", 1}, {"io", 1},   {"autograd", 2}, {"ops", 3},   {"dist", 3},
       {"nn", 4},   {"optim", 5},   {"data", 5}, {"task", 6},     {"export", 6}, {"train", 7}, {"cli", 8}};
   static const std::vector<std::string> kernel_files = {
-      "src/ops/ops.h",          "src/ops/kernels.inc",      "src/ops/dispatch.h",
-      "src/ops/dispatch.cpp",   "src/ops/elementwise_math.h", "src/ops/box_math.h",
-      "src/ops/float_dispatch.h", "src/ops/sgd.cpp"};
+      "src/ops/ops.h", "src/ops/kernels.inc", "src/ops/dispatch.h", "src/ops/dispatch.cpp",
+      "src/ops/float_dispatch.h"};
   static const std::map<std::string, std::string> public_headers = {
       {"tensor.h", "core"}, {"error.h", "core"},     {"rng.h", "core"},
       {"profile.h", "core"}, {"autograd.h", "autograd"}, {"io.h", "io"},
@@ -76,7 +76,10 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
     if (it == public_headers.end()) return std::nullopt;
     return LyLayer{it->second, ranks.at(it->second)};
   }
-  if (p.rfind("src/ops/cpu/", 0) == 0 || p.rfind("src/ops/cuda/", 0) == 0 ||
+  // src/ops/backend/... and src/ops/<family>/<file> other than functional.cpp: the kernel layer.
+  const bool in_ops_folder = p.rfind("src/ops/", 0) == 0 && p.find('/', 8) != std::string::npos;
+  const bool functional = p.size() > 15 && p.compare(p.size() - 15, 15, "/functional.cpp") == 0;
+  if ((in_ops_folder && !functional) ||
       std::find(kernel_files.begin(), kernel_files.end(), p) != kernel_files.end())
     return LyLayer{"kernels", ranks.at("kernels")};
   if (p.rfind("src/", 0) == 0) {
@@ -108,7 +111,7 @@ std::vector<std::string> ly_violations(const fs::path& root, int* files_read = n
       ++files;
       const std::optional<LyLayer> self = ly_layer(rel);
       if (!self) {
-        out.push_back(rel + ": belongs to no layer (add it to tests/test_layers.cpp)");
+        out.push_back(rel + ": belongs to no layer (add it to tests/ops/test_layers.cpp)");
         continue;
       }
       std::ifstream in(e.path());

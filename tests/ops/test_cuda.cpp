@@ -26,7 +26,7 @@
 #include "hpcnet/optim.h"
 #include "hpcnet/rng.h"
 #include "src/core/cuda_device.h"
-#include "src/ops/elementwise_math.h"
+#include "src/ops/max_pool2d/math.h"
 #include "src/ops/op_table.h"
 #include "src/ops/ops.h"
 

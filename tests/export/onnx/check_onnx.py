@@ -2,7 +2,7 @@
 """Checks hpcnet's ONNX export against the ONNX reference tools (run by hand; needs PyPI's onnx,
 onnxruntime, numpy and safetensors):
 
-    python3 tests/onnx/check_onnx.py --hpcnet build/hpcnet [--models lenet,resnet20,...]
+    python3 tests/export/onnx/check_onnx.py --hpcnet build/hpcnet [--models lenet,resnet20,...]
 
 For each model: builds it untrained-but-seeded through `hpcnet train --steps 1` on tiny
 synthetic CIFAR-10 records (or takes --weights FILE), runs `hpcnet export --batch dynamic
