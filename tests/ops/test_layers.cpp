@@ -8,12 +8,12 @@
 //               engine accumulates gradients with it): its declarations src/ops/{ops.h,
 //               kernels.inc}, the dispatch src/ops/{dispatch.h, dispatch.cpp, float_dispatch.h},
 //               the backends' shared helpers src/ops/backend/, and in each op family's folder
-//               src/ops/<family>/ every file but functional.cpp (kernels.cpp, the family's
+//               src/ops/<family>/ every file but functional.* (kernels.cpp, the family's
 //               kernel API; cpu*.cpp, cuda*.cu, math.h)
 //     io        src/io, hpcnet/io.h: safetensors and metrics files of tensors; it includes core
 //               only, so it sits just above core (beside kernels, which it must not use)
 //   2 autograd  src/autograd, hpcnet/autograd.h
-//   3 ops       the differentiable ops: src/ops/<family>/functional.cpp (autograd nodes and F::),
+//   3 ops       the differentiable ops: src/ops/<family>/functional.* (autograd nodes and F::),
 //               src/ops/{op_table.h, trace.h, omp_wait.*}, hpcnet/functional.h
 //     dist      src/dist, hpcnet/dist.h: it includes core and autograd (the reducer hooks the
 //               backward pass) and nothing of ops, so it sits beside ops
@@ -29,11 +29,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,9 +78,9 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
     if (it == public_headers.end()) return std::nullopt;
     return LyLayer{it->second, ranks.at(it->second)};
   }
-  // src/ops/backend/... and src/ops/<family>/<file> other than functional.cpp: the kernel layer.
+  // src/ops/backend/... and src/ops/<family>/<file> other than functional.*: the kernel layer.
   const bool in_ops_folder = p.rfind("src/ops/", 0) == 0 && p.find('/', 8) != std::string::npos;
-  const bool functional = p.size() > 15 && p.compare(p.size() - 15, 15, "/functional.cpp") == 0;
+  const bool functional = p.find("/functional.") != std::string::npos;
   if ((in_ops_folder && !functional) ||
       std::find(kernel_files.begin(), kernel_files.end(), p) != kernel_files.end())
     return LyLayer{"kernels", ranks.at("kernels")};
@@ -134,6 +136,158 @@ std::vector<std::string> ly_violations(const fs::path& root, int* files_read = n
   return out;
 }
 
+// ---- definitions: a function is defined in the layer of the header that declares it ----
+//
+// The include check cannot see a function declared in a low layer's header but defined in a file
+// of a higher layer (the kernel API declared in src/ops/kernels.inc and defined beside the
+// autograd nodes: autograd then depends on ops at link time). This check reads the namespace-
+// scope functions (at column 0, as clang-format writes them) of every header with the namespaces
+// around them (a .inc file takes those of the line that includes it), and of every .cpp and .cu
+// file the functions it defines, and reports a definition whose layer is above, or beside, every
+// layer that declares it. Qualified definitions (F::relu, Module::forward) resolve against the
+// namespaces open where they stand.
+
+struct LyFunctionHead {
+  std::string name;  // qualified as written, e.g. "F::relu" or "add"
+  bool definition;   // '{' before ';'
+};
+
+// The function whose head starts at column 0 of lines[i], if any: the statement up to its first
+// ';' or '{' outside parentheses.
+std::optional<LyFunctionHead> ly_function_head(const std::vector<std::string>& lines, size_t i) {
+  static const std::regex head_re(
+      R"(^(?:\[\[\w+\]\]\s*)?(?:(?:inline|static|constexpr|extern|virtual|explicit|friend)\s+)*)"
+      R"([A-Za-z_][\w:<>,]*(?:\s*[*&]+\s*|\s+)((?:\w+::)*~?\w+)\s*\()");
+  static const std::regex skip_re(
+      R"(^(namespace|using|typedef|return|struct|class|enum|union|template|static_assert|#|//))");
+  const std::string& first = lines[i];
+  if (first.empty() || std::isspace(static_cast<unsigned char>(first[0])) ||
+      std::regex_search(first, skip_re))
+    return std::nullopt;
+  std::smatch m;
+  if (!std::regex_search(first, m, head_re)) return std::nullopt;
+  int depth = 0;
+  for (size_t k = i; k < lines.size() && k < i + 40; ++k) {
+    const std::string& l = lines[k];
+    for (size_t c = k == i ? static_cast<size_t>(m.position(0) + m.length(0) - 1) : 0;
+         c < l.size(); ++c) {
+      if (l[c] == '/' && c + 1 < l.size() && l[c + 1] == '/') break;  // a comment
+      if (l[c] == '(') ++depth;
+      if (l[c] == ')') --depth;
+      if (depth == 0 && (l[c] == ';' || l[c] == '{' || l[c] == '=')) {
+        if (l[c] == '=') return std::nullopt;  // a variable
+        return LyFunctionHead{m[1], l[c] == '{'};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The namespace opened or closed by a line: +name ("(anon)" for an anonymous one), "-", or "".
+std::string ly_namespace_step(const std::string& line) {
+  static const std::regex open_re(R"(^(?:inline\s+)?namespace\s*([\w:]*)\s*\{\s*(//.*)?$)");
+  std::smatch m;
+  if (std::regex_search(line, m, open_re)) return "+" + (m[1].length() ? m[1].str() : "(anon)");
+  if (line.rfind("}  // namespace", 0) == 0) return "-";
+  return "";
+}
+
+std::string ly_qualify(const std::vector<std::string>& ns, const std::string& name) {
+  std::string q;
+  for (const std::string& n : ns) q += n + "::";
+  return q + name;
+}
+
+std::vector<std::string> ly_read_lines(const fs::path& p) {
+  std::vector<std::string> lines;
+  std::ifstream in(p);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+using LyDeclarations = std::map<std::string, std::vector<LyLayer>>;  // qualified name -> layers
+
+// Declarations of one header (or .inc, under the namespaces `outer`) into decls.
+void ly_read_declarations(const fs::path& root, const std::string& rel,
+                          std::vector<std::string> ns, LyDeclarations& decls) {
+  const std::optional<LyLayer> layer = ly_layer(rel);
+  if (!layer) return;
+  static const std::regex inc_re(R"re(^\s*#\s*include\s*"([^"]+\.inc)")re");
+  const std::vector<std::string> lines = ly_read_lines(root / rel);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string step = ly_namespace_step(lines[i]);
+    if (step == "-" && !ns.empty()) ns.pop_back();
+    if (step.size() > 1) {
+      std::stringstream parts(step.substr(1));
+      for (std::string p; std::getline(parts, p, ':');)
+        if (!p.empty()) ns.push_back(p);
+    }
+    std::smatch m;
+    if (std::regex_search(lines[i], m, inc_re) && fs::exists(root / m[1].str())) {
+      ly_read_declarations(root, m[1], ns, decls);
+      continue;
+    }
+    const std::optional<LyFunctionHead> h = ly_function_head(lines, i);
+    if (h && !h->definition) decls[ly_qualify(ns, h->name)].push_back(*layer);
+  }
+}
+
+// Every definition in a .cpp or .cu file under root/src of a function that a header declares
+// only in lower layers (or beside its own): "FILE:LINE: defines NAME (layer a; declared in b)".
+std::vector<std::string> ly_definition_violations(const fs::path& root, int* defs_checked = nullptr) {
+  LyDeclarations decls;
+  std::vector<fs::path> sources;
+  for (const char* top : {"src", "include/hpcnet"}) {
+    if (!fs::exists(root / top)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(root / top)) {
+      if (!e.is_regular_file()) continue;
+      const std::string ext = e.path().extension().string();
+      const std::string rel = fs::relative(e.path(), root).generic_string();
+      if (ext == ".h" || ext == ".cuh") ly_read_declarations(root, rel, {}, decls);
+      if (ext == ".cpp" || ext == ".cu") sources.push_back(e.path());
+    }
+  }
+  std::vector<std::string> out;
+  int checked = 0;
+  for (const fs::path& p : sources) {
+    const std::string rel = fs::relative(p, root).generic_string();
+    const std::optional<LyLayer> self = ly_layer(rel);
+    if (!self) continue;  // reported by the include check
+    const std::vector<std::string> lines = ly_read_lines(p);
+    std::vector<std::string> ns;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string step = ly_namespace_step(lines[i]);
+      if (step == "-" && !ns.empty()) ns.pop_back();
+      if (step.size() > 1) {
+        std::stringstream parts(step.substr(1));
+        for (std::string q; std::getline(parts, q, ':');)
+          if (!q.empty()) ns.push_back(q);
+      }
+      const std::optional<LyFunctionHead> h = ly_function_head(lines, i);
+      if (!h || !h->definition) continue;
+      // The declaration it defines: the name qualified by the open namespaces, or by a prefix of
+      // them (a qualified name written inside an outer namespace).
+      const LyDeclarations::const_iterator* found = nullptr;
+      LyDeclarations::const_iterator it;
+      for (size_t k = ns.size() + 1; k-- > 0 && !found;) {
+        it = decls.find(ly_qualify(std::vector<std::string>(ns.begin(), ns.begin() + k), h->name));
+        if (it != decls.end()) found = &it;
+      }
+      if (!found) continue;
+      ++checked;
+      const std::vector<LyLayer>& where = (*found)->second;
+      const bool fits = std::any_of(where.begin(), where.end(), [&](const LyLayer& d) {
+        return d.name == self->name || d.rank > self->rank;
+      });
+      if (!fits)
+        out.push_back(rel + ":" + std::to_string(i + 1) + ": defines " + (*found)->first +
+                      " (layer " + self->name + "; declared in layer " + where.front().name + ")");
+    }
+  }
+  if (defs_checked) *defs_checked = checked;
+  return out;
+}
+
 std::string ly_join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& l : v) s += "  " + l + "\n";
@@ -184,4 +338,55 @@ TEST(Layers, TheCheckFindsViolations) {
     for (const std::string& l : v) found = found || l.rfind(w, 0) == 0;
     EXPECT_TRUE(found) << w << " not in\n" << ly_join(v);
   }
+}
+
+// Every function is defined in the layer of the header that declares it (the kernel API in the
+// kernel layer, not beside the autograd nodes above it).
+TEST(Layers, NoFunctionIsDefinedAboveItsDeclaration) {
+  int checked = 0;
+  const std::vector<std::string> v = ly_definition_violations(HPCNET_SOURCE_DIR, &checked);
+  EXPECT_GT(checked, 200) << "the definitions were matched to their declarations";
+  EXPECT_TRUE(v.empty()) << v.size() << " definition(s) above their declaration:\n" << ly_join(v);
+}
+
+// The definition check itself: the kernel API (declared in src/ops/kernels.inc, included inside
+// namespace hpcnet::ops) defined in an op family's functional.cpp is reported, in its kernels.cpp
+// it is not; an F:: function defined in the ops layer is fine, one defined in nn is reported.
+TEST(Layers, TheDefinitionCheckFindsAKernelAboveItsDeclaration) {
+  TempDir tmp("layers_defs");
+  const fs::path r = tmp.path();
+  fs::create_directories(r / "src/ops/elementwise");
+  fs::create_directories(r / "src/nn");
+  fs::create_directories(r / "include/hpcnet");
+  write_file(r / "src/ops/kernels.inc",
+             "// x -> y\nvoid relu_forward(const Tensor& x, Tensor& y);\n"
+             "void add(const Tensor& a, const Tensor& b,\n         Tensor& out);\n");
+  write_file(r / "src/ops/ops.h",
+             "#pragma once\nnamespace hpcnet::ops {\n#include \"src/ops/kernels.inc\"\n"
+             "}  // namespace hpcnet::ops\n");
+  write_file(r / "include/hpcnet/functional.h",
+             "namespace hpcnet {\nnamespace F {\nTensor relu(const Tensor& x);\n"
+             "Tensor add(const Tensor& a, const Tensor& b);\n}  // namespace F\n"
+             "}  // namespace hpcnet\n");
+  write_file(r / "src/ops/elementwise/kernels.cpp",
+             "namespace hpcnet::ops {\n\nvoid relu_forward(const Tensor& x, Tensor& y) {\n"
+             "  HPCNET_DISPATCH(x.device(), relu_forward, x, y);\n}\n\n"
+             "}  // namespace hpcnet::ops\n");  // fine
+  write_file(r / "src/ops/elementwise/functional.cpp",
+             "namespace hpcnet {\nnamespace ops {\n\nvoid add(const Tensor& a, const Tensor& b,\n"
+             "         Tensor& out) {\n  HPCNET_DISPATCH(a.device(), add, a, b, out);\n}\n\n"
+             "}  // namespace ops\n\nnamespace {\nvoid add(int a) {}\n}  // namespace\n\n"
+             "Tensor F::relu(const Tensor& x) { return x; }\n\n}  // namespace hpcnet\n");
+  write_file(r / "src/nn/layers.cpp",
+             "namespace hpcnet {\nTensor F::add(const Tensor& a, const Tensor& b) {\n  return a;\n}\n"
+             "}  // namespace hpcnet\n");
+  int checked = 0;
+  const std::vector<std::string> v = ly_definition_violations(r, &checked);
+  EXPECT_EQ(checked, 4) << ly_join(v);
+  const std::vector<std::string> want = {
+      "src/ops/elementwise/functional.cpp:4: defines hpcnet::ops::add (layer ops; declared in "
+      "layer kernels)",
+      "src/nn/layers.cpp:2: defines hpcnet::F::add (layer nn; declared in layer ops)",
+  };
+  EXPECT_EQ(v, want) << ly_join(v);
 }

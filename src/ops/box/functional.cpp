@@ -1,7 +1,7 @@
 // The detection losses' differentiable pieces (Ultralytics' v8DetectionLoss is built from them in
 // src/task/detect/): summed BCE with logits, the gather of foreground anchor columns, the DFL
-// softmax expectation, the weighted CIoU loss and the distribution focal loss. Dispatching
-// kernels, F:: wrappers and backward nodes side by side:
+// softmax expectation, the weighted CIoU loss and the distribution focal loss. The F::
+// wrappers and backward nodes side by side (their kernel API: kernels.cpp):
 //   bce:    dx = g (sigmoid(x) - t);   gather: dx = scatter-add of dy;
 //   expect: dx_j = dy p_j (j - E);     dfl:    dx_j = g w (p_j - wl [j = l] - wr [j = l + 1]);
 //   ciou:   dpred = -g w dCIoU/dpred with alpha held constant (Ultralytics' no_grad alpha).
@@ -21,54 +21,6 @@ HPCNET_DEFINE_OP(gather_anchors)
 HPCNET_DEFINE_OP(dfl_expect)
 HPCNET_DEFINE_OP(ciou_loss)
 HPCNET_DEFINE_OP(dfl_loss)
-
-void bce_with_logits_forward(const Tensor& x, const Tensor& t, Tensor& loss) {
-  detail::check_same_device("bce_with_logits", x.device(), {&x, &t, &loss});
-  HPCNET_DISPATCH(x.device(), bce_with_logits_forward, x, t, loss);
-}
-void bce_with_logits_backward(const Tensor& dloss, const Tensor& x, const Tensor& t, Tensor& dx) {
-  detail::check_same_device("bce_with_logits_backward", x.device(), {&dloss, &x, &t, &dx});
-  HPCNET_DISPATCH(x.device(), bce_with_logits_backward, dloss, x, t, dx);
-}
-void gather_anchors_forward(const Tensor& x, const Tensor& idx, Tensor& y) {
-  detail::check_same_device("gather_anchors", x.device(), {&x, &idx, &y});
-  HPCNET_DISPATCH(x.device(), gather_anchors_forward, x, idx, y);
-}
-void gather_anchors_backward(const Tensor& dy, const Tensor& idx, Tensor& dx) {
-  detail::check_same_device("gather_anchors_backward", dx.device(), {&dy, &idx, &dx});
-  HPCNET_DISPATCH(dx.device(), gather_anchors_backward, dy, idx, dx);
-}
-void dfl_expect_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("dfl_expect", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), dfl_expect_forward, x, y);
-}
-void dfl_expect_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  detail::check_same_device("dfl_expect_backward", x.device(), {&dy, &x, &dx});
-  HPCNET_DISPATCH(x.device(), dfl_expect_backward, dy, x, dx);
-}
-void ciou_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
-                       Tensor& loss) {
-  detail::check_same_device("ciou_loss", pred.device(), {&pred, &target, &weight, &loss});
-  HPCNET_DISPATCH(pred.device(), ciou_loss_forward, pred, target, weight, loss);
-}
-void ciou_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& target,
-                        const Tensor& weight, bool alpha_grad, Tensor& dpred) {
-  detail::check_same_device("ciou_loss_backward", pred.device(),
-                            {&dloss, &pred, &target, &weight, &dpred});
-  HPCNET_DISPATCH(pred.device(), ciou_loss_backward, dloss, pred, target, weight, alpha_grad,
-                  dpred);
-}
-void dfl_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
-                      Tensor& loss) {
-  detail::check_same_device("dfl_loss", pred.device(), {&pred, &target, &weight, &loss});
-  HPCNET_DISPATCH(pred.device(), dfl_loss_forward, pred, target, weight, loss);
-}
-void dfl_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& target,
-                       const Tensor& weight, Tensor& dpred) {
-  detail::check_same_device("dfl_loss_backward", pred.device(),
-                            {&dloss, &pred, &target, &weight, &dpred});
-  HPCNET_DISPATCH(pred.device(), dfl_loss_backward, dloss, pred, target, weight, dpred);
-}
 
 }  // namespace ops
 

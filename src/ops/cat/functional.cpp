@@ -1,4 +1,4 @@
-// cat (torch.cat along any dim of same-rank tensors): the dispatching kernels and F::cat, with its
+// cat (torch.cat along any dim of same-rank tensors): F::cat, with its
 // backward beside it: each input's gradient is its slice of the output gradient along dim. And
 // narrow (torch.narrow, the pieces of split/chunk), its transpose: the forward is one slice of
 // cat's backward, the backward a cat of the gradient between zeros, on every backend.
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "hpcnet/functional.h"
+#include "src/ops/cat/shapes.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
 #include "src/ops/trace.h"
@@ -22,90 +23,6 @@ namespace ops {
 
 HPCNET_DEFINE_OP(cat)
 HPCNET_DEFINE_OP(narrow)
-
-namespace {
-
-// torch's wrap of a possibly negative dim for a rank (InputError outside [-rank, rank)).
-int64_t wrap_dim(int64_t dim, int64_t rank) {
-  HPCNET_REQUIRE(rank >= 1, "cat: zero-dimensional tensors cannot be concatenated");
-  HPCNET_REQUIRE(dim >= -rank && dim < rank, "cat: dim " + std::to_string(dim) +
-                                                 " is out of range for tensors of rank " +
-                                                 std::to_string(rank));
-  return dim < 0 ? dim + rank : dim;
-}
-
-// The shape of cat(xs, dim) (dim already wrapped); InputError naming the offending input when
-// ranks, dtypes or the sizes outside dim disagree.
-Shape cat_shape(const std::vector<Tensor>& xs, int64_t dim) {
-  HPCNET_REQUIRE(!xs.empty(), "cat: needs at least one tensor");
-  const Tensor& first = xs[0];
-  Shape out = first.shape();
-  out[dim] = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const Tensor& x = xs[i];
-    HPCNET_REQUIRE(x.defined(), "cat: tensor " + std::to_string(i) + " is undefined");
-    const std::string which = "cat: tensor " + std::to_string(i) + " " + shape_str(x.shape());
-    HPCNET_REQUIRE(x.dim() == first.dim(),
-                   which + " has another rank than tensor 0 " + shape_str(first.shape()));
-    HPCNET_REQUIRE(x.dtype() == first.dtype(), which + " has dtype " + dtype_name(x.dtype()) +
-                                                   ", tensor 0 " + dtype_name(first.dtype()));
-    for (int64_t d = 0; d < x.dim(); ++d)
-      HPCNET_REQUIRE(d == dim || x.size(d) == first.size(d),
-                     which + " does not match tensor 0 " + shape_str(first.shape()) +
-                         " outside dim " + std::to_string(dim));
-    out[dim] += x.size(dim);
-  }
-  return out;
-}
-
-// Whether cat(xs, dim) keeps the blocked layout: channels of blocked tensors only.
-bool cat_keeps_blocked(const std::vector<Tensor>& xs, int64_t dim) {
-  if (dim != 1 || xs.empty()) return false;
-  for (const Tensor& x : xs)
-    if (!x.defined() || x.layout() != Layout::kBlocked16) return false;
-  return true;
-}
-
-// Whether a piece of `length` channels starting at channel `start` of a blocked tensor of
-// `channels` channels is whole 16-channel blocks (and so stays blocked), along dim 1 only.
-bool whole_blocks(int64_t dim, int64_t start, int64_t length, int64_t channels) {
-  return dim == 1 && start % 16 == 0 && length % 16 == 0 && channels % 16 == 0 && length > 0;
-}
-
-}  // namespace
-
-void cat_forward(const std::vector<Tensor>& xs, Tensor& y, int64_t dim) {
-  HPCNET_CHECK(!xs.empty() && dim >= 0 && dim < y.dim(), "cat: need inputs and 0 <= dim < rank");
-  detail::check_shape("cat", y, cat_shape(xs, dim), "output");
-  detail::check_dtype("cat", y, xs[0].dtype(), "output");
-  // Row-major throughout, or (CPU) blocked throughout along the channels.
-  for (const Tensor& x : xs) detail::check_same_device_dense("cat", y.device(), {&y, &x});
-  HPCNET_CHECK(y.layout() == Layout::kStrided || dim == 1,
-               "cat: blocked tensors are concatenated along dim 1 only");
-  HPCNET_DISPATCH(y.device(), cat_forward, xs, y, dim);
-}
-
-void cat_backward(const Tensor& dy, const std::vector<int64_t>& sizes, std::vector<Tensor>& dxs,
-                  int64_t dim) {
-  HPCNET_CHECK(!sizes.empty() && sizes.size() == dxs.size() && dim >= 0 && dim < dy.dim(),
-               "cat_backward: need one size per gradient and 0 <= dim < rank");
-  int64_t total = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    total += sizes[i];
-    if (!dxs[i].defined()) continue;
-    Shape want = dy.shape();
-    want[dim] = sizes[i];
-    detail::check_shape("cat_backward", dxs[i], want, "gradient");
-    detail::check_dtype("cat_backward", dxs[i], dy.dtype(), "gradient");
-    detail::check_same_device_dense("cat_backward", dy.device(), {&dy, &dxs[i]});
-  }
-  HPCNET_CHECK(total == dy.size(dim),
-               "cat_backward: the sizes along dim do not add up to dy's " + shape_str(dy.shape()));
-  detail::check_same_device_dense("cat_backward", dy.device(), {&dy});
-  HPCNET_CHECK(dy.layout() == Layout::kStrided || dim == 1,
-               "cat_backward: blocked tensors are split along dim 1 only");
-  HPCNET_DISPATCH(dy.device(), cat_backward, dy, sizes, dxs, dim);
-}
 
 }  // namespace ops
 

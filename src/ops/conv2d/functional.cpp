@@ -1,7 +1,9 @@
-// conv2d: the dispatching kernels and the differentiable F::conv2d / F::conv2d_relu, with the
+// conv2d: the differentiable F::conv2d / F::conv2d_relu, with the
 // backward beside the forward:  dx = conv_transpose(dy, w),  dw = corr(x, dy),  db = sum(dy).
 // With a fused ReLU the node first masks dy by (y > 0).
 #include "hpcnet/functional.h"
+#include "src/ops/conv2d/checks.h"
+#include "src/ops/conv2d/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_table.h"
 #include "src/ops/trace.h"
@@ -12,47 +14,6 @@ namespace ops {
 HPCNET_DEFINE_OP(conv2d)
 HPCNET_DEFINE_OP(conv_transpose2d)
 
-namespace {
-// 2 * N * K * P * Q * C * R * S multiply-adds (the same for the forward and both backwards).
-double conv_flops(const Tensor& w, const Tensor& y) {
-  return 2.0 * static_cast<double>(y.numel()) * static_cast<double>(w.numel() / w.size(0));
-}
-
-void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  HPCNET_CHECK(x.dim() == 4,
-               std::string(op) + ": input must be (N, C, H, W), got " + shape_str(x.shape()));
-  HPCNET_CHECK(w.dim() == 4 && w.size(1) == x.size(1),
-               std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
-                   shape_str(x.shape()));
-  // A bfloat16 input (CPU --precision bf16, converted by the node) runs with float32 weights.
-  const DType want = x.dtype() == DType::kBFloat16 ? DType::kFloat32 : x.dtype();
-  detail::check_dtype(op, w, want, "weight");
-  if (b.defined()) {
-    detail::check_shape(op, b, {w.size(0)}, "bias");
-    detail::check_dtype(op, b, want, "bias");
-  }
-  detail::check_same_device_dense(op, x.device(), {&x});  // x may be blocked
-  detail::check_same_device(op, x.device(), {&w, &b});
-}
-}  // namespace
-
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                    const Conv2dParams& p, Act act) {
-  check_conv("conv2d", x, w, b);
-  detail::check_shape(
-      "conv2d", y,
-      {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h, p.dil_h),
-       conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dil_w)},
-      "output");
-  if (y.numel() == 0) return;  // a batch of 0: nothing to compute (cuDNN rejects empty shapes)
-  HPCNET_DISPATCH_FLOPS(conv_flops(w, y), x.device(), conv2d_forward, x, w, b, y, p, act);
-}
-
-Layout conv2d_output_layout(const Tensor& x, const Shape& w, const Conv2dParams& p) {
-  const bool blocked = x.device().is_cpu() && cpu::conv2d_wants_blocked(x, w, p);
-  return blocked ? Layout::kBlocked16 : Layout::kStrided;
-}
-
 void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p, Act act,
                  Tensor& out) {
   HPCNET_CHECK(!any_requires_grad({&x, &w, &b}),
@@ -60,38 +21,6 @@ void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d
   detail::check_same_device_dense("conv2d_into", x.device(), {&out});
   const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
   conv2d_forward(bf16 ? cpu::to_bf16(x) : x, w, b, out, p, act);
-}
-
-void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dy});
-  detail::check_same_device_dense("conv2d_backward_data", dy.device(), {&dx});
-  detail::check_same_device("conv2d_backward_data", dy.device(), {&w});
-  if (dx.numel() == 0) return;  // a batch of 0 (conv_transpose2d's forward too)
-  HPCNET_DISPATCH_FLOPS(conv_flops(w, dy), dy.device(), conv2d_backward_data, dy, w, dx, p);
-}
-
-void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
-                             const Conv2dParams& p) {
-  detail::check_same_device_dense("conv2d_backward_weights", x.device(), {&x});
-  detail::check_same_device_dense("conv2d_backward_weights", x.device(), {&dy});
-  detail::check_same_device("conv2d_backward_weights", x.device(), {&dw, &db});
-  HPCNET_DISPATCH_FLOPS(conv_flops(dw, dy), x.device(), conv2d_backward_weights, x, dy, dw, db, p);
-}
-
-void channel_bias_add_inplace(Tensor& y, const Tensor& b) {
-  HPCNET_CHECK(y.dim() == 4, "channel_bias_add: y must be (N, C, H, W)");
-  detail::check_shape("channel_bias_add", b, {y.size(1)}, "bias");
-  detail::check_dtype("channel_bias_add", b, y.dtype(), "bias");
-  detail::check_same_device("channel_bias_add", y.device(), {&y, &b});
-  HPCNET_DISPATCH(y.device(), channel_bias_add_inplace, y, b);
-}
-
-void channel_bias_backward(const Tensor& dy, Tensor& db) {
-  HPCNET_CHECK(dy.dim() == 4, "channel_bias_backward: dy must be (N, C, H, W)");
-  detail::check_shape("channel_bias_backward", db, {dy.size(1)}, "db");
-  detail::check_dtype("channel_bias_backward", db, dy.dtype(), "db");
-  detail::check_same_device("channel_bias_backward", dy.device(), {&dy, &db});
-  HPCNET_DISPATCH(dy.device(), channel_bias_backward, dy, db);
 }
 
 }  // namespace ops

@@ -1,5 +1,5 @@
 // Elementwise ops and reductions: relu, silu, sigmoid, add, mul, reshape/flatten (a view), sum,
-// mean, with their dispatching kernels and backward formulas side by side:
+// mean, with their backward formulas side by side:
 //   relu: dx = dy * (y > 0);  add: da = db = dy;  reshape: dx = dy viewed as x;
 //   silu: dx = dy s (1 + x (1 - s));  sigmoid: dx = dy y (1 - y);  mul: da = dy b, db = dy a;
 //   sum: dx = dy everywhere;  mean: dx = dy / numel.
@@ -20,66 +20,6 @@ HPCNET_DEFINE_OP(mul_scalar)
 HPCNET_DEFINE_OP(reshape)
 HPCNET_DEFINE_OP(sum)
 HPCNET_DEFINE_OP(mean)
-
-void relu_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device_dense("relu", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), relu_forward, x, y);
-}
-void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
-  detail::check_same_device_dense("relu_backward", dy.device(), {&dy, &y, &dx});
-  HPCNET_DISPATCH(dy.device(), relu_backward, dy, y, dx);
-}
-void silu_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device_dense("silu", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), silu_forward, x, y);
-}
-void silu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  detail::check_same_device_dense("silu_backward", dy.device(), {&dy, &x, &dx});
-  HPCNET_DISPATCH(dy.device(), silu_backward, dy, x, dx);
-}
-void sigmoid_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device_dense("sigmoid", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), sigmoid_forward, x, y);
-}
-void sigmoid_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
-  detail::check_same_device_dense("sigmoid_backward", dy.device(), {&dy, &y, &dx});
-  HPCNET_DISPATCH(dy.device(), sigmoid_backward, dy, y, dx);
-}
-void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  detail::check_shape("mul", b, a.shape(), "other");
-  detail::check_dtype("mul", b, a.dtype(), "other");
-  detail::check_same_device("mul", a.device(), {&a, &b, &out});
-  HPCNET_DISPATCH(a.device(), mul, a, b, out);
-}
-void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  detail::check_shape("add", b, a.shape(), "other");
-  detail::check_dtype("add", b, a.dtype(), "other");
-  detail::check_same_device_dense("add", a.device(), {&a, &b, &out});
-  HPCNET_DISPATCH(a.device(), add, a, b, out);
-}
-void add_inplace(Tensor& a, const Tensor& b_in) {
-  detail::check_shape("add_", b_in, a.shape(), "other");
-  detail::check_dtype("add_", b_in, a.dtype(), "other");
-  Tensor b = as_layout(b_in, a);  // gradients of one tensor may arrive in either layout
-  detail::check_same_device_dense("add_", a.device(), {&a, &b});
-  HPCNET_DISPATCH(a.device(), add_inplace, a, b);
-}
-void scale(const Tensor& x, double s, Tensor& out) {
-  detail::check_same_device("scale", x.device(), {&x, &out});
-  HPCNET_DISPATCH(x.device(), scale, x, s, out);
-}
-void sum_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("sum", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), sum_forward, x, y);
-}
-void mean_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("mean", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), mean_forward, x, y);
-}
-void fill_like_backward(const Tensor& dy, double factor, Tensor& dx) {
-  detail::check_same_device("fill_like_backward", dx.device(), {&dy, &dx});
-  HPCNET_DISPATCH(dx.device(), fill_like_backward, dy, factor, dx);
-}
 
 }  // namespace ops
 

@@ -1,4 +1,4 @@
-// max_pool2d: dispatching kernels and F::max_pool2d. Backward routes each output gradient to the
+// max_pool2d: F::max_pool2d. Backward routes each output gradient to the
 // input position that held the window's maximum (kept in the forward's workspace).
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
@@ -9,17 +9,6 @@ namespace hpcnet {
 namespace ops {
 
 HPCNET_DEFINE_OP(max_pool2d)
-
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor* workspace, const Pool2dParams& p) {
-  detail::check_same_device("max_pool2d", x.device(), {&x, &y});
-  HPCNET_DISPATCH(x.device(), max_pool2d_forward, x, y, workspace, p);
-}
-
-void max_pool2d_backward(const Tensor& dy, const Tensor& workspace, Tensor& dx,
-                         const Pool2dParams& p) {
-  detail::check_same_device("max_pool2d_backward", dy.device(), {&dy, &dx});
-  HPCNET_DISPATCH(dy.device(), max_pool2d_backward, dy, workspace, dx, p);
-}
 
 }  // namespace ops
 
