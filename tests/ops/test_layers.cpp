@@ -1,4 +1,4 @@
-// Tests of the layering (DESIGN.md: each layer includes only those below it): no file under src/
+// Tests of the layering (docs/architecture.md: each layer includes only those below it): no file under src/
 // or include/hpcnet/ may #include "..." a header of a higher layer, of another layer at its
 // height, or of no known layer (a new folder or public header goes into the table below first).
 //
@@ -20,7 +20,7 @@
 //   4 nn        src/nn, hpcnet/nn.h
 //   5 optim     src/optim, hpcnet/optim.h
 //     data      src/data, hpcnet/{data,shards}.h (includes core, and io for atomic writes;
-//               DESIGN.md puts it beside optim)
+//               docs/architecture.md draws it beside optim)
 //   6 task      src/task, hpcnet/task.h
 //     export    src/export, hpcnet/export.h: model export (ONNX); it includes nn, ops' trace and
 //               io, nothing of task, so it sits beside task
