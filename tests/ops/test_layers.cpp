@@ -1,6 +1,7 @@
-// Tests of the layering (docs/architecture.md: each layer includes only those below it): no file under src/
-// or include/hpcnet/ may #include "..." a header of a higher layer, of another layer at its
-// height, or of no known layer (a new folder or public header goes into the table below first).
+// Tests of the layering (docs/architecture.md: each layer includes only those below it): no file
+// under src/ or include/hpcnet/ may #include "..." a header of a higher layer, of another layer at
+// its height, or of no known layer (a new folder or public header goes into the table below
+// first), and no function may be defined in a layer above the header that declares it.
 //
 // The layers, lowest first:
 //   0 core      src/core, hpcnet/{tensor,error,rng,profile}.h
