@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hpcnet/tensor.h"
+#include "src/ops/op_table.h"
 
 namespace hpcnet::ops {
 

@@ -27,7 +27,7 @@
 #include "hpcnet/rng.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/max_pool2d/math.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/ops.h"
 
 using namespace hpcnet;
@@ -143,7 +143,7 @@ TEST(CudaRuntime, WithoutADeviceCudaTensorsAreAClearError) {
 }
 
 TEST(CudaParity, EveryOpInTheTableHasAParityTest) {
-  for (const ops::OpInfo* op : ops::kAllOps)
+  for (const ops::OpRecord* op : op_record::kAll)
     EXPECT_TRUE(kParityTested.count(op->name))
         << "op '" << op->name << "' has no CUDA parity test in test_cuda.cpp";
 }

@@ -10,7 +10,7 @@
 
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 
 using namespace hpcnet;
 
@@ -487,7 +487,7 @@ std::map<std::string, std::vector<Case>> all_cases() {
 TEST(Gradcheck, EveryOpInTheTableHasACase) {
   auto cases = all_cases();
   std::set<std::string> table;
-  for (const auto* op : ops::kAllOps) {
+  for (const auto* op : op_record::kAll) {
     table.insert(op->name);
     EXPECT_TRUE(cases.count(op->name)) << "op '" << op->name << "' has no gradient check";
   }

@@ -7,15 +7,16 @@
 //   0 core      src/core, hpcnet/{tensor,error,rng,profile}.h
 //   1 kernels   the backend kernel API below autograd (tensors in, tensors out, no tape; the
 //               engine accumulates gradients with it): its declarations src/ops/{ops.h,
-//               kernels.inc}, the dispatch src/ops/{dispatch.h, dispatch.cpp, float_dispatch.h},
-//               the backends' shared helpers src/ops/backend/, and in each op family's folder
-//               src/ops/<family>/ every file but functional.* (kernels.cpp, the family's
-//               kernel API; cpu*.cpp, cuda*.cu, math.h)
+//               kernels.inc}, the op names src/ops/op_table.h, the dispatch src/ops/{dispatch.h,
+//               dispatch.cpp, float_dispatch.h}, the backends' shared helpers src/ops/backend/,
+//               and in each op family's folder src/ops/<family>/ every file but functional.*
+//               and record.cpp (kernels.cpp, the family's kernel API; cpu*.cpp, cuda*.cu, math.h)
 //     io        src/io, hpcnet/io.h: safetensors and metrics files of tensors; it includes core
 //               only, so it sits just above core (beside kernels, which it must not use)
 //   2 autograd  src/autograd, hpcnet/autograd.h
-//   3 ops       the differentiable ops: src/ops/<family>/functional.* (autograd nodes and F::),
-//               src/ops/{op_table.h, trace.h, omp_wait.*}, hpcnet/functional.h
+//   3 ops       the differentiable ops: src/ops/<family>/functional.* (autograd nodes and F::)
+//               and record.cpp (the op records), src/ops/{op_record.h, onnx_graph.h, trace.h,
+//               omp_wait.*}, hpcnet/functional.h
 //     dist      src/dist, hpcnet/dist.h: it includes core and autograd (the reducer hooks the
 //               backward pass) and nothing of ops, so it sits beside ops
 //   4 nn        src/nn, hpcnet/nn.h
@@ -64,8 +65,8 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
       {"core", 0}, {"kernels", 1}, {"io", 1},   {"autograd", 2}, {"ops", 3},   {"dist", 3},
       {"nn", 4},   {"optim", 5},   {"data", 5}, {"task", 6},     {"export", 6}, {"train", 7}, {"cli", 8}};
   static const std::vector<std::string> kernel_files = {
-      "src/ops/ops.h", "src/ops/kernels.inc", "src/ops/dispatch.h", "src/ops/dispatch.cpp",
-      "src/ops/float_dispatch.h"};
+      "src/ops/ops.h",          "src/ops/kernels.inc",      "src/ops/dispatch.h",
+      "src/ops/dispatch.cpp",   "src/ops/float_dispatch.h", "src/ops/op_table.h"};
   static const std::map<std::string, std::string> public_headers = {
       {"tensor.h", "core"}, {"error.h", "core"},     {"rng.h", "core"},
       {"profile.h", "core"}, {"autograd.h", "autograd"}, {"io.h", "io"},
@@ -79,9 +80,10 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
     if (it == public_headers.end()) return std::nullopt;
     return LyLayer{it->second, ranks.at(it->second)};
   }
-  // src/ops/backend/... and src/ops/<family>/<file> other than functional.*: the kernel layer.
+  // src/ops/backend/... and src/ops/<family>/<file> but functional.* and record.cpp: kernels.
   const bool in_ops_folder = p.rfind("src/ops/", 0) == 0 && p.find('/', 8) != std::string::npos;
-  const bool functional = p.find("/functional.") != std::string::npos;
+  const bool functional =
+      p.find("/functional.") != std::string::npos || p.find("/record.cpp") != std::string::npos;
   if ((in_ops_folder && !functional) ||
       std::find(kernel_files.begin(), kernel_files.end(), p) != kernel_files.end())
     return LyLayer{"kernels", ranks.at("kernels")};

@@ -19,7 +19,7 @@
 #include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "src/core/cuda_device.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 
 using namespace hpcnet;
 
@@ -1095,7 +1095,7 @@ TEST(OpErrors, EveryOpHasAtLeastThreeRows) {
   std::map<std::string, int> count;
   for (const Row& row : rows()) ++count[row.op];
   std::vector<std::string> names = {"argmax"};  // not differentiable, so not in the op table
-  for (const ops::OpInfo* op : ops::kAllOps) names.push_back(op->name);
+  for (const ops::OpRecord* op : op_record::kAll) names.push_back(op->name);
   for (const std::string& op : names)
     EXPECT_GE(count[op], 3) << "op '" << op << "' needs at least 3 rows in test_op_errors.cpp";
   for (const auto& [op, n] : count)

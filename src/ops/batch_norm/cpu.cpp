@@ -208,7 +208,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& residual, Tensor& running_mean, Tensor& running_var,
                         Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                         const BatchNormParams& p) {
-  dispatch_float(x.dtype(), "batch_norm", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::batch_norm, [&](auto tag) {
     using T = decltype(tag);
     const BnDims d = bn_dims(x);
     const BnForwardPtrs<T> t(x, weight, bias, residual, running_mean, running_var, y, save_mean,

@@ -119,7 +119,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   cudaStream_t s = prepare(x);
   const int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
   if (c == 0) return;
-  dispatch_float(x.dtype(), "batch_norm", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::batch_norm, [&](auto tag) {
     using T = decltype(tag);
     bn_forward_kernel<T><<<static_cast<unsigned>(c), kBnThreads, 0, s>>>(
         x.data<T>(), opt<T>(weight), opt<T>(bias), opt<T>(residual), opt_mut<T>(running_mean),

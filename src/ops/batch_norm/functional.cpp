@@ -9,16 +9,10 @@
 
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(batch_norm)
-
-}  // namespace ops
-
 namespace {
 struct BatchNormNode : Node {
   Tensor x, weight, y, save_mean, save_invstd;  // y kept only with relu (for the mask)
@@ -48,7 +42,7 @@ void check_channel_vector(const Tensor& t, int64_t c, DType dtype, const char* w
   HPCNET_CHECK(t.dim() == 1 && t.size(0) == c,
                std::string("batch_norm: ") + what + " must be (" + std::to_string(c) + ",), got " +
                    shape_str(t.shape()));
-  ops::detail::check_dtype("batch_norm", t, dtype, what);
+  ops::detail::check_dtype(op_name::batch_norm, t, dtype, what);
 }
 // The arguments' checks of batch_norm_act and sync_batch_norm_act.
 void check_bn_args(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
@@ -112,8 +106,8 @@ Tensor F::batch_norm_act(const Tensor& x_in, const Tensor& weight, const Tensor&
     node->has_residual = residual_in.defined();
     record(node, {&x_in, &weight, &bias, &residual_in}, y);
   }
-  trace::add("batch_norm", {x_in, weight, bias, running_mean, running_var, residual_in}, y,
-             {{"training", training}, {"eps", eps}, {"relu", relu}});
+  trace::add(op_record::batch_norm, {x_in, weight, bias, running_mean, running_var, residual_in}, y,
+             {{"training", training}, {"eps", eps}, {op_name::relu, relu}});
   return y;
 }
 
@@ -264,8 +258,8 @@ Tensor F::sync_batch_norm_act(const Tensor& x_in, const Tensor& weight, const Te
     node->has_residual = residual_in.defined();
     record(node, {&x_in, &weight, &bias, &residual_in}, y);
   }
-  trace::add("batch_norm", {x_in, weight, bias, running_mean, running_var, residual_in}, y,
-             {{"training", true}, {"eps", eps}, {"relu", relu}});
+  trace::add(op_record::batch_norm, {x_in, weight, bias, running_mean, running_var, residual_in}, y,
+             {{"training", true}, {"eps", eps}, {op_name::relu, relu}});
   return y;
 }
 

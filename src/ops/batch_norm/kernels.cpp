@@ -10,7 +10,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& residual, Tensor& running_mean, Tensor& running_var,
                         Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                         const BatchNormParams& p) {
-  detail::check_same_device_dense("batch_norm", x.device(),
+  detail::check_same_device_dense(op_name::batch_norm, x.device(),
                                   {&x, &weight, &bias, &residual, &running_mean, &running_var,
                                    &y, &save_mean, &save_invstd});
   // No channels: nothing to normalise, every output is empty (CUDA launches a block per channel,

@@ -19,7 +19,7 @@ T scalar_of(const Tensor& t) {
 }  // namespace
 
 void bce_with_logits_forward(const Tensor& x, const Tensor& t, Tensor& loss) {
-  dispatch_float(x.dtype(), "bce_with_logits", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::bce_with_logits, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     const T* pt = t.data<T>();
@@ -45,7 +45,7 @@ void bce_with_logits_backward(const Tensor& dloss, const Tensor& x, const Tensor
 }
 
 void gather_anchors_forward(const Tensor& x, const Tensor& idx, Tensor& y) {
-  dispatch_float(x.dtype(), "gather_anchors", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::gather_anchors, [&](auto tag) {
     using T = decltype(tag);
     const int64_t C = x.size(1), A = x.size(2), M = idx.numel();
     const T* px = x.data<T>();
@@ -75,7 +75,7 @@ void gather_anchors_backward(const Tensor& dy, const Tensor& idx, Tensor& dx) {
 }
 
 void dfl_expect_forward(const Tensor& x, Tensor& y) {
-  dispatch_float(x.dtype(), "dfl_expect", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::dfl_expect, [&](auto tag) {
     using T = decltype(tag);
     const int64_t N = x.size(0), R = x.size(1);
     const T* px = x.data<T>();
@@ -99,7 +99,7 @@ void dfl_expect_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
 
 void ciou_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
                        Tensor& loss) {
-  dispatch_float(pred.dtype(), "ciou_loss", [&](auto tag) {
+  dispatch_float(pred.dtype(), op_name::ciou_loss, [&](auto tag) {
     using T = decltype(tag);
     const int64_t M = pred.size(0);
     const T* pp = pred.data<T>();
@@ -129,7 +129,7 @@ void ciou_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& t
 
 void dfl_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
                       Tensor& loss) {
-  dispatch_float(pred.dtype(), "dfl_loss", [&](auto tag) {
+  dispatch_float(pred.dtype(), op_name::dfl_loss, [&](auto tag) {
     using T = decltype(tag);
     const int64_t N = pred.size(0), R = pred.size(1);
     const T* pp = pred.data<T>();

@@ -119,7 +119,7 @@ __global__ void dfl_grad_kernel(const T* __restrict__ dloss, const T* __restrict
 
 void bce_with_logits_forward(const Tensor& x, const Tensor& t, Tensor& loss) {
   cudaStream_t s = prepare(x);
-  dispatch_float(x.dtype(), "bce_with_logits", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::bce_with_logits, [&](auto tag) {
     using T = decltype(tag);
     bce_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(x.data<T>(), t.data<T>(), loss.data<T>(),
                                                    x.numel());
@@ -143,7 +143,7 @@ void gather_anchors_forward(const Tensor& x, const Tensor& idx, Tensor& y) {
   cudaStream_t s = prepare(x);
   const int64_t M = idx.numel(), C = x.size(1), A = x.size(2);
   if (M * C == 0) return;
-  dispatch_float(x.dtype(), "gather_anchors", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::gather_anchors, [&](auto tag) {
     using T = decltype(tag);
     gather_anchors_kernel<T><<<grid_for(M * C), kThreads, 0, s>>>(
         x.data<T>(), idx.data<int64_t>(), y.data<T>(), M, C, A);
@@ -170,7 +170,7 @@ void dfl_expect_forward(const Tensor& x, Tensor& y) {
   cudaStream_t s = prepare(x);
   const int64_t N = x.size(0), R = x.size(1);
   if (N == 0) return;
-  dispatch_float(x.dtype(), "dfl_expect", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::dfl_expect, [&](auto tag) {
     using T = decltype(tag);
     dfl_expect_kernel<T><<<grid_for(N), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), N, R);
     HPCNET_CUDA_LAUNCH(dfl_expect_kernel);
@@ -192,7 +192,7 @@ void dfl_expect_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
 void ciou_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
                        Tensor& loss) {
   cudaStream_t s = prepare(pred);
-  dispatch_float(pred.dtype(), "ciou_loss", [&](auto tag) {
+  dispatch_float(pred.dtype(), op_name::ciou_loss, [&](auto tag) {
     using T = decltype(tag);
     ciou_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(pred.data<T>(), target.data<T>(),
                                                     weight.data<T>(), loss.data<T>(),
@@ -218,7 +218,7 @@ void ciou_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& t
 void dfl_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
                       Tensor& loss) {
   cudaStream_t s = prepare(pred);
-  dispatch_float(pred.dtype(), "dfl_loss", [&](auto tag) {
+  dispatch_float(pred.dtype(), op_name::dfl_loss, [&](auto tag) {
     using T = decltype(tag);
     dfl_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(pred.data<T>(), target.data<T>(),
                                                    weight.data<T>(), loss.data<T>(),

@@ -10,20 +10,10 @@
 
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(bce_with_logits)
-HPCNET_DEFINE_OP(gather_anchors)
-HPCNET_DEFINE_OP(dfl_expect)
-HPCNET_DEFINE_OP(ciou_loss)
-HPCNET_DEFINE_OP(dfl_loss)
-
-}  // namespace ops
-
 namespace {
 
 // InputError unless t is defined, float32/float64 (or `dtype` when given) and of rank `rank`.
@@ -109,8 +99,8 @@ struct DflLossNode : Node {
 
 Tensor F::bce_with_logits(const Tensor& logits, const Tensor& target_in) {
   HPCNET_CHECK(logits.defined(), "bce_with_logits: logits is an undefined tensor");
-  check_float("bce_with_logits", logits, "logits");
-  check_like("bce_with_logits", target_in, logits, "target", logits.shape());
+  check_float(op_name::bce_with_logits, logits, "logits");
+  check_like(op_name::bce_with_logits, target_in, logits, "target", logits.shape());
   Tensor x = logits.contiguous(), t = target_in.contiguous().detach();
   Tensor loss = Tensor::empty({}, x.dtype(), x.device());
   ops::bce_with_logits_forward(x, t, loss);
@@ -120,14 +110,14 @@ Tensor F::bce_with_logits(const Tensor& logits, const Tensor& target_in) {
     node->t = t;
     record(node, {&logits}, loss);
   }
-  trace::add("bce_with_logits", {logits, target_in}, loss);
+  trace::add(op_record::bce_with_logits, {logits, target_in}, loss);
   return loss;
 }
 
 Tensor F::gather_anchors(const Tensor& x_in, const Tensor& idx_in) {
-  check_arg("gather_anchors", x_in, "input", 3, "(B, C, A)");
-  check_float("gather_anchors", x_in, "input");
-  check_arg("gather_anchors", idx_in, "idx", 1, "(M,)");
+  check_arg(op_name::gather_anchors, x_in, "input", 3, "(B, C, A)");
+  check_float(op_name::gather_anchors, x_in, "input");
+  check_arg(op_name::gather_anchors, idx_in, "idx", 1, "(M,)");
   HPCNET_CHECK(idx_in.dtype() == DType::kInt64,
                std::string("gather_anchors: idx must be int64, got ") +
                    dtype_name(idx_in.dtype()));
@@ -150,13 +140,13 @@ Tensor F::gather_anchors(const Tensor& x_in, const Tensor& idx_in) {
     node->in_shape = x.shape();
     record(node, {&x_in}, y);
   }
-  trace::add("gather_anchors", {x_in, idx_in}, y);
+  trace::add(op_record::gather_anchors, {x_in, idx_in}, y);
   return y;
 }
 
 Tensor F::dfl_expect(const Tensor& x_in) {
-  check_arg("dfl_expect", x_in, "input", 2, "(N, R)");
-  check_float("dfl_expect", x_in, "input");
+  check_arg(op_name::dfl_expect, x_in, "input", 2, "(N, R)");
+  check_float(op_name::dfl_expect, x_in, "input");
   HPCNET_CHECK(x_in.size(1) >= 1, "dfl_expect: need at least one bin, got input " +
                                       shape_str(x_in.shape()));
   Tensor x = x_in.contiguous();
@@ -167,19 +157,19 @@ Tensor F::dfl_expect(const Tensor& x_in) {
     node->x = x.detach();
     record(node, {&x_in}, y);
   }
-  trace::add("dfl_expect", {x_in}, y);
+  trace::add(op_record::dfl_expect, {x_in}, y);
   return y;
 }
 
 Tensor F::ciou_loss(const Tensor& pred_in, const Tensor& target_in, const Tensor& weight_in,
                     bool alpha_grad) {
-  check_arg("ciou_loss", pred_in, "pred", 2, "(M, 4)");
-  check_float("ciou_loss", pred_in, "pred");
+  check_arg(op_name::ciou_loss, pred_in, "pred", 2, "(M, 4)");
+  check_float(op_name::ciou_loss, pred_in, "pred");
   HPCNET_CHECK(pred_in.size(1) == 4,
                "ciou_loss: pred must be (M, 4) xyxy boxes, got " + shape_str(pred_in.shape()));
   const int64_t M = pred_in.size(0);
-  check_like("ciou_loss", target_in, pred_in, "target", {M, 4});
-  check_like("ciou_loss", weight_in, pred_in, "weight", {M});
+  check_like(op_name::ciou_loss, target_in, pred_in, "target", {M, 4});
+  check_like(op_name::ciou_loss, weight_in, pred_in, "weight", {M});
   Tensor pred = pred_in.contiguous(), target = target_in.contiguous().detach(),
          weight = weight_in.contiguous().detach();
   Tensor loss = Tensor::empty({}, pred.dtype(), pred.device());
@@ -192,18 +182,18 @@ Tensor F::ciou_loss(const Tensor& pred_in, const Tensor& target_in, const Tensor
     node->alpha_grad = alpha_grad;
     record(node, {&pred_in}, loss);
   }
-  trace::add("ciou_loss", {pred_in, target_in, weight_in}, loss);
+  trace::add(op_record::ciou_loss, {pred_in, target_in, weight_in}, loss);
   return loss;
 }
 
 Tensor F::dfl_loss(const Tensor& pred_in, const Tensor& target_in, const Tensor& weight_in) {
-  check_arg("dfl_loss", pred_in, "pred", 2, "(N, R)");
-  check_float("dfl_loss", pred_in, "pred");
+  check_arg(op_name::dfl_loss, pred_in, "pred", 2, "(N, R)");
+  check_float(op_name::dfl_loss, pred_in, "pred");
   HPCNET_CHECK(pred_in.size(1) >= 2,
                "dfl_loss: need at least two bins, got pred " + shape_str(pred_in.shape()));
   const int64_t N = pred_in.size(0);
-  check_like("dfl_loss", target_in, pred_in, "target", {N});
-  check_like("dfl_loss", weight_in, pred_in, "weight", {N});
+  check_like(op_name::dfl_loss, target_in, pred_in, "target", {N});
+  check_like(op_name::dfl_loss, weight_in, pred_in, "weight", {N});
   Tensor pred = pred_in.contiguous(), target = target_in.contiguous().detach(),
          weight = weight_in.contiguous().detach();
   Tensor loss = Tensor::empty({}, pred.dtype(), pred.device());
@@ -215,7 +205,7 @@ Tensor F::dfl_loss(const Tensor& pred_in, const Tensor& target_in, const Tensor&
     node->weight = weight;
     record(node, {&pred_in}, loss);
   }
-  trace::add("dfl_loss", {pred_in, target_in, weight_in}, loss);
+  trace::add(op_record::dfl_loss, {pred_in, target_in, weight_in}, loss);
   return loss;
 }
 

@@ -7,7 +7,7 @@
 namespace hpcnet::ops {
 
 void bce_with_logits_forward(const Tensor& x, const Tensor& t, Tensor& loss) {
-  detail::check_same_device("bce_with_logits", x.device(), {&x, &t, &loss});
+  detail::check_same_device(op_name::bce_with_logits, x.device(), {&x, &t, &loss});
   HPCNET_DISPATCH(x.device(), bce_with_logits_forward, x, t, loss);
 }
 void bce_with_logits_backward(const Tensor& dloss, const Tensor& x, const Tensor& t, Tensor& dx) {
@@ -15,7 +15,7 @@ void bce_with_logits_backward(const Tensor& dloss, const Tensor& x, const Tensor
   HPCNET_DISPATCH(x.device(), bce_with_logits_backward, dloss, x, t, dx);
 }
 void gather_anchors_forward(const Tensor& x, const Tensor& idx, Tensor& y) {
-  detail::check_same_device("gather_anchors", x.device(), {&x, &idx, &y});
+  detail::check_same_device(op_name::gather_anchors, x.device(), {&x, &idx, &y});
   HPCNET_DISPATCH(x.device(), gather_anchors_forward, x, idx, y);
 }
 void gather_anchors_backward(const Tensor& dy, const Tensor& idx, Tensor& dx) {
@@ -23,7 +23,7 @@ void gather_anchors_backward(const Tensor& dy, const Tensor& idx, Tensor& dx) {
   HPCNET_DISPATCH(dx.device(), gather_anchors_backward, dy, idx, dx);
 }
 void dfl_expect_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("dfl_expect", x.device(), {&x, &y});
+  detail::check_same_device(op_name::dfl_expect, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), dfl_expect_forward, x, y);
 }
 void dfl_expect_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
@@ -32,7 +32,7 @@ void dfl_expect_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
 }
 void ciou_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
                        Tensor& loss) {
-  detail::check_same_device("ciou_loss", pred.device(), {&pred, &target, &weight, &loss});
+  detail::check_same_device(op_name::ciou_loss, pred.device(), {&pred, &target, &weight, &loss});
   HPCNET_DISPATCH(pred.device(), ciou_loss_forward, pred, target, weight, loss);
 }
 void ciou_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& target,
@@ -44,7 +44,7 @@ void ciou_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& t
 }
 void dfl_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& weight,
                       Tensor& loss) {
-  detail::check_same_device("dfl_loss", pred.device(), {&pred, &target, &weight, &loss});
+  detail::check_same_device(op_name::dfl_loss, pred.device(), {&pred, &target, &weight, &loss});
   HPCNET_DISPATCH(pred.device(), dfl_loss_forward, pred, target, weight, loss);
 }
 void dfl_loss_backward(const Tensor& dloss, const Tensor& pred, const Tensor& target,

@@ -15,17 +15,10 @@
 #include "hpcnet/functional.h"
 #include "src/ops/cat/shapes.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(cat)
-HPCNET_DEFINE_OP(narrow)
-
-}  // namespace ops
-
 namespace {
 
 struct CatNode : Node {
@@ -89,7 +82,7 @@ Tensor F::cat(const std::vector<Tensor>& xs_in, int64_t dim_in) {
       node->edges.push_back(std::move(e));
     }
   }
-  trace::add("cat", xs_in, y, {{"dim", dim}});
+  trace::add(op_record::cat, xs_in, y, {{"dim", dim}});
   return y;
 }
 
@@ -176,7 +169,7 @@ Tensor F::narrow(const Tensor& x_in, int64_t dim_in, int64_t start, int64_t leng
     node->start = start;
     record(node, {&x_in}, y);
   }
-  trace::add("narrow", {x_in}, y, {{"dim", dim}, {"start", start}, {"length", length}});
+  trace::add(op_record::narrow, {x_in}, y, {{"dim", dim}, {"start", start}, {"length", length}});
   return y;
 }
 

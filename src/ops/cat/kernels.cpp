@@ -8,10 +8,10 @@ namespace hpcnet::ops {
 
 void cat_forward(const std::vector<Tensor>& xs, Tensor& y, int64_t dim) {
   HPCNET_CHECK(!xs.empty() && dim >= 0 && dim < y.dim(), "cat: need inputs and 0 <= dim < rank");
-  detail::check_shape("cat", y, cat_shape(xs, dim), "output");
-  detail::check_dtype("cat", y, xs[0].dtype(), "output");
+  detail::check_shape(op_name::cat, y, cat_shape(xs, dim), "output");
+  detail::check_dtype(op_name::cat, y, xs[0].dtype(), "output");
   // Row-major throughout, or (CPU) blocked throughout along the channels.
-  for (const Tensor& x : xs) detail::check_same_device_dense("cat", y.device(), {&y, &x});
+  for (const Tensor& x : xs) detail::check_same_device_dense(op_name::cat, y.device(), {&y, &x});
   HPCNET_CHECK(y.layout() == Layout::kStrided || dim == 1,
                "cat: blocked tensors are concatenated along dim 1 only");
   HPCNET_DISPATCH(y.device(), cat_forward, xs, y, dim);

@@ -189,7 +189,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                     const Conv2dParams& p, Act act) {
   // cuDNN's fused entry point has ReLU but no SiLU: SiLU is a pass over the output.
   const bool relu = act == Act::kRelu;
-  dispatch_float(x.dtype(), "conv2d", [](auto) {});
+  dispatch_float(x.dtype(), op_name::conv2d, [](auto) {});
   prepare(x);
   int dev = x.device().index;
   ConvShape s = conv_shape(x.shape(), w.shape(), y.shape());

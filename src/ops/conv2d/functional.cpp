@@ -5,14 +5,12 @@
 #include "src/ops/conv2d/checks.h"
 #include "src/ops/conv2d/functional.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
 namespace ops {
 
-HPCNET_DEFINE_OP(conv2d)
-HPCNET_DEFINE_OP(conv_transpose2d)
 
 void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p, Act act,
                  Tensor& out) {
@@ -77,7 +75,7 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   HPCNET_CHECK(x_in.size(1) >= 1, "conv2d: input " + shape_str(x_in.shape()) + " has no channels");
   Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
   Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
-  ops::check_conv("conv2d", x, w, b);  // channels, dtypes and bias, before allocating
+  ops::check_conv(op_name::conv2d, x, w, b);  // channels, dtypes and bias, before allocating
   ops::Conv2dParams p{stride, stride, padding, padding, dilation, dilation};
   int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding, dilation);
   int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding, dilation);
@@ -108,8 +106,8 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
     if (relu) node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in, &w_in, &b_in}, y);
   }
-  trace::add(relu ? "conv2d_relu" : "conv2d", {x_in, w_in, b_in}, y,
-             {{"stride", stride}, {"padding", padding}, {"dilation", dilation}});
+  trace::add(op_record::conv2d, {x_in, w_in, b_in}, y,
+             {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {op_name::relu, relu}});
   return y;
 }
 
@@ -147,7 +145,7 @@ struct ConvTranspose2dNode : Node {
 Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
                            int64_t stride, int64_t padding, int64_t output_padding,
                            int64_t dilation) {
-  const std::string op = "conv_transpose2d";
+  const std::string op = op_name::conv_transpose2d;
   HPCNET_CHECK(x_in.defined() && w_in.defined(),
                op + ": the " + (x_in.defined() ? "weight" : "input") + " is an undefined tensor");
   HPCNET_CHECK(stride >= 1 && padding >= 0 && dilation >= 1 && output_padding >= 0,
@@ -195,7 +193,7 @@ Tensor F::conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor&
     node->p = p;
     record(node, {&x_in, &w_in, &b_in}, y);
   }
-  trace::add("conv_transpose2d", {x_in, w_in, b_in}, y,
+  trace::add(op_record::conv_transpose2d, {x_in, w_in, b_in}, y,
              {{"stride", stride},
               {"padding", padding},
               {"output_padding", output_padding},

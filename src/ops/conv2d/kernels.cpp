@@ -9,9 +9,9 @@ namespace hpcnet::ops {
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p, Act act) {
-  check_conv("conv2d", x, w, b);
+  check_conv(op_name::conv2d, x, w, b);
   detail::check_shape(
-      "conv2d", y,
+      op_name::conv2d, y,
       {x.size(0), w.size(0), conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h, p.dil_h),
        conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dil_w)},
       "output");

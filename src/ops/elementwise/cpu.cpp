@@ -17,7 +17,7 @@ constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than
 }
 
 void relu_forward(const Tensor& x, Tensor& y) {
-  dispatch_float(x.dtype(), "relu", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::relu, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = y.data<T>();
@@ -68,7 +68,7 @@ void silu_forward(const Tensor& x, Tensor& y) {
     for (int64_t i = 0; i < n; ++i) py[i] = px[i] * sigmoid_vec(px[i]);
     return;
   }
-  dispatch_float(x.dtype(), "silu", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::silu, [&](auto tag) {
     using T = decltype(tag);
     map_unary(x.data<T>(), y.data<T>(), x.numel(), [](T v) { return math::silu(v); });
   });
@@ -103,7 +103,7 @@ void sigmoid_forward(const Tensor& x, Tensor& y) {
     for (int64_t i = 0; i < n; ++i) py[i] = sigmoid_vec(px[i]);
     return;
   }
-  dispatch_float(x.dtype(), "sigmoid", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::sigmoid, [&](auto tag) {
     using T = decltype(tag);
     map_unary(x.data<T>(), y.data<T>(), x.numel(), [](T v) { return math::sigmoid(v); });
   });
@@ -118,7 +118,7 @@ void sigmoid_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
 }
 
 void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  dispatch_float(a.dtype(), "mul", [&](auto tag) {
+  dispatch_float(a.dtype(), op_name::mul, [&](auto tag) {
     using T = decltype(tag);
     map_binary(a.data<T>(), b.data<T>(), out.data<T>(), a.numel(),
                [](T u, T v) { return math::mul(u, v); });
@@ -126,7 +126,7 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  dispatch_float(a.dtype(), "add", [&](auto tag) {
+  dispatch_float(a.dtype(), op_name::add, [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
@@ -162,14 +162,14 @@ double sum_all(const T* p, int64_t n) {
 }  // namespace
 
 void sum_forward(const Tensor& x, Tensor& y) {
-  dispatch_float(x.dtype(), "sum", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::sum, [&](auto tag) {
     using T = decltype(tag);
     y.data<T>()[0] = static_cast<T>(sum_all(x.data<T>(), x.numel()));
   });
 }
 
 void mean_forward(const Tensor& x, Tensor& y) {
-  dispatch_float(x.dtype(), "mean", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::mean, [&](auto tag) {
     using T = decltype(tag);
     int64_t n = x.numel();
     y.data<T>()[0] = static_cast<T>(n ? sum_all(x.data<T>(), n) / n : NAN);

@@ -93,7 +93,7 @@ void relu_forward(const Tensor& x, Tensor& y) {
   cudaStream_t s = prepare(x);
   int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "relu", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::relu, [&](auto tag) {
     using T = decltype(tag);
     relu_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), n);
     HPCNET_CUDA_LAUNCH(relu_kernel);
@@ -116,7 +116,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   cudaStream_t s = prepare(a);
   int64_t n = a.numel();
   if (n == 0) return;
-  dispatch_float(a.dtype(), "add", [&](auto tag) {
+  dispatch_float(a.dtype(), op_name::add, [&](auto tag) {
     using T = decltype(tag);
     add_kernel<T><<<grid_for(n), kThreads, 0, s>>>(a.data<T>(), b.data<T>(), out.data<T>(), n);
     HPCNET_CUDA_LAUNCH(add_kernel);
@@ -141,7 +141,7 @@ void silu_forward(const Tensor& x, Tensor& y) {
   cudaStream_t s = prepare(x);
   int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "silu", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::silu, [&](auto tag) {
     using T = decltype(tag);
     silu_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), n);
     HPCNET_CUDA_LAUNCH(silu_kernel);
@@ -164,7 +164,7 @@ void sigmoid_forward(const Tensor& x, Tensor& y) {
   cudaStream_t s = prepare(x);
   int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "sigmoid", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::sigmoid, [&](auto tag) {
     using T = decltype(tag);
     sigmoid_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), n);
     HPCNET_CUDA_LAUNCH(sigmoid_kernel);
@@ -187,7 +187,7 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out) {
   cudaStream_t s = prepare(a);
   int64_t n = a.numel();
   if (n == 0) return;
-  dispatch_float(a.dtype(), "mul", [&](auto tag) {
+  dispatch_float(a.dtype(), op_name::mul, [&](auto tag) {
     using T = decltype(tag);
     mul_kernel<T><<<grid_for(n), kThreads, 0, s>>>(a.data<T>(), b.data<T>(), out.data<T>(), n);
     HPCNET_CUDA_LAUNCH(mul_kernel);
@@ -206,8 +206,8 @@ void reduce(const Tensor& x, Tensor& y, bool mean, const char* op) {
 }
 }  // namespace
 
-void sum_forward(const Tensor& x, Tensor& y) { reduce(x, y, false, "sum"); }
-void mean_forward(const Tensor& x, Tensor& y) { reduce(x, y, true, "mean"); }
+void sum_forward(const Tensor& x, Tensor& y) { reduce(x, y, false, op_name::sum); }
+void mean_forward(const Tensor& x, Tensor& y) { reduce(x, y, true, op_name::mean); }
 
 void fill_like_backward(const Tensor& dy, double factor, Tensor& dx) {
   cudaStream_t s = prepare(dx);

@@ -5,24 +5,10 @@
 //   sum: dx = dy everywhere;  mean: dx = dy / numel.
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(relu)
-HPCNET_DEFINE_OP(silu)
-HPCNET_DEFINE_OP(sigmoid)
-HPCNET_DEFINE_OP(mul)
-HPCNET_DEFINE_OP(add)
-HPCNET_DEFINE_OP(mul_scalar)
-HPCNET_DEFINE_OP(reshape)
-HPCNET_DEFINE_OP(sum)
-HPCNET_DEFINE_OP(mean)
-
-}  // namespace ops
-
 namespace {
 
 struct ReluNode : Node {
@@ -125,7 +111,7 @@ struct ReduceNode : Node {
 
 Tensor reduce_impl(const Tensor& x_in, bool is_mean) {
   HPCNET_CHECK(x_in.defined(),
-               std::string(is_mean ? "mean" : "sum") + ": the input is an undefined tensor");
+               std::string(is_mean ? op_name::mean : op_name::sum) + ": the input is an undefined tensor");
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({}, x.dtype(), x.device());
   if (is_mean)
@@ -155,12 +141,12 @@ Tensor F::relu(const Tensor& x_in) {
     node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in}, y);
   }
-  trace::add("relu", {x_in}, y);
+  trace::add(op_record::relu, {x_in}, y);
   return y;
 }
 
 Tensor F::silu(const Tensor& x_in) {
-  check_float_input("silu", x_in);
+  check_float_input(op_name::silu, x_in);
   Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();  // keeps a blocked layout
   Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
   ops::silu_forward(x, y);
@@ -169,12 +155,12 @@ Tensor F::silu(const Tensor& x_in) {
     node->x = x.detach();
     record(node, {&x_in}, y);
   }
-  trace::add("silu", {x_in}, y);
+  trace::add(op_record::silu, {x_in}, y);
   return y;
 }
 
 Tensor F::sigmoid(const Tensor& x_in) {
-  check_float_input("sigmoid", x_in);
+  check_float_input(op_name::sigmoid, x_in);
   Tensor x = x_in.is_dense() ? x_in : x_in.contiguous();
   Tensor y = Tensor::empty_layout(x.shape(), x.dtype(), x.device(), x.layout());
   ops::sigmoid_forward(x, y);
@@ -183,7 +169,7 @@ Tensor F::sigmoid(const Tensor& x_in) {
     node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in}, y);
   }
-  trace::add("sigmoid", {x_in}, y);
+  trace::add(op_record::sigmoid, {x_in}, y);
   return y;
 }
 
@@ -191,7 +177,7 @@ Tensor F::mul(const Tensor& a_in, const Tensor& b_in) {
   HPCNET_CHECK(a_in.defined() && b_in.defined(), std::string("mul: the ") +
                                                      (a_in.defined() ? "second" : "first") +
                                                      " input is an undefined tensor");
-  check_float_input("mul", a_in);
+  check_float_input(op_name::mul, a_in);
   HPCNET_CHECK(a_in.shape() == b_in.shape(), "mul: shapes " + shape_str(a_in.shape()) + " and " +
                                                  shape_str(b_in.shape()) + " differ");
   HPCNET_CHECK(a_in.dtype() == b_in.dtype(), std::string("mul: dtypes ") +
@@ -206,7 +192,7 @@ Tensor F::mul(const Tensor& a_in, const Tensor& b_in) {
     node->b = b.detach();
     record(node, {&a_in, &b_in}, y);
   }
-  trace::add("mul", {a_in, b_in}, y);
+  trace::add(op_record::mul, {a_in, b_in}, y);
   return y;
 }
 
@@ -223,7 +209,7 @@ Tensor F::mul_scalar(const Tensor& x_in, double s) {
     node->s = s;
     record(node, {&x_in}, y);
   }
-  trace::add("mul_scalar", {x_in}, y, {{"s", s}});
+  trace::add(op_record::mul_scalar, {x_in}, y, {{"s", s}});
   return y;
 }
 
@@ -238,7 +224,7 @@ Tensor F::add(const Tensor& a_in, const Tensor& b_in) {
   Tensor y = Tensor::empty_layout(a.shape(), a.dtype(), a.device(), a.layout());
   ops::add(a, b, y);
   if (any_requires_grad({&a_in, &b_in})) record(std::make_shared<AddNode>(), {&a_in, &b_in}, y);
-  trace::add("add", {a_in, b_in}, y);
+  trace::add(op_record::add, {a_in, b_in}, y);
   return y;
 }
 
@@ -264,7 +250,7 @@ Tensor F::reshape(const Tensor& x_in, const Shape& shape) {
     node->in_shape = x.shape();
     record(node, {&x_in}, y);
   }
-  trace::add("reshape", {x_in}, y);
+  trace::add(op_record::reshape, {x_in}, y);
   return y;
 }
 

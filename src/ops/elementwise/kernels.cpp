@@ -7,7 +7,7 @@
 namespace hpcnet::ops {
 
 void relu_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device_dense("relu", x.device(), {&x, &y});
+  detail::check_same_device_dense(op_name::relu, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), relu_forward, x, y);
 }
 void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
@@ -15,7 +15,7 @@ void relu_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
   HPCNET_DISPATCH(dy.device(), relu_backward, dy, y, dx);
 }
 void silu_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device_dense("silu", x.device(), {&x, &y});
+  detail::check_same_device_dense(op_name::silu, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), silu_forward, x, y);
 }
 void silu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
@@ -23,7 +23,7 @@ void silu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   HPCNET_DISPATCH(dy.device(), silu_backward, dy, x, dx);
 }
 void sigmoid_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device_dense("sigmoid", x.device(), {&x, &y});
+  detail::check_same_device_dense(op_name::sigmoid, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), sigmoid_forward, x, y);
 }
 void sigmoid_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
@@ -31,15 +31,15 @@ void sigmoid_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
   HPCNET_DISPATCH(dy.device(), sigmoid_backward, dy, y, dx);
 }
 void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  detail::check_shape("mul", b, a.shape(), "other");
-  detail::check_dtype("mul", b, a.dtype(), "other");
-  detail::check_same_device("mul", a.device(), {&a, &b, &out});
+  detail::check_shape(op_name::mul, b, a.shape(), "other");
+  detail::check_dtype(op_name::mul, b, a.dtype(), "other");
+  detail::check_same_device(op_name::mul, a.device(), {&a, &b, &out});
   HPCNET_DISPATCH(a.device(), mul, a, b, out);
 }
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  detail::check_shape("add", b, a.shape(), "other");
-  detail::check_dtype("add", b, a.dtype(), "other");
-  detail::check_same_device_dense("add", a.device(), {&a, &b, &out});
+  detail::check_shape(op_name::add, b, a.shape(), "other");
+  detail::check_dtype(op_name::add, b, a.dtype(), "other");
+  detail::check_same_device_dense(op_name::add, a.device(), {&a, &b, &out});
   HPCNET_DISPATCH(a.device(), add, a, b, out);
 }
 void add_inplace(Tensor& a, const Tensor& b_in) {
@@ -54,11 +54,11 @@ void scale(const Tensor& x, double s, Tensor& out) {
   HPCNET_DISPATCH(x.device(), scale, x, s, out);
 }
 void sum_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("sum", x.device(), {&x, &y});
+  detail::check_same_device(op_name::sum, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), sum_forward, x, y);
 }
 void mean_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("mean", x.device(), {&x, &y});
+  detail::check_same_device(op_name::mean, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), mean_forward, x, y);
 }
 void fill_like_backward(const Tensor& dy, double factor, Tensor& dx) {

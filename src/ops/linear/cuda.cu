@@ -159,7 +159,7 @@ void check_float(const Tensor& t, const char* op) {
 }  // namespace
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, bool relu) {
-  check_float(x, "linear");
+  check_float(x, op_name::linear);
   cudaStream_t s = prepare(x);
   int dev = x.device().index;
   int64_t n = x.size(0), in = x.size(1), out = w.size(0);

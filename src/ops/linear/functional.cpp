@@ -2,16 +2,10 @@
 // dx = dy w,  dw = dy^T x,  db = sum over rows of dy; with the fused ReLU, dy is masked first.
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(linear)
-
-}  // namespace ops
-
 namespace {
 
 struct LinearNode : Node {
@@ -63,7 +57,7 @@ Tensor linear_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, b
     if (relu) node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in, &w_in, &b_in}, y);
   }
-  trace::add(relu ? "linear_relu" : "linear", {x_in, w_in, b_in}, y);
+  trace::add(op_record::linear, {x_in, w_in, b_in}, y, {{op_name::relu, relu}});
   return y;
 }
 

@@ -7,7 +7,7 @@
 namespace hpcnet::ops {
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, bool relu) {
-  const char* op = "linear";
+  const char* op = op_name::linear;
   HPCNET_CHECK(x.dim() == 2 && w.dim() == 2 && w.size(1) == x.size(1),
                std::string(op) + ": weight " + shape_str(w.shape()) + " does not fit input " +
                    shape_str(x.shape()));

@@ -53,7 +53,7 @@ inline void check_dense_targets(const std::string& op, const Tensor& logits, con
   }
 }
 inline void check_cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight) {
-  check_dense_targets("cross_entropy2d", logits, target, weight);
+  check_dense_targets(op_name::cross_entropy2d, logits, target, weight);
 }
 
 }  // namespace hpcnet::ops

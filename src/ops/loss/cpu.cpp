@@ -32,7 +32,7 @@ constexpr int64_t kParallelMin = 1 << 15;  // elements below which loops stay se
 // The first target of (N, H, W) outside [0, c) that is not ignore_index, as an InputError naming
 // its value and pixel.
 void check_pixel_labels(const Tensor& target, int64_t c, int64_t ignore_index,
-                        const char* op = "cross_entropy2d") {
+                        const char* op = op_name::cross_entropy2d) {
   const int64_t* t = target.data<int64_t>();
   const int64_t h = target.size(1), w = target.size(2), total = target.numel();
   for (int64_t k = 0; k < total; ++k) {
@@ -101,7 +101,7 @@ void finish_mean_loss(const std::vector<double>& part, Tensor& loss, Tensor& tot
 
 void log_softmax_forward(const Tensor& x, Tensor& y) {
   int64_t n = x.size(0), c = x.size(1);
-  dispatch_float(x.dtype(), "log_softmax", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::log_softmax, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t i = 0; i < n; ++i)
       math::log_softmax_row(x.data<T>() + i * c, y.data<T>() + i * c, c);
@@ -123,12 +123,12 @@ void log_softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) {
 void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& loss) {
   int64_t n = logp.size(0), c = logp.size(1);
   const int64_t* t = target.data<int64_t>();
-  dispatch_float(logp.dtype(), "nll_loss", [&](auto tag) {
+  dispatch_float(logp.dtype(), op_name::nll_loss, [&](auto tag) {
     using T = decltype(tag);
     const T* p = logp.data<T>();
     double acc = 0;
     for (int64_t i = 0; i < n; ++i) {
-      check_label("nll_loss", t[i], c, i);
+      check_label(op_name::nll_loss, t[i], c, i);
       acc -= p[i * c + t[i]];
     }
     loss.data<T>()[0] = static_cast<T>(acc / n);
@@ -151,13 +151,13 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double ep
                            Tensor& prob) {
   int64_t n = logits.size(0), c = logits.size(1);
   const int64_t* t = target.data<int64_t>();
-  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+  dispatch_float(logits.dtype(), op_name::cross_entropy, [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
     T* pr = prob.data<T>();
     double acc = 0;
     for (int64_t i = 0; i < n; ++i) {
-      check_label("cross_entropy", t[i], c, i);
+      check_label(op_name::cross_entropy, t[i], c, i);
       acc += math::cross_entropy_row(x + i * c, pr + i * c, c, t[i], eps);
     }
     loss.data<T>()[0] = static_cast<T>(acc / n);
@@ -204,7 +204,7 @@ void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const T
     finish_mean_loss<float>(part, loss, total_weight);
     return;
   }
-  dispatch_float(logits.dtype(), "cross_entropy2d", [&](auto tag) {
+  dispatch_float(logits.dtype(), op_name::cross_entropy2d, [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
     T* pr = prob.data<T>();
@@ -271,9 +271,9 @@ void dice_loss_forward(const Tensor& logits, const Tensor& target, const Tensor&
                        Tensor& coef) {
   const int64_t n = logits.size(0), c = logits.size(1), hw = logits.size(2) * logits.size(3);
   const int64_t pixels = n * hw;
-  check_pixel_labels(target, c, ignore_index, "dice_loss");
+  check_pixel_labels(target, c, ignore_index, op_name::dice_loss);
   const int64_t* tg = target.data<int64_t>();
-  dispatch_float(logits.dtype(), "dice_loss", [&](auto tag) {
+  dispatch_float(logits.dtype(), op_name::dice_loss, [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
     T* pr = prob.data<T>();
@@ -312,7 +312,7 @@ void dice_loss_backward(const Tensor& dloss, const Tensor& prob, const Tensor& t
                         const Tensor& coef, int64_t ignore_index, Tensor& dlogits) {
   const int64_t n = prob.size(0), c = prob.size(1), hw = prob.size(2) * prob.size(3);
   const int64_t pixels = n * hw;
-  check_pixel_labels(target, c, ignore_index, "dice_loss");
+  check_pixel_labels(target, c, ignore_index, op_name::dice_loss);
   const int64_t* tg = target.data<int64_t>();
   const double* cf = coef.data<double>();
   dispatch_float(prob.dtype(), "dice_loss_backward", [&](auto tag) {
@@ -335,7 +335,7 @@ void dice_loss_backward(const Tensor& dloss, const Tensor& prob, const Tensor& t
 void argmax(const Tensor& x, Tensor& out) {
   int64_t n = x.size(0), c = x.size(1);
   int64_t* po = out.data<int64_t>();
-  dispatch_float(x.dtype(), "argmax", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::argmax, [&](auto tag) {
     using T = decltype(tag);
     const T* p = x.data<T>();
     for (int64_t i = 0; i < n; ++i) po[i] = math::argmax_row(p + i * c, c);

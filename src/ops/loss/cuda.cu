@@ -299,7 +299,7 @@ void log_softmax_forward(const Tensor& x, Tensor& y) {
   cudaStream_t s = prepare(x);
   int64_t n = x.size(0), c = x.size(1);
   if (n == 0 || c == 0) return;
-  dispatch_float(x.dtype(), "log_softmax", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::log_softmax, [&](auto tag) {
     using T = decltype(tag);
     log_softmax_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), n, c);
     HPCNET_CUDA_LAUNCH(log_softmax_kernel);
@@ -322,7 +322,7 @@ void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& loss) {
   cudaStream_t s = prepare(logp);
   int64_t n = logp.size(0), c = logp.size(1);
   DeviceErrorSlot* slot = error_slot(logp.device().index);
-  dispatch_float(logp.dtype(), "nll_loss", [&](auto tag) {
+  dispatch_float(logp.dtype(), op_name::nll_loss, [&](auto tag) {
     using T = decltype(tag);
     nll_loss_kernel<T>
         <<<1, kThreads, 0, s>>>(logp.data<T>(), target.data<int64_t>(), loss.data<T>(), n, c, slot);
@@ -347,7 +347,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double ep
   cudaStream_t s = prepare(logits);
   int64_t n = logits.size(0), c = logits.size(1);
   DeviceErrorSlot* slot = error_slot(logits.device().index);
-  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+  dispatch_float(logits.dtype(), op_name::cross_entropy, [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_kernel<T><<<1, kThreads, 0, s>>>(logits.data<T>(), target.data<int64_t>(), eps,
                                                    loss.data<T>(), prob.data<T>(), n, c, slot);
@@ -380,7 +380,7 @@ void cross_entropy2d_forward(const Tensor& logits, const Tensor& target, const T
   DeviceErrorSlot* slot = error_slot(logits.device().index);
   Scratch part(sizeof(double) * 2 * blocks, logits.device().index);
   auto* pp = static_cast<double*>(part.get());
-  dispatch_float(logits.dtype(), "cross_entropy2d", [&](auto tag) {
+  dispatch_float(logits.dtype(), op_name::cross_entropy2d, [&](auto tag) {
     using T = decltype(tag);
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     cross_entropy2d_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
@@ -413,7 +413,7 @@ void argmax(const Tensor& x, Tensor& out) {
   cudaStream_t s = prepare(x);
   int64_t n = x.size(0), c = x.size(1);
   if (n == 0) return;
-  dispatch_float(x.dtype(), "argmax", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::argmax, [&](auto tag) {
     using T = decltype(tag);
     argmax_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), out.data<int64_t>(), n, c);
     HPCNET_CUDA_LAUNCH(argmax_kernel);
@@ -429,7 +429,7 @@ void dice_loss_forward(const Tensor& logits, const Tensor& target, const Tensor&
   DeviceErrorSlot* slot = error_slot(logits.device().index);
   Scratch stats(sizeof(double) * 3 * c, logits.device().index);
   auto* ps = static_cast<double*>(stats.get());
-  dispatch_float(logits.dtype(), "dice_loss", [&](auto tag) {
+  dispatch_float(logits.dtype(), op_name::dice_loss, [&](auto tag) {
     using T = decltype(tag);
     if (pixels > 0) {
       dice_softmax_kernel<T>

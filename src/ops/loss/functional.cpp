@@ -11,20 +11,10 @@
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/loss/checks.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(log_softmax)
-HPCNET_DEFINE_OP(nll_loss)
-HPCNET_DEFINE_OP(cross_entropy)
-HPCNET_DEFINE_OP(cross_entropy2d)
-HPCNET_DEFINE_OP(dice_loss)
-
-}  // namespace ops
-
 namespace {
 
 struct LogSoftmaxNode : Node {
@@ -101,7 +91,7 @@ Tensor F::log_softmax(const Tensor& x_in) {
     node->y = y.detach();  // not y: y -> grad_fn -> node -> y would be a cycle
     record(node, {&x_in}, y);
   }
-  trace::add("log_softmax", {x_in}, y);
+  trace::add(op_record::log_softmax, {x_in}, y);
   return y;
 }
 
@@ -165,7 +155,7 @@ Tensor F::cross_entropy2d(const Tensor& logits_in, const Tensor& target_in, cons
 
 Tensor F::dice_loss(const Tensor& logits_in, const Tensor& target_in, const Tensor& weight_in,
                     int64_t ignore_index, double smooth, double eps) {
-  ops::check_dense_targets("dice_loss", logits_in, target_in, weight_in);
+  ops::check_dense_targets(op_name::dice_loss, logits_in, target_in, weight_in);
   Tensor logits = logits_in.contiguous();  // blocked activations become row-major
   Tensor target = target_in.contiguous();
   Tensor weight = weight_in.defined() ? weight_in.contiguous().detach() : Tensor();

@@ -204,7 +204,7 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor* workspace, const Poo
                     workspace->dtype() != DType::kInt32))
     *workspace = Tensor::empty(ys, DType::kInt32);
   int32_t* arg = workspace ? workspace->data<int32_t>() : nullptr;
-  dispatch_float(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::max_pool2d, [&](auto tag) {
     using T = decltype(tag);
     pool_fwd<T>(x.data<T>(), y.data<T>(), arg, xs[0] * xs[1], xs[2], xs[3], ys[2], ys[3], p);
   });

@@ -60,7 +60,7 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor* workspace, const Poo
   int32_t* arg = workspace ? workspace->data<int32_t>() : nullptr;
   int64_t planes = xs[0] * xs[1], total = planes * ys[2] * ys[3];
   if (total == 0) return;
-  dispatch_float(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::max_pool2d, [&](auto tag) {
     using T = decltype(tag);
     pool_forward_kernel<T><<<grid_for(total), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), arg,
                                                                 planes, ys[2], ys[3], geom(xs, p));

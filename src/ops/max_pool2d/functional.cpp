@@ -2,16 +2,10 @@
 // input position that held the window's maximum (kept in the forward's workspace).
 #include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(max_pool2d)
-
-}  // namespace ops
-
 namespace {
 struct MaxPool2dNode : Node {
   Tensor workspace;
@@ -59,7 +53,7 @@ Tensor F::max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, in
   } else {
     ops::max_pool2d_forward(x, y, nullptr, p);
   }
-  trace::add("max_pool2d", {x_in}, y,
+  trace::add(op_record::max_pool2d, {x_in}, y,
              {{"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding}});
   return y;
 }

@@ -7,7 +7,7 @@
 namespace hpcnet::ops {
 
 void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor* workspace, const Pool2dParams& p) {
-  detail::check_same_device("max_pool2d", x.device(), {&x, &y});
+  detail::check_same_device(op_name::max_pool2d, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), max_pool2d_forward, x, y, workspace, p);
 }
 

@@ -14,7 +14,7 @@ constexpr int64_t kParallelMin = 1 << 15;
 }
 
 void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
-  dispatch_float(x.dtype(), "global_avg_pool2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::global_avg_pool2d, [&](auto tag) {
     using T = decltype(tag);
     const int64_t planes = x.size(0) * x.size(1), hw = x.size(2) * x.size(3);
     const T* px = x.data<T>();
@@ -75,7 +75,7 @@ void zero_pad_channels(T* y, const Shape& ys, int64_t c, int64_t pad) {
 }  // namespace
 
 void subsample_pad_forward(const Tensor& x, Tensor& y, int64_t stride, int64_t pad) {
-  dispatch_float(x.dtype(), "subsample_pad", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::subsample_pad, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = y.data<T>();
@@ -97,7 +97,7 @@ void subsample_pad_backward(const Tensor& dy, Tensor& dx, int64_t stride, int64_
 }
 
 void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
-  dispatch_float(x.dtype(), "dropout", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::dropout, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     const uint8_t* pm = mask.data<uint8_t>();
@@ -113,7 +113,7 @@ void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
 // per input row, then copied to the s - 1 rows below it. A blocked (nChw16c) tensor is planes of
 // (n, 16-channel block) whose elements are 16 channels: the same loops over 16-value elements.
 void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t s) {
-  dispatch_float(x.dtype(), "upsample_nearest2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::upsample_nearest2d, [&](auto tag) {
     using T = decltype(tag);
     const int64_t v = x.layout() == Layout::kBlocked16 ? 16 : 1;  // values per element
     const int64_t planes = x.size(0) * x.size(1) / v, h = x.size(2), w = x.size(3), ws = w * s;
@@ -171,7 +171,7 @@ void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t s) {
 }
 
 void upsample_bilinear2d_forward(const Tensor& x, Tensor& y, bool align) {
-  dispatch_float(x.dtype(), "upsample_bilinear2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::upsample_bilinear2d, [&](auto tag) {
     using T = decltype(tag);
     const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
     const int64_t oh = y.size(2), ow = y.size(3);

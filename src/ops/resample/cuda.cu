@@ -120,7 +120,7 @@ void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
   cudaStream_t s = prepare(x);
   const int64_t planes = x.size(0) * x.size(1), hw = x.size(2) * x.size(3);
   if (planes == 0) return;
-  dispatch_float(x.dtype(), "global_avg_pool2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::global_avg_pool2d, [&](auto tag) {
     using T = decltype(tag);
     gap_kernel<T><<<grid_for(planes), kThreads, 0, s>>>(x.data<T>(), y.data<T>(), planes, hw);
     HPCNET_CUDA_LAUNCH(gap_kernel);
@@ -143,7 +143,7 @@ void subsample_pad_forward(const Tensor& x, Tensor& y, int64_t stride, int64_t p
   cudaStream_t s = prepare(x);
   const int64_t total = y.numel();
   if (total == 0) return;
-  dispatch_float(x.dtype(), "subsample_pad", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::subsample_pad, [&](auto tag) {
     using T = decltype(tag);
     subsample_pad_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
         x.data<T>(), y.data<T>(), total, x.size(1), x.size(2), x.size(3), y.size(1), y.size(2),
@@ -169,7 +169,7 @@ void mask_scale(const Tensor& x, const Tensor& mask, double f, Tensor& out) {
   cudaStream_t s = prepare(x);
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "dropout", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::dropout, [&](auto tag) {
     using T = decltype(tag);
     mask_scale_kernel<T><<<grid_for(n), kThreads, 0, s>>>(x.data<T>(), mask.data<uint8_t>(),
                                                           static_cast<T>(f), out.data<T>(), n);
@@ -181,7 +181,7 @@ void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t scale) {
   cudaStream_t s = prepare(x);
   const int64_t total = y.numel();
   if (total == 0) return;
-  dispatch_float(x.dtype(), "upsample_nearest2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::upsample_nearest2d, [&](auto tag) {
     using T = decltype(tag);
     upsample_nearest2d_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
         x.data<T>(), y.data<T>(), total, x.size(2), x.size(3), scale);
@@ -205,7 +205,7 @@ void upsample_bilinear2d_forward(const Tensor& x, Tensor& y, bool align) {
   cudaStream_t s = prepare(x);
   const int64_t total = y.numel();
   if (total == 0) return;
-  dispatch_float(x.dtype(), "upsample_bilinear2d", [&](auto tag) {
+  dispatch_float(x.dtype(), op_name::upsample_bilinear2d, [&](auto tag) {
     using T = decltype(tag);
     upsample_bilinear2d_kernel<T><<<grid_for(total), kThreads, 0, s>>>(
         x.data<T>(), y.data<T>(), total, x.size(2), x.size(3), y.size(2), y.size(3), align);

@@ -7,20 +7,10 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/op_table.h"
+#include "src/ops/op_record.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet {
-namespace ops {
-
-HPCNET_DEFINE_OP(global_avg_pool2d)
-HPCNET_DEFINE_OP(subsample_pad)
-HPCNET_DEFINE_OP(dropout)
-HPCNET_DEFINE_OP(upsample_nearest2d)
-HPCNET_DEFINE_OP(upsample_bilinear2d)
-
-}  // namespace ops
-
 namespace {
 struct GlobalAvgPoolNode : Node {
   Shape x_shape;
@@ -97,7 +87,7 @@ Tensor F::global_avg_pool2d(const Tensor& x_in) {
     node->x_shape = x.shape();
     record(node, {&x_in}, y);
   }
-  trace::add("global_avg_pool2d", {x_in}, y);
+  trace::add(op_record::global_avg_pool2d, {x_in}, y);
   return y;
 }
 
@@ -120,7 +110,7 @@ Tensor F::subsample_pad(const Tensor& x_in, int64_t stride, int64_t pad) {
     node->pad = pad;
     record(node, {&x_in}, y);
   }
-  trace::add("subsample_pad", {x_in}, y, {{"stride", stride}, {"pad", pad}});
+  trace::add(op_record::subsample_pad, {x_in}, y, {{"stride", stride}, {"pad", pad}});
   return y;
 }
 
@@ -146,7 +136,7 @@ Tensor F::dropout(const Tensor& x_in, double p, bool training) {
     node->scale = scale;
     record(node, {&x_in}, y);
   }
-  trace::add("dropout", {x_in}, y);  // only in training mode (eval returns x)
+  trace::add(op_record::dropout, {x_in}, y);  // only in training mode (eval returns x)
   return y;
 }
 
@@ -173,7 +163,7 @@ Tensor F::upsample_nearest2d(const Tensor& x_in, int64_t scale) {
     node->scale = scale;
     record(node, {&x_in}, y);
   }
-  trace::add("upsample_nearest2d", {x_in}, y, {{"scale", scale}});
+  trace::add(op_record::upsample_nearest2d, {x_in}, y, {{"scale", scale}});
   return y;
 }
 
@@ -197,7 +187,7 @@ Tensor F::upsample_bilinear2d(const Tensor& x_in, int64_t out_h, int64_t out_w,
     node->align_corners = align_corners;
     record(node, {&x_in}, y);
   }
-  trace::add("upsample_bilinear2d", {x_in}, y, {{"align_corners", align_corners}});
+  trace::add(op_record::upsample_bilinear2d, {x_in}, y, {{"align_corners", align_corners}});
   return y;
 }
 

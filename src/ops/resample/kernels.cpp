@@ -7,7 +7,7 @@
 namespace hpcnet::ops {
 
 void global_avg_pool2d_forward(const Tensor& x, Tensor& y) {
-  detail::check_same_device("global_avg_pool2d", x.device(), {&x, &y});
+  detail::check_same_device(op_name::global_avg_pool2d, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), global_avg_pool2d_forward, x, y);
 }
 void global_avg_pool2d_backward(const Tensor& dy, Tensor& dx) {
@@ -15,7 +15,7 @@ void global_avg_pool2d_backward(const Tensor& dy, Tensor& dx) {
   HPCNET_DISPATCH(dy.device(), global_avg_pool2d_backward, dy, dx);
 }
 void subsample_pad_forward(const Tensor& x, Tensor& y, int64_t stride, int64_t pad) {
-  detail::check_same_device("subsample_pad", x.device(), {&x, &y});
+  detail::check_same_device(op_name::subsample_pad, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), subsample_pad_forward, x, y, stride, pad);
 }
 void subsample_pad_backward(const Tensor& dy, Tensor& dx, int64_t stride, int64_t pad) {
@@ -23,16 +23,16 @@ void subsample_pad_backward(const Tensor& dy, Tensor& dx, int64_t stride, int64_
   HPCNET_DISPATCH(dy.device(), subsample_pad_backward, dy, dx, stride, pad);
 }
 void mask_scale(const Tensor& x, const Tensor& mask, double s, Tensor& out) {
-  detail::check_same_device("dropout", x.device(), {&x, &mask, &out});
-  detail::check_dtype("dropout", mask, DType::kUInt8, "mask");
+  detail::check_same_device(op_name::dropout, x.device(), {&x, &mask, &out});
+  detail::check_dtype(op_name::dropout, mask, DType::kUInt8, "mask");
   HPCNET_DISPATCH(x.device(), mask_scale, x, mask, s, out);
 }
 void upsample_nearest2d_forward(const Tensor& x, Tensor& y, int64_t scale) {
   HPCNET_CHECK(x.dim() == 4 && scale >= 1, "upsample_nearest2d: need (N, C, H, W) and scale >= 1");
-  detail::check_shape("upsample_nearest2d", y,
+  detail::check_shape(op_name::upsample_nearest2d, y,
                       {x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, "output");
-  detail::check_dtype("upsample_nearest2d", y, x.dtype(), "output");
-  detail::check_same_device_dense("upsample_nearest2d", x.device(), {&x, &y});  // (CPU) blocked too
+  detail::check_dtype(op_name::upsample_nearest2d, y, x.dtype(), "output");
+  detail::check_same_device_dense(op_name::upsample_nearest2d, x.device(), {&x, &y});  // (CPU) blocked too
   HPCNET_DISPATCH(x.device(), upsample_nearest2d_forward, x, y, scale);
 }
 void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
@@ -48,8 +48,8 @@ void upsample_nearest2d_backward(const Tensor& dy, Tensor& dx, int64_t scale) {
 void upsample_bilinear2d_forward(const Tensor& x, Tensor& y, bool align_corners) {
   HPCNET_CHECK(x.dim() == 4 && y.dim() == 4 && y.size(0) == x.size(0) && y.size(1) == x.size(1),
                "upsample_bilinear2d: need x (N, C, H, W) and y (N, C, OH, OW)");
-  detail::check_dtype("upsample_bilinear2d", y, x.dtype(), "output");
-  detail::check_same_device("upsample_bilinear2d", x.device(), {&x, &y});
+  detail::check_dtype(op_name::upsample_bilinear2d, y, x.dtype(), "output");
+  detail::check_same_device(op_name::upsample_bilinear2d, x.device(), {&x, &y});
   HPCNET_DISPATCH(x.device(), upsample_bilinear2d_forward, x, y, align_corners);
 }
 void upsample_bilinear2d_backward(const Tensor& dy, Tensor& dx, bool align_corners) {
