@@ -1,5 +1,5 @@
-// Finite-difference gradient checks in double precision for every op in the op table, and a
-// check that every op has one. Each case builds float64 inputs, takes the analytic gradient of
+// Finite-difference gradient checks in double precision for every op in the op table, one gtest
+// per op (Ops/<op>.GradcheckFloat64), and a check that every op has one. Each case builds float64 inputs, takes the analytic gradient of
 // L = sum(op(inputs) * R) for a random R through autograd, and compares it with central
 // differences (h = 1e-6): |analytic - numeric| <= 1e-7 + 1e-5 * |numeric|.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
 #include "src/ops/op_record.h"
+#include "tests/ops/op_tests.h"
 
 using namespace hpcnet;
 
@@ -494,14 +495,21 @@ TEST(Gradcheck, EveryOpInTheTableHasACase) {
   for (auto& [name, c] : cases) EXPECT_TRUE(table.count(name)) << name << " is not in the op table";
 }
 
-TEST(Gradcheck, AllOps) {
+// Ops/<op>.GradcheckFloat64: every case of the op (stopping at the op's first failing element).
+const bool kGradchecksRegistered = [] {
   for (auto& [op, cases] : all_cases())
-    for (auto& c : cases) {
-      SCOPED_TRACE(c.label);
-      c.run();
-      if (HasFatalFailure()) return;
-    }
-}
+    test_util::register_op_check(
+        op, "GradcheckFloat64",
+        [cases] {
+          for (auto& c : cases) {
+            SCOPED_TRACE(c.label);
+            c.run();
+            if (testing::Test::HasFatalFailure()) return;
+          }
+        },
+        __FILE__, __LINE__);
+  return true;
+}();
 
 TEST(Gradcheck, GradientsAccumulateAcrossBackwardCalls) {
   Tensor x = Tensor::from_vector_f64({1, -2, 3}, {3});

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "hpcnet/functional.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/op_record.h"
+#include "tests/ops/op_tests.h"
 
 using namespace hpcnet;
 
@@ -1077,19 +1079,32 @@ void run_row(const Row& row, Device d) {
         << "the error does not contain '" << part << "': " << caught;
 }
 
-void run_table(Device d) {
-  for (const Row& row : rows()) run_row(row, d);
+void run_op_rows(const std::string& op, Device d) {
+  for (const Row& row : rows())
+    if (row.op == op) run_row(row, d);
 }
+
+// Ops/<op>.ErrorInputsCpu and Ops/<op>.ErrorInputsCuda: the op's rows on each backend (typed
+// errors naming the op and the shapes).
+const bool kErrorRowsRegistered = [] {
+  std::set<std::string> ops;
+  for (const Row& row : rows()) ops.insert(row.op);
+  for (const std::string& op : ops) {
+    test_util::register_op_check(
+        op, "ErrorInputsCpu", [op] { run_op_rows(op, cpu_device()); }, __FILE__, __LINE__);
+    test_util::register_op_check(
+        op, "ErrorInputsCuda",
+        [op] {
+          if (!cuda_available())
+            GTEST_SKIP() << "the CUDA rows need a CUDA device: " << cuda_unavailable_reason();
+          run_op_rows(op, cuda_device(0));
+        },
+        __FILE__, __LINE__);
+  }
+  return true;
+}();
 
 }  // namespace
-
-TEST(OpErrors, CpuRowsThrowTypedErrorsNamingTheOpAndShapes) { run_table(cpu_device()); }
-
-TEST(OpErrors, CudaRowsThrowTypedErrorsNamingTheOpAndShapes) {
-  if (!cuda_available())
-    GTEST_SKIP() << "the CUDA rows need a CUDA device: " << cuda_unavailable_reason();
-  run_table(cuda_device(0));
-}
 
 TEST(OpErrors, EveryOpHasAtLeastThreeRows) {
   std::map<std::string, int> count;
