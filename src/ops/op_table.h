@@ -41,7 +41,8 @@
   X(gather_anchors)        \
   X(dfl_expect)            \
   X(ciou_loss)             \
-  X(dfl_loss)
+  X(dfl_loss)              \
+  X(gelu)
 
 // Ops without a gradient (no record, no gradient check): their names only.
 #define HPCNET_OP_TABLE_NO_GRAD(X) X(argmax)

@@ -1,7 +1,7 @@
 // A small reference interpreter of ONNX graphs for the export tests: runs a ModelProto on the
 // host in plain float32 loops, straight from the operator specification (opset 17), for
 // the node types hpcnet's exporter writes for YOLOv8 (Conv, BatchNormalization, Sigmoid, Relu,
-// Add, Sub, Mul with numpy broadcasting, MaxPool, Resize nearest, Concat, Slice, Reshape,
+// Add, Sub, Mul, Div with numpy broadcasting, Erf, Tanh (GELU), MaxPool, Resize nearest, Concat, Slice, Reshape,
 // Softmax, ReduceSum). Written for correctness, not speed; an unknown node type is a test failure.
 #pragma once
 
@@ -318,6 +318,11 @@ inline std::map<std::string, Value> run(const onnx::ModelProto& m, const Value& 
     } else if (t == "Sigmoid" || t == "Relu") {
       y = in(0);
       for (float& f : y.f) f = t == "Relu" ? std::max(f, 0.f) : 1.f / (1.f + std::exp(-f));
+    } else if (t == "Erf" || t == "Tanh") {
+      y = in(0);
+      for (float& f : y.f) f = t == "Erf" ? std::erf(f) : std::tanh(f);
+    } else if (t == "Div") {
+      y = broadcast(in(0), in(1), [](float a, float b) { return a / b; });
     } else if (t == "Add") {
       y = broadcast(in(0), in(1), [](float a, float b) { return a + b; });
     } else if (t == "Sub") {

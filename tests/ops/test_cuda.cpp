@@ -100,6 +100,7 @@ const std::set<std::string> kParityTested = {"conv2d",
                                              "upsample_bilinear2d",
                                              "dice_loss",
                                              "silu",
+                                             "gelu",
                                              "sigmoid",
                                              "mul",
                                              "narrow",
@@ -1034,6 +1035,8 @@ TEST(CudaParity, DetectionOpsAndTheirGradients) {
   auto on = [](const Tensor& t, const Tensor& like) { return t.to(like.dtype()).to(like.device()); };
   const std::vector<OpCase> cases = {
       {"silu", [](auto& v) { return F::silu(v[0]); }, {{3, 70001}}},
+      {"gelu", [](auto& v) { return F::gelu(v[0]); }, {{3, 70001}}},
+      {"gelu", [](auto& v) { return F::gelu(v[0], "tanh"); }, {{5, 7}}},
       {"sigmoid", [](auto& v) { return F::sigmoid(v[0]); }, {{5, 7}}},
       {"mul", [](auto& v) { return F::mul(v[0], v[1]); }, {{4, 9}, {4, 9}}},
       {"narrow", [](auto& v) { return F::narrow(v[0], 1, 3, 5); }, {{2, 10, 6}}},

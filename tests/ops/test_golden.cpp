@@ -101,6 +101,8 @@ TEST(Golden, OpsMatchPyTorchInFloat64) {
   check_op(g, "sum", {"x"}, [](auto& v) { return F::sum(v[0]); });
   check_op(g, "mean", {"x"}, [](auto& v) { return F::mean(v[0]); });
   check_op(g, "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); });
+  check_op(g, "gelu", {"x"}, [](auto& v) { return F::gelu(v[0]); });
+  check_op(g, "gelu_tanh", {"x"}, [](auto& v) { return F::gelu(v[0], "tanh"); });
 }
 
 // The segmentation ops (upsample, cat, per-pixel cross entropy with weights and ignore_index);

@@ -414,6 +414,12 @@ std::map<std::string, std::vector<Case>> all_cases() {
       "silu", "silu", [](auto& v) { return F::silu(v[0]); },
       [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 4}, r, 3.0)}; });
   add(
+      "gelu", "gelu", [](auto& v) { return F::gelu(v[0]); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({2, 3, 4}, r, 3.0)}; });
+  add(
+      "gelu", "gelu approximate tanh", [](auto& v) { return F::gelu(v[0], "tanh"); },
+      [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r, 3.0)}; });
+  add(
       "sigmoid", "sigmoid", [](auto& v) { return F::sigmoid(v[0]); },
       [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r, 3.0)}; });
   add(
