@@ -326,11 +326,16 @@ TEST(Export, CommandWritesTheFileAndRefusesBadOptions) {
 }
 
 namespace {
-// gelu (both approximations) of a scaled input.
+// gelu (both approximations) of a scaled input, and a model ending in a loss.
 struct GeluNet : nn::Module {
   std::string approximate;
   explicit GeluNet(std::string a) : approximate(std::move(a)) {}
   Tensor forward(const Tensor& x) override { return F::gelu(F::mul_scalar(x, 4.0), approximate); }
+};
+struct LossNet : nn::Module {
+  Tensor forward(const Tensor& x) override {
+    return F::bce_with_logits(F::relu(x), F::sigmoid(x));
+  }
 };
 
 // The exported GELU graph (Erf or Tanh written out, opset 17 having no Gelu), run from the ONNX
@@ -370,3 +375,13 @@ const bool kGeluRoundTripRegistered = [] {
   return true;
 }();
 }  // namespace
+
+// An op whose record says it is not exportable is refused with the record's reason.
+TEST(Export, RefusesAnOpThatIsNotExportableWithItsReason) {
+  TempDir dir("export_loss");
+  LossNet model;
+  EXPECT_TRUE(input_error([&] { exporting::export_onnx(model, {}, (dir / "x.onnx").string()); },
+                          "export: op 'bce_with_logits' is not exportable: a piece of the "
+                          "detection loss"));
+  EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+}
