@@ -211,8 +211,8 @@ std::string emit_yolo_decode(ops::OnnxGraph& b, const trace::Record& r) {
 // the op table by its name; returns the name of the value holding r.output.
 std::string emit(ops::OnnxGraph& b, const trace::Record& r) {
   if (r.record) {
-    HPCNET_REQUIRE(r.record->onnx.emit, "export: op '" + r.op + "' is not exportable: " +
-                                            r.record->onnx.not_exportable);
+    HPCNET_REQUIRE(r.record->onnx.emit,
+                   "export: op '" + r.op + "' is not exportable: " + r.record->onnx.not_exportable);
     return r.record->onnx.emit(b, r);
   }
   if (r.op == kYoloDecode) return emit_yolo_decode(b, r);

@@ -53,8 +53,7 @@ class OnnxGraph {
   virtual std::string constant(const std::string& name, const Tensor& t) = 0;
 
   // A float32 vector constant (v.size(),), or a scalar.
-  std::string const_f32(const std::string& base, const std::vector<float>& v,
-                        bool scalar = false) {
+  std::string const_f32(const std::string& base, const std::vector<float>& v, bool scalar = false) {
     return const_f32(
         base, v,
         scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(v.size())});

@@ -19,8 +19,8 @@
 namespace hpcnet::trace {
 
 struct Record {
-  std::string op;                          // the op's name (op_name::NAME), or the function's
-  const ops::OpRecord* record = nullptr;   // the op's record; null for a function outside the table
+  std::string op;                         // the op's name (op_name::NAME), or the function's
+  const ops::OpRecord* record = nullptr;  // the op's record; null for a function outside the table
   std::vector<Tensor> inputs;  // as passed to F::op (undefined for an absent optional input)
   Tensor output;
   std::map<std::string, double> attrs;  // stride, padding, relu, eps, align_corners, ...

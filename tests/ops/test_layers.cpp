@@ -172,8 +172,8 @@ std::optional<LyFunctionHead> ly_function_head(const std::vector<std::string>& l
   int depth = 0;
   for (size_t k = i; k < lines.size() && k < i + 40; ++k) {
     const std::string& l = lines[k];
-    for (size_t c = k == i ? static_cast<size_t>(m.position(0) + m.length(0) - 1) : 0;
-         c < l.size(); ++c) {
+    for (size_t c = k == i ? static_cast<size_t>(m.position(0) + m.length(0) - 1) : 0; c < l.size();
+         ++c) {
       if (l[c] == '/' && c + 1 < l.size() && l[c + 1] == '/') break;  // a comment
       if (l[c] == '(') ++depth;
       if (l[c] == ')') --depth;
@@ -211,8 +211,8 @@ std::vector<std::string> ly_read_lines(const fs::path& p) {
 using LyDeclarations = std::map<std::string, std::vector<LyLayer>>;  // qualified name -> layers
 
 // Declarations of one header (or .inc, under the namespaces `outer`) into decls.
-void ly_read_declarations(const fs::path& root, const std::string& rel,
-                          std::vector<std::string> ns, LyDeclarations& decls) {
+void ly_read_declarations(const fs::path& root, const std::string& rel, std::vector<std::string> ns,
+                          LyDeclarations& decls) {
   const std::optional<LyLayer> layer = ly_layer(rel);
   if (!layer) return;
   static const std::regex inc_re(R"re(^\s*#\s*include\s*"([^"]+\.inc)")re");
@@ -237,7 +237,8 @@ void ly_read_declarations(const fs::path& root, const std::string& rel,
 
 // Every definition in a .cpp or .cu file under root/src of a function that a header declares
 // only in lower layers (or beside its own): "FILE:LINE: defines NAME (layer a; declared in b)".
-std::vector<std::string> ly_definition_violations(const fs::path& root, int* defs_checked = nullptr) {
+std::vector<std::string> ly_definition_violations(const fs::path& root,
+                                                  int* defs_checked = nullptr) {
   LyDeclarations decls;
   std::vector<fs::path> sources;
   for (const char* top : {"src", "include/hpcnet"}) {
@@ -380,9 +381,10 @@ TEST(Layers, TheDefinitionCheckFindsAKernelAboveItsDeclaration) {
              "         Tensor& out) {\n  HPCNET_DISPATCH(a.device(), add, a, b, out);\n}\n\n"
              "}  // namespace ops\n\nnamespace {\nvoid add(int a) {}\n}  // namespace\n\n"
              "Tensor F::relu(const Tensor& x) { return x; }\n\n}  // namespace hpcnet\n");
-  write_file(r / "src/nn/layers.cpp",
-             "namespace hpcnet {\nTensor F::add(const Tensor& a, const Tensor& b) {\n  return a;\n}\n"
-             "}  // namespace hpcnet\n");
+  write_file(
+      r / "src/nn/layers.cpp",
+      "namespace hpcnet {\nTensor F::add(const Tensor& a, const Tensor& b) {\n  return a;\n}\n"
+      "}  // namespace hpcnet\n");
   int checked = 0;
   const std::vector<std::string> v = ly_definition_violations(r, &checked);
   EXPECT_EQ(checked, 4) << ly_join(v);

@@ -23,10 +23,9 @@ std::string emit_batch_norm(OnnxGraph& b, const trace::Record& r) {
   HPCNET_REQUIRE(r.inputs.at(3).defined() && r.inputs.at(4).defined(),
                  "export: " + r.op + " without running statistics cannot run in eval mode");
   std::string y = b.fresh(r.op);
-  OnnxNode& n = b.node("BatchNormalization",
-                       {onnx_input(b, r, 0), scale, shift, onnx_input(b, r, 3),
-                        onnx_input(b, r, 4)},
-                       {y});
+  OnnxNode& n =
+      b.node("BatchNormalization",
+             {onnx_input(b, r, 0), scale, shift, onnx_input(b, r, 3), onnx_input(b, r, 4)}, {y});
   attr_float(n, "epsilon", static_cast<float>(r.attrs.at("eps")));
   if (std::string residual = onnx_optional_input(b, r, 5); !residual.empty())
     y = onnx_node(b, "Add", op_name::add, {y, residual});

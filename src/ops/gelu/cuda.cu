@@ -41,8 +41,8 @@ void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx, bool tanh_appr
   if (n == 0) return;
   dispatch_float(dy.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
-    gelu_backward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(dy.data<T>(), x.data<T>(),
-                                                              dx.data<T>(), n, tanh_approx);
+    gelu_backward_kernel<T>
+        <<<grid_for(n), kThreads, 0, s>>>(dy.data<T>(), x.data<T>(), dx.data<T>(), n, tanh_approx);
     HPCNET_CUDA_LAUNCH(gelu_backward_kernel);
   });
 }

@@ -1,10 +1,11 @@
 // gelu (torch.nn.functional.gelu, approximate "none" or "tanh"): F::gelu and its autograd node,
 // the backward beside the forward: dx = dy gelu'(x) from the forward input x (math.h).
+#include "hpcnet/functional.h"
+
 #include <memory>
 #include <string>
 
 #include "hpcnet/autograd.h"
-#include "hpcnet/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/op_record.h"
 #include "src/ops/trace.h"

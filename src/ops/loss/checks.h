@@ -29,7 +29,7 @@ inline bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloa
 // logits (N, C, H, W) float with C >= 1, target (N, H, W) int64, weight undefined or (C,) of
 // logits' dtype.
 inline void check_dense_targets(const std::string& op, const Tensor& logits, const Tensor& target,
-                         const Tensor& weight) {
+                                const Tensor& weight) {
   HPCNET_REQUIRE(logits.defined() && target.defined(),
                  op + ": logits and target must be defined, got an undefined " +
                      (logits.defined() ? "target" : "logits"));
@@ -52,7 +52,8 @@ inline void check_dense_targets(const std::string& op, const Tensor& logits, con
                                                          dtype_name(logits.dtype()));
   }
 }
-inline void check_cross_entropy2d(const Tensor& logits, const Tensor& target, const Tensor& weight) {
+inline void check_cross_entropy2d(const Tensor& logits, const Tensor& target,
+                                  const Tensor& weight) {
   check_dense_targets(op_name::cross_entropy2d, logits, target, weight);
 }
 

@@ -37,8 +37,8 @@ std::string emit_dropout(OnnxGraph& b, const trace::Record& r) { return onnx_inp
 std::string emit_upsample_nearest2d(OnnxGraph& b, const trace::Record& r) {
   const float s = static_cast<float>(onnx_int_attr(r, "scale"));
   const std::string y = b.fresh(r.op);
-  OnnxNode& n = b.node(
-      "Resize", {onnx_input(b, r, 0), "", b.const_f32("scales", {1.0f, 1.0f, s, s})}, {y});
+  OnnxNode& n =
+      b.node("Resize", {onnx_input(b, r, 0), "", b.const_f32("scales", {1.0f, 1.0f, s, s})}, {y});
   attr_string(n, "mode", "nearest");
   attr_string(n, "coordinate_transformation_mode", "asymmetric");
   attr_string(n, "nearest_mode", "floor");
@@ -52,9 +52,8 @@ std::string emit_upsample_bilinear2d(OnnxGraph& b, const trace::Record& r) {
   attr_int(sh, "start", 0);
   attr_int(sh, "end", 2);
   const std::string sizes = b.fresh("sizes");
-  attr_int(
-      b.node("Concat", {nc, b.const_i64("hw", {r.output.size(2), r.output.size(3)})}, {sizes}),
-      "axis", 0);
+  attr_int(b.node("Concat", {nc, b.const_i64("hw", {r.output.size(2), r.output.size(3)})}, {sizes}),
+           "axis", 0);
   const std::string y = b.fresh(r.op);
   OnnxNode& n = b.node("Resize", {x, "", "", sizes}, {y});
   attr_string(n, "mode", "linear");
