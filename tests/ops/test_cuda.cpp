@@ -28,6 +28,7 @@
 #include "src/core/cuda_device.h"
 #include "src/ops/max_pool2d/math.h"
 #include "src/ops/op_record.h"
+#include "tests/ops/op_tests.h"
 #include "src/ops/ops.h"
 
 using namespace hpcnet;
@@ -1021,19 +1022,22 @@ TEST(CudaMath, PoolGatherReproducesTheCpuScatter) {
   }
 }
 
-// The detection ops through autograd: each op's output and its inputs' gradients (for a random
-// output weighting) on the GPU against the CPU, float32 and float64, with blocked-free row-major
-// inputs. Targets and weights are constants.
-TEST(CudaParity, DetectionOpsAndTheirGradients) {
-  REQUIRE_CUDA();
-  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-  struct OpCase {
-    std::string name;
-    Fn f;
-    std::vector<Shape> shapes;
-  };
+// The elementwise and detection ops through autograd: each op's output and its inputs'
+// gradients (for a random output weighting) on the GPU against the CPU, float32 and float64, with
+// blocked-free row-major inputs. Targets and weights are constants. One test per op:
+// Ops/<op>.CudaParity.
+namespace {
+
+using ParityFn = std::function<Tensor(const std::vector<Tensor>&)>;
+struct ParityCase {
+  std::string name;
+  ParityFn f;
+  std::vector<Shape> shapes;
+};
+
+std::vector<ParityCase> parity_cases() {
   auto on = [](const Tensor& t, const Tensor& like) { return t.to(like.dtype()).to(like.device()); };
-  const std::vector<OpCase> cases = {
+  return {
       {"silu", [](auto& v) { return F::silu(v[0]); }, {{3, 70001}}},
       {"gelu", [](auto& v) { return F::gelu(v[0]); }, {{3, 70001}}},
       {"gelu", [](auto& v) { return F::gelu(v[0], "tanh"); }, {{5, 7}}},
@@ -1065,9 +1069,17 @@ TEST(CudaParity, DetectionOpsAndTheirGradients) {
        },
        {{4, 16}}},
   };
+}
+
+// The cases of one op, in each float dtype.
+void run_parity(const std::string& op) {
+  REQUIRE_CUDA();
+  std::vector<ParityCase> cases;
+  for (ParityCase& c : parity_cases())
+    if (c.name == op) cases.push_back(std::move(c));
   Rng rng(77);
   for (DType t : kFloatTypes)
-    for (const OpCase& c : cases) {
+    for (const ParityCase& c : cases) {
       const std::string tag = c.name + " " + dtype_name(t);
       std::vector<Tensor> cpu_in, gpu_in;
       for (const Shape& s : c.shapes) {
@@ -1087,3 +1099,13 @@ TEST(CudaParity, DetectionOpsAndTheirGradients) {
                      tag + " grad " + std::to_string(k));
     }
 }
+
+const bool kParityRegistered = [] {
+  std::set<std::string> ops;
+  for (const ParityCase& c : parity_cases()) ops.insert(c.name);
+  for (const std::string& op : ops)
+    test_util::register_op_check(op, "CudaParity", [op] { run_parity(op); }, __FILE__, __LINE__);
+  return true;
+}();
+
+}  // namespace
