@@ -1036,7 +1036,9 @@ struct ParityCase {
 };
 
 std::vector<ParityCase> parity_cases() {
-  auto on = [](const Tensor& t, const Tensor& like) { return t.to(like.dtype()).to(like.device()); };
+  auto on = [](const Tensor& t, const Tensor& like) {
+    return t.to(like.dtype()).to(like.device());
+  };
   return {
       {"silu", [](auto& v) { return F::silu(v[0]); }, {{3, 70001}}},
       {"gelu", [](auto& v) { return F::gelu(v[0]); }, {{3, 70001}}},
@@ -1045,7 +1047,9 @@ std::vector<ParityCase> parity_cases() {
       {"mul", [](auto& v) { return F::mul(v[0], v[1]); }, {{4, 9}, {4, 9}}},
       {"narrow", [](auto& v) { return F::narrow(v[0], 1, 3, 5); }, {{2, 10, 6}}},
       {"bce_with_logits",
-       [on](auto& v) { return F::bce_with_logits(v[0], on(Tensor::full({6, 50}, 0.25), v[0])); },
+       [on](auto& v) {
+         return F::bce_with_logits(v[0], on(Tensor::full({6, 50}, 0.25), v[0]));
+       },
        {{6, 50}}},
       {"gather_anchors",
        [on](auto& v) {
@@ -1055,10 +1059,12 @@ std::vector<ParityCase> parity_cases() {
       {"dfl_expect", [](auto& v) { return F::dfl_expect(v[0]); }, {{37, 16}}},
       {"ciou_loss",
        [on](auto& v) {
-         Tensor q = on(Tensor::from_vector_f64({0, 0, 4, 4, 1, 2, 3, 9, -2, -2, 5, 1}, {3, 4}), v[0]);
+         Tensor q =
+             on(Tensor::from_vector_f64({0, 0, 4, 4, 1, 2, 3, 9, -2, -2, 5, 1}, {3, 4}), v[0]);
          Tensor w = on(Tensor::from_vector_f64({1, 0.5, 2}, {3}), v[0]);
-         Tensor p = F::add(v[0], on(Tensor::from_vector_f64({0, 0, 5, 5, 1, 1, 4, 8, -1, -3, 4, 2},
-                                                             {3, 4}), v[0]));
+         Tensor p = F::add(
+             v[0],
+             on(Tensor::from_vector_f64({0, 0, 5, 5, 1, 1, 4, 8, -1, -3, 4, 2}, {3, 4}), v[0]));
          return F::ciou_loss(p, q, w);
        },
        {{3, 4}}},
@@ -1104,7 +1110,8 @@ const bool kParityRegistered = [] {
   std::set<std::string> ops;
   for (const ParityCase& c : parity_cases()) ops.insert(c.name);
   for (const std::string& op : ops)
-    test_util::register_op_check(op, "CudaParity", [op] { run_parity(op); }, __FILE__, __LINE__);
+    test_util::register_op_check(
+        op, "CudaParity", [op] { run_parity(op); }, __FILE__, __LINE__);
   return true;
 }();
 
