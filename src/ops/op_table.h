@@ -4,10 +4,10 @@
 //     exportable" and why), defined in its family's folder, src/ops/<family>/record.cpp;
 //   - a kernel API in src/ops/kernels.inc, defined in src/ops/<family>/kernels.cpp, with kernels in
 //     cpu.cpp and cuda.cu beside it, and the differentiable F::NAME in functional.cpp;
-//   - its checks in tests/ops/: the finite-difference cases and the error inputs run as one gtest
-//     per op and kind (Ops/NAME.GradcheckFloat64, Ops/NAME.ErrorInputsCpu / ErrorInputsCuda);
-//     the PyTorch goldens (test_golden.cpp) and the CUDA parity tests (test_cuda.cpp) are still
-//     tests over several ops each.
+//   - its checks in tests/ops/, one gtest per op and kind, Ops/NAME.*: GradcheckFloat64 (finite
+//     differences), ErrorInputsCpu / ErrorInputsCuda, and where the op has them
+//     PyTorchGoldenFloat64, CudaParity, OnnxRoundTrip; the older multi-op tests (the segmentation
+//     and DeepLab goldens, most CUDA parity tests, test_ops_cpu.cpp) still cover the rest.
 // A name listed here without a record fails to link; the tests fail when an op has no finite-
 // difference case, fewer than three error inputs or no CUDA parity test.
 // Layer: kernels (names only; it includes nothing), so the kernel API's errors use the same names.

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
 #include "hpcnet/nn.h"
 #include "hpcnet/optim.h"
 #include "src/ops/backend/cpu/cpu_ops.h"
+#include "tests/ops/op_tests.h"
 #include "tests/test_util.h"
 
 using namespace hpcnet;
@@ -80,30 +82,66 @@ std::shared_ptr<nn::Module> model_from_init(const SafetensorsFile& g, const std:
   return model;
 }
 
-}  // namespace
 
-TEST(Golden, OpsMatchPyTorchInFloat64) {
-  const auto& g = ops_golden();
-  check_op(g, "conv2d_s1p1", {"x", "w", "b"},
-           [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); });
-  check_op(g, "conv2d_s2p0", {"x", "w", "b"},
-           [](auto& v) { return F::conv2d(v[0], v[1], v[2], 2, 0); });
-  check_op(g, "max_pool2d_k2s2", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 2, 2); });
-  check_op(g, "max_pool2d_k3s2p1", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 3, 2, 1); });
-  check_op(g, "linear", {"x", "w", "b"}, [](auto& v) { return F::linear(v[0], v[1], v[2]); });
-  check_op(g, "relu", {"x"}, [](auto& v) { return F::relu(v[0]); });
-  check_op(g, "log_softmax", {"x"}, [](auto& v) { return F::log_softmax(v[0]); });
-  check_op(g, "nll_loss", {"x", "target"}, [](auto& v) { return F::nll_loss(v[0], v[1]); });
-  check_op(g, "cross_entropy", {"x", "target"},
-           [](auto& v) { return F::cross_entropy(v[0], v[1]); });
-  check_op(g, "cross_entropy_ls01", {"x", "target"},
-           [](auto& v) { return F::cross_entropy(v[0], v[1], 0.1); });
-  check_op(g, "sum", {"x"}, [](auto& v) { return F::sum(v[0]); });
-  check_op(g, "mean", {"x"}, [](auto& v) { return F::mean(v[0]); });
-  check_op(g, "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); });
-  check_op(g, "gelu", {"x"}, [](auto& v) { return F::gelu(v[0]); });
-  check_op(g, "gelu_tanh", {"x"}, [](auto& v) { return F::gelu(v[0], "tanh"); });
+// PyTorch's numbers for single ops in float64, one test per op: Ops/<op>.PyTorchGoldenFloat64
+// (the fixture's <prefix>.* entries; tolerance 1e-10 (1 + |want|)).
+struct GoldenCase {
+  const char* op;
+  const char* prefix;
+  std::vector<std::string> inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+};
+
+std::vector<GoldenCase> golden_cases() {
+  return {
+      {"conv2d",
+       "conv2d_s1p1",
+       {"x", "w", "b"},
+       [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); }},
+      {"conv2d",
+       "conv2d_s2p0",
+       {"x", "w", "b"},
+       [](auto& v) { return F::conv2d(v[0], v[1], v[2], 2, 0); }},
+      {"max_pool2d", "max_pool2d_k2s2", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 2, 2); }},
+      {"max_pool2d",
+       "max_pool2d_k3s2p1",
+       {"x"},
+       [](auto& v) { return F::max_pool2d(v[0], 3, 2, 1); }},
+      {"linear", "linear", {"x", "w", "b"}, [](auto& v) { return F::linear(v[0], v[1], v[2]); }},
+      {"relu", "relu", {"x"}, [](auto& v) { return F::relu(v[0]); }},
+      {"log_softmax", "log_softmax", {"x"}, [](auto& v) { return F::log_softmax(v[0]); }},
+      {"nll_loss", "nll_loss", {"x", "target"}, [](auto& v) { return F::nll_loss(v[0], v[1]); }},
+      {"cross_entropy",
+       "cross_entropy",
+       {"x", "target"},
+       [](auto& v) { return F::cross_entropy(v[0], v[1]); }},
+      {"cross_entropy",
+       "cross_entropy_ls01",
+       {"x", "target"},
+       [](auto& v) { return F::cross_entropy(v[0], v[1], 0.1); }},
+      {"sum", "sum", {"x"}, [](auto& v) { return F::sum(v[0]); }},
+      {"mean", "mean", {"x"}, [](auto& v) { return F::mean(v[0]); }},
+      {"reshape", "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); }},
+      {"gelu", "gelu", {"x"}, [](auto& v) { return F::gelu(v[0]); }},
+      {"gelu", "gelu_tanh", {"x"}, [](auto& v) { return F::gelu(v[0], "tanh"); }},
+  };
 }
+
+const bool kGoldensRegistered = [] {
+  std::set<std::string> ops;
+  for (const GoldenCase& c : golden_cases()) ops.insert(c.op);
+  for (const std::string& op : ops)
+    test_util::register_op_check(
+        op, "PyTorchGoldenFloat64",
+        [op] {
+          for (const GoldenCase& c : golden_cases())
+            if (c.op == op) check_op(ops_golden(), c.prefix, c.inputs, c.fn);
+        },
+        __FILE__, __LINE__);
+  return true;
+}();
+
+}  // namespace
 
 // The segmentation ops (upsample, cat, per-pixel cross entropy with weights and ignore_index);
 // prints the largest difference from PyTorch of each case.
