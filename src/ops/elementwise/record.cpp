@@ -36,7 +36,7 @@ std::string emit_reshape(OnnxGraph& b, const trace::Record& r) {
 }
 // Opset 17 has no SiLU: x * sigmoid(x), as torch.onnx writes it.
 std::string emit_silu(OnnxGraph& b, const trace::Record& r) {
-  const std::string x = onnx_input(b, r, 0), s = b.fresh("sigmoid"), y = b.fresh(r.op);
+  const std::string x = onnx_input(b, r, 0), s = b.fresh(op_name::sigmoid), y = b.fresh(r.op);
   b.node("Sigmoid", {x}, {s});
   b.node("Mul", {x, s}, {y});
   return y;
