@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "hpcnet/autograd.h"
@@ -42,6 +43,9 @@ Tensor relu(const Tensor& x);
 // x sigmoid(x) (torch.nn.SiLU) and 1 / (1 + exp(-x)) (torch.sigmoid), any shape.
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+// torch.nn.functional.gelu: x Phi(x) (approximate "none", erf) or its tanh approximation
+// (approximate "tanh"); any shape, float32 or float64. Another `approximate` is an InputError.
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor add(const Tensor& a, const Tensor& b);
 // a * b elementwise (torch.mul without broadcasting: same shapes and dtypes).
 Tensor mul(const Tensor& a, const Tensor& b);

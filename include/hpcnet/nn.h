@@ -123,6 +123,14 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x) override { return F::relu(x); }
 };
 
+// torch.nn.GELU(approximate="none" or "tanh").
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
+  Tensor forward(const Tensor& x) override { return F::gelu(x, approximate); }
+  std::string approximate;
+};
+
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1) : start_dim_(start_dim) {}

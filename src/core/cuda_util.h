@@ -1,4 +1,4 @@
-// CUDA plumbing shared by src/core and src/ops/cuda (CUDA build only): the one family of
+// CUDA plumbing shared by src/core and src/ops/*/cuda.cu (CUDA build only): the one family of
 // checking macros for the CUDA runtime, cuDNN and cuBLAS(Lt) calls, each turning a failure into
 // an hpcnet::Error that names the call and file:line; the stream of each device; and the slot
 // where kernels report bad input (an out-of-range label) without a host synchronisation.

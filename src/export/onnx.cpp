@@ -1,8 +1,8 @@
 // ONNX export: traces model.forward once in eval mode and maps each trace::Record to ONNX nodes of
-// opset 17 (Conv, ConvTranspose, MaxPool, Gemm, Relu, Sigmoid, Add, Sub, Mul, Reshape/Flatten,
-// BatchNormalization, GlobalAveragePool, Slice + Pad, Resize, Concat, LogSoftmax, Softmax +
-// ReduceSum for YOLO's DFL). Traced functions outside the op table (the YOLO decoding) become
-// their own few nodes, their constants (anchors, strides) initializers. Values are named
+// opset 17 through the op's record (its onnx.emit, in src/ops/<family>/record.cpp, writes through
+// ops::OnnxGraph, implemented here over the protobuf classes). Traced functions outside the op
+// table (the YOLO decoding: Softmax + ReduceSum for the DFL, Slice, Sub, Add, Mul, Concat) become
+// their own few nodes here, their constants (anchors, strides) initializers. Values are named
 // after the op that made them ("conv2d_3"); parameters and buffers keep their state_dict names.
 // Dim 0 is never baked into a shape constant, so --batch dynamic graphs run at any batch size.
 #include <onnx/onnx_pb.h>
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <set>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 #include "hpcnet/export.h"
 #include "hpcnet/io.h"
 #include "hpcnet/rng.h"
+#include "src/ops/onnx_graph.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet::exporting {
@@ -27,8 +29,42 @@ namespace {
 
 constexpr int kOpset = 17;
 constexpr int64_t kIrVersion = 8;  // the IR version of opset 17 (ONNX 1.12)
+// The traced function outside the op table that the exporter knows (task::detect's decoding).
+constexpr char kYoloDecode[] = "yolo_decode";
 
-class GraphBuilder {
+// An ONNX node's attributes, set through the ops layer's OnnxNode.
+class ProtoNode : public ops::OnnxNode {
+ public:
+  explicit ProtoNode(onnx::NodeProto& n) : n_(n) {}
+  void set_int(const char* name, int64_t v) override {
+    onnx::AttributeProto& a = add(name, onnx::AttributeProto::INT);
+    a.set_i(v);
+  }
+  void set_ints(const char* name, const std::vector<int64_t>& v) override {
+    onnx::AttributeProto& a = add(name, onnx::AttributeProto::INTS);
+    for (int64_t x : v) a.add_ints(x);
+  }
+  void set_float(const char* name, float v) override {
+    onnx::AttributeProto& a = add(name, onnx::AttributeProto::FLOAT);
+    a.set_f(v);
+  }
+  void set_string(const char* name, const std::string& v) override {
+    onnx::AttributeProto& a = add(name, onnx::AttributeProto::STRING);
+    a.set_s(v);
+  }
+
+ private:
+  onnx::AttributeProto& add(const char* name, onnx::AttributeProto::AttributeType type) {
+    onnx::AttributeProto& a = *n_.add_attribute();
+    a.set_name(name);
+    a.set_type(type);
+    return a;
+  }
+  onnx::NodeProto& n_;
+};
+
+// The graph the op records' ONNX mappings write into (ops::OnnxGraph over the protobuf classes).
+class GraphBuilder : public ops::OnnxGraph {
  public:
   GraphBuilder(onnx::GraphProto& g, const nn::Module& model) : g_(g) {
     for (const auto& [name, t] : model.named_parameters()) params_[t.impl()] = {name, t};
@@ -39,7 +75,7 @@ class GraphBuilder {
 
   // The value name of a traced tensor, a parameter or buffer (added as an initializer on first
   // use), or an InputError naming the op that received a tensor of unknown origin.
-  std::string value(const Tensor& t, const std::string& op) {
+  std::string value(const Tensor& t, const std::string& op) override {
     if (auto it = names_.find(t.impl()); it != names_.end()) return it->second;
     if (auto it = params_.find(t.impl()); it != params_.end()) {
       const std::string& name = it->second.first;
@@ -52,16 +88,18 @@ class GraphBuilder {
                      "outside the op table and cannot be exported yet");
   }
 
-  std::string fresh(const std::string& base) { return base + "_" + std::to_string(counter_++); }
+  std::string fresh(const std::string& base) override {
+    return base + "_" + std::to_string(counter_++);
+  }
 
-  onnx::NodeProto& node(const std::string& op_type, const std::vector<std::string>& inputs,
-                        const std::vector<std::string>& outputs) {
+  ops::OnnxNode& node(const std::string& op_type, const std::vector<std::string>& inputs,
+                      const std::vector<std::string>& outputs) override {
     onnx::NodeProto& n = *g_.add_node();
     n.set_op_type(op_type);
     n.set_name(op_type + "_" + std::to_string(g_.node_size() - 1));
     for (const std::string& i : inputs) n.add_input(i);
     for (const std::string& o : outputs) n.add_output(o);
-    return n;
+    return nodes_.emplace_back(n);
   }
 
   // A float32 initializer holding t's values (any float dtype, any layout, on the host).
@@ -77,14 +115,9 @@ class GraphBuilder {
     parameters_ += t.numel();
   }
 
-  std::string const_f32(const std::string& base, const std::vector<float>& v, bool scalar = false) {
-    return const_f32(
-        base, v,
-        scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(v.size())});
-  }
-  // A float32 constant of the given dims ({}: a scalar; their product is v.size()).
+  using ops::OnnxGraph::const_f32;
   std::string const_f32(const std::string& base, const std::vector<float>& v,
-                        const std::vector<int64_t>& dims) {
+                        const std::vector<int64_t>& dims) override {
     const std::string name = fresh(base);
     onnx::TensorProto& p = *g_.add_initializer();
     p.set_name(name);
@@ -97,7 +130,7 @@ class GraphBuilder {
 
   // A constant that a traced function computed (not a parameter: not counted in parameters()),
   // as an initializer named `name` with t's shape and values.
-  std::string constant(const std::string& name, const Tensor& t) {
+  std::string constant(const std::string& name, const Tensor& t) override {
     HPCNET_CHECK(!initialized_.count(name), "export: two constants named " + name);
     const int64_t counted = parameters_;
     add_initializer(name, t);
@@ -105,7 +138,7 @@ class GraphBuilder {
     return name;
   }
 
-  std::string const_i64(const std::string& base, const std::vector<int64_t>& v) {
+  std::string const_i64(const std::string& base, const std::vector<int64_t>& v) override {
     const std::string name = fresh(base);
     onnx::TensorProto& p = *g_.add_initializer();
     p.set_name(name);
@@ -120,42 +153,12 @@ class GraphBuilder {
 
  private:
   onnx::GraphProto& g_;
+  std::deque<ProtoNode> nodes_;  // the attribute setters handed out by node()
   std::unordered_map<const TensorImpl*, std::pair<std::string, Tensor>> params_;
   std::unordered_map<const TensorImpl*, std::string> names_;
   std::set<std::string> initialized_;
   int64_t counter_ = 0, parameters_ = 0;
 };
-
-void attr_ints(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
-  onnx::AttributeProto& a = *n.add_attribute();
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a.add_ints(x);
-}
-void attr_int(onnx::NodeProto& n, const char* name, int64_t v) {
-  onnx::AttributeProto& a = *n.add_attribute();
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-}
-void attr_float(onnx::NodeProto& n, const char* name, float v) {
-  onnx::AttributeProto& a = *n.add_attribute();
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::FLOAT);
-  a.set_f(v);
-}
-void attr_string(onnx::NodeProto& n, const char* name, const std::string& v) {
-  onnx::AttributeProto& a = *n.add_attribute();
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::STRING);
-  a.set_s(v);
-}
-
-int64_t iattr(const trace::Record& r, const char* key) {
-  auto it = r.attrs.find(key);
-  HPCNET_CHECK(it != r.attrs.end(), "export: " + r.op + " was traced without '" + key + "'");
-  return static_cast<int64_t>(it->second);
-}
 
 // The YOLOv8 Detect head's inference decoding (Ultralytics' Detect._inference; the record of
 // task::detect::decode_predictions): inputs boxes (B, 4 R, A) raw DFL logits, scores (B, nc, A)
@@ -164,8 +167,8 @@ int64_t iattr(const trace::Record& r, const char* key) {
 //   d = sum_j j softmax_j(boxes viewed (B, 4, R, A))    (the DFL, (B, 4, A): l, t, r, b)
 //   x1y1 = anchors - d[:, :2], x2y2 = anchors + d[:, 2:]
 //   cat((x1y1 + x2y2) / 2, x2y2 - x1y1) * strides, then cat with sigmoid(scores)
-std::string emit_yolo_decode(GraphBuilder& b, const trace::Record& r) {
-  const int64_t R = iattr(r, "reg_max"), A = r.inputs.at(0).size(2);
+std::string emit_yolo_decode(ops::OnnxGraph& b, const trace::Record& r) {
+  const int64_t R = ops::onnx_int_attr(r, "reg_max"), A = r.inputs.at(0).size(2);
   const std::string boxes = b.value(r.inputs.at(0), r.op), scores = b.value(r.inputs.at(1), r.op);
   const std::string anchors = b.constant("anchors", r.inputs.at(2));
   const std::string strides = b.constant("strides", r.inputs.at(3));
@@ -204,188 +207,16 @@ std::string emit_yolo_decode(GraphBuilder& b, const trace::Record& r) {
   return y;
 }
 
-// One record's nodes; returns the name of the value holding r.output.
-std::string emit(GraphBuilder& b, const trace::Record& r) {
-  const std::string& op = r.op;
-  auto in = [&](size_t i) { return b.value(r.inputs.at(i), op); };
-  auto opt = [&](size_t i) {  // an optional input: "" when absent
-    return i < r.inputs.size() && r.inputs[i].defined() ? in(i) : std::string();
-  };
-  auto relu_after = [&](const std::string& x) {
-    const std::string y = b.fresh("relu");
-    b.node("Relu", {x}, {y});
-    return y;
-  };
-  if (op == "conv2d" || op == "conv2d_relu" || op == "conv_transpose2d") {
-    const Tensor& w = r.inputs.at(1);
-    const int64_t s = iattr(r, "stride"), p = iattr(r, "padding"), d = iattr(r, "dilation");
-    std::vector<std::string> inputs = {in(0), in(1)};
-    if (std::string bias = opt(2); !bias.empty()) inputs.push_back(bias);
-    const bool transposed = op == "conv_transpose2d";
-    std::string y = b.fresh(transposed ? "conv_transpose2d" : "conv2d");
-    onnx::NodeProto& n = b.node(transposed ? "ConvTranspose" : "Conv", inputs, {y});
-    attr_ints(n, "kernel_shape", {w.size(2), w.size(3)});
-    attr_ints(n, "strides", {s, s});
-    attr_ints(n, "pads", {p, p, p, p});
-    attr_ints(n, "dilations", {d, d});
-    attr_int(n, "group", 1);
-    if (transposed) {
-      const int64_t op_pad = iattr(r, "output_padding");
-      attr_ints(n, "output_padding", {op_pad, op_pad});
-    }
-    return op == "conv2d_relu" ? relu_after(y) : y;
+// One record's nodes, by the op's record (its ONNX mapping), or for a traced function outside
+// the op table by its name; returns the name of the value holding r.output.
+std::string emit(ops::OnnxGraph& b, const trace::Record& r) {
+  if (r.record) {
+    HPCNET_REQUIRE(r.record->onnx.emit,
+                   "export: op '" + r.op + "' is not exportable: " + r.record->onnx.not_exportable);
+    return r.record->onnx.emit(b, r);
   }
-  if (op == "max_pool2d") {
-    const int64_t k = iattr(r, "kernel_size"), s = iattr(r, "stride"), p = iattr(r, "padding");
-    const std::string y = b.fresh("max_pool2d");
-    onnx::NodeProto& n = b.node("MaxPool", {in(0)}, {y});
-    attr_ints(n, "kernel_shape", {k, k});
-    attr_ints(n, "strides", {s, s});
-    attr_ints(n, "pads", {p, p, p, p});
-    return y;
-  }
-  if (op == "linear" || op == "linear_relu") {
-    std::vector<std::string> inputs = {in(0), in(1)};
-    if (std::string bias = opt(2); !bias.empty()) inputs.push_back(bias);
-    const std::string y = b.fresh("linear");
-    attr_int(b.node("Gemm", inputs, {y}), "transB", 1);
-    return op == "linear_relu" ? relu_after(y) : y;
-  }
-  if (op == "relu") return relu_after(in(0));
-  if (op == "add") {
-    const std::string y = b.fresh("add");
-    b.node("Add", {in(0), in(1)}, {y});
-    return y;
-  }
-  if (op == "mul_scalar") {
-    const std::string s = b.const_f32("scale", {static_cast<float>(r.attrs.at("s"))}, true);
-    const std::string y = b.fresh("mul");
-    b.node("Mul", {in(0), s}, {y});
-    return y;
-  }
-  if (op == "reshape") {
-    const Shape& from = r.inputs.at(0).shape();
-    const Shape& to = r.output.shape();
-    const std::string y = b.fresh("reshape");
-    if (to.size() == 2 && !from.empty() && to[0] == from[0]) {  // flatten(x, 1)
-      attr_int(b.node("Flatten", {in(0)}, {y}), "axis", 1);
-      return y;
-    }
-    std::vector<int64_t> dims(to.begin(), to.end());
-    if (!from.empty() && !dims.empty() && dims[0] == from[0]) dims[0] = 0;  // 0: keep dim 0
-    b.node("Reshape", {in(0), b.const_i64("shape", dims)}, {y});
-    return y;
-  }
-  if (op == "log_softmax") {
-    const std::string y = b.fresh("log_softmax");
-    attr_int(b.node("LogSoftmax", {in(0)}, {y}), "axis", 1);
-    return y;
-  }
-  if (op == "batch_norm") {
-    HPCNET_REQUIRE(iattr(r, "training") == 0,
-                   "export: batch_norm was traced in training mode (the exporter runs eval)");
-    const Tensor& x = r.inputs.at(0);
-    const int64_t c = x.size(1);
-    std::string scale = opt(1), shift = opt(2);
-    if (scale.empty()) scale = b.const_f32("ones", std::vector<float>(c, 1.0f));
-    if (shift.empty()) shift = b.const_f32("zeros", std::vector<float>(c, 0.0f));
-    HPCNET_REQUIRE(r.inputs.at(3).defined() && r.inputs.at(4).defined(),
-                   "export: batch_norm without running statistics cannot run in eval mode");
-    std::string y = b.fresh("batch_norm");
-    onnx::NodeProto& n = b.node("BatchNormalization", {in(0), scale, shift, in(3), in(4)}, {y});
-    attr_float(n, "epsilon", static_cast<float>(r.attrs.at("eps")));
-    if (std::string residual = opt(5); !residual.empty()) {
-      const std::string sum = b.fresh("add");
-      b.node("Add", {y, residual}, {sum});
-      y = sum;
-    }
-    return iattr(r, "relu") ? relu_after(y) : y;
-  }
-  if (op == "global_avg_pool2d") {  // (N, C, H, W) -> (N, C, 1, 1) -> (N, C)
-    const std::string pooled = b.fresh("global_avg_pool2d");
-    b.node("GlobalAveragePool", {in(0)}, {pooled});
-    const std::string y = b.fresh("flatten");
-    attr_int(b.node("Flatten", {pooled}, {y}), "axis", 1);
-    return y;
-  }
-  if (op == "subsample_pad") {  // F.pad(x[:, :, ::s, ::s], (0, 0, 0, 0, pad, pad))
-    const int64_t s = iattr(r, "stride"), pad = iattr(r, "pad");
-    const int64_t big = std::numeric_limits<int64_t>::max();
-    const std::string sub = b.fresh("subsample");
-    b.node("Slice",
-           {in(0), b.const_i64("starts", {0, 0}), b.const_i64("ends", {big, big}),
-            b.const_i64("axes", {2, 3}), b.const_i64("steps", {s, s})},
-           {sub});
-    const std::string y = b.fresh("pad");
-    b.node("Pad", {sub, b.const_i64("pads", {0, pad, 0, 0, 0, pad, 0, 0})}, {y});
-    return y;
-  }
-  if (op == "dropout") return in(0);  // traced only in training mode; eval is the identity
-  if (op == "upsample_nearest2d") {
-    // torch's "nearest": src = floor(dst / scale), ONNX's asymmetric transform with floor.
-    const float s = static_cast<float>(iattr(r, "scale"));
-    const std::string y = b.fresh("upsample_nearest2d");
-    onnx::NodeProto& n =
-        b.node("Resize", {in(0), "", b.const_f32("scales", {1.0f, 1.0f, s, s})}, {y});
-    attr_string(n, "mode", "nearest");
-    attr_string(n, "coordinate_transformation_mode", "asymmetric");
-    attr_string(n, "nearest_mode", "floor");
-    return y;
-  }
-  if (op == "upsample_bilinear2d") {
-    // sizes = concat(shape(x)[0:2], (out_h, out_w)): fixed spatial size, any batch.
-    const std::string x = in(0);
-    const std::string nc = b.fresh("shape");
-    onnx::NodeProto& sh = b.node("Shape", {x}, {nc});
-    attr_int(sh, "start", 0);
-    attr_int(sh, "end", 2);
-    const std::string sizes = b.fresh("sizes");
-    attr_int(
-        b.node("Concat", {nc, b.const_i64("hw", {r.output.size(2), r.output.size(3)})}, {sizes}),
-        "axis", 0);
-    const std::string y = b.fresh("upsample_bilinear2d");
-    onnx::NodeProto& n = b.node("Resize", {x, "", "", sizes}, {y});
-    attr_string(n, "mode", "linear");
-    // torch's align_corners=False is half-pixel with sources clamped at 0 (pytorch_half_pixel).
-    attr_string(n, "coordinate_transformation_mode",
-                iattr(r, "align_corners") ? "align_corners" : "pytorch_half_pixel");
-    return y;
-  }
-  if (op == "cat") {
-    std::vector<std::string> inputs;
-    for (size_t i = 0; i < r.inputs.size(); ++i) inputs.push_back(in(i));
-    const std::string y = b.fresh("cat");
-    attr_int(b.node("Concat", inputs, {y}), "axis", iattr(r, "dim"));
-    return y;
-  }
-  if (op == "silu") {  // opset 17 has no SiLU: x * sigmoid(x), as torch.onnx writes it
-    const std::string x = in(0), s = b.fresh("sigmoid"), y = b.fresh("silu");
-    b.node("Sigmoid", {x}, {s});
-    b.node("Mul", {x, s}, {y});
-    return y;
-  }
-  if (op == "sigmoid") {
-    const std::string y = b.fresh("sigmoid");
-    b.node("Sigmoid", {in(0)}, {y});
-    return y;
-  }
-  if (op == "mul") {
-    const std::string y = b.fresh("mul");
-    b.node("Mul", {in(0), in(1)}, {y});
-    return y;
-  }
-  if (op == "narrow") {
-    const int64_t start = iattr(r, "start");
-    const std::string y = b.fresh("narrow");
-    b.node(
-        "Slice",
-        {in(0), b.const_i64("starts", {start}), b.const_i64("ends", {start + iattr(r, "length")}),
-         b.const_i64("axes", {iattr(r, "dim")})},
-        {y});
-    return y;
-  }
-  if (op == "yolo_decode") return emit_yolo_decode(b, r);
-  throw InputError("export: op '" + op + "' has no ONNX form yet");
+  if (r.op == kYoloDecode) return emit_yolo_decode(b, r);
+  throw InputError("export: op '" + r.op + "' has no ONNX form yet");
 }
 
 void set_shape(onnx::ValueInfoProto& v, const std::string& name, const Shape& shape,

@@ -7,10 +7,10 @@
 
 #include "hpcnet/profile.h"
 #include "hpcnet/tensor.h"
-#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/backend/cpu/cpu_ops.h"
 #include "src/ops/ops.h"
 #ifdef HPCNET_WITH_CUDA
-#include "src/ops/cuda/cuda_ops.h"
+#include "src/ops/backend/cuda/cuda_ops.h"
 #endif
 
 namespace hpcnet::ops::detail {

@@ -1,9 +1,16 @@
-// The op table: one line per op, the single list that names every differentiable op. Each op
-// NAME has a backend-neutral autograd wrapper (F::NAME, in its family's src/ops/FAMILY.cpp) that
-// defines HPCNET_DEFINE_OP(NAME), kernels in src/ops/cpu/FAMILY.cpp (and src/ops/cuda/FAMILY.cu),
-// a finite-difference gradient check in tests/test_gradcheck.cpp and a CUDA parity test in
-// tests/test_cuda.cpp. A name listed here without its wrapper fails to link; the two tests fail
-// when an op has no check.
+// The op table: one line per op, the one place an op's name is written. Each op NAME has
+//   - op_name::NAME, the name as a string, which errors, tracing and export read (below);
+//   - its record, op_record::NAME (src/ops/op_record.h): the name, the ONNX mapping (or "not
+//     exportable" and why), defined in its family's folder, src/ops/<family>/record.cpp;
+//   - a kernel API in src/ops/kernels.inc, defined in src/ops/<family>/kernels.cpp, with kernels in
+//     cpu.cpp and cuda.cu beside it, and the differentiable F::NAME in functional.cpp;
+//   - its checks in tests/ops/, one gtest per op and kind, Ops/NAME.*: GradcheckFloat64 (finite
+//     differences), ErrorInputsCpu / ErrorInputsCuda, and where the op has them
+//     PyTorchGoldenFloat64, CudaParity, OnnxRoundTrip; the older multi-op tests (the segmentation
+//     and DeepLab goldens, most CUDA parity tests, test_ops_cpu.cpp) still cover the rest.
+// A name listed here without a record fails to link; the tests fail when an op has no finite-
+// difference case, fewer than three error inputs or no CUDA parity test.
+// Layer: kernels (names only; it includes nothing), so the kernel API's errors use the same names.
 #pragma once
 
 #define HPCNET_OP_TABLE(X) \
@@ -37,27 +44,17 @@
   X(gather_anchors)        \
   X(dfl_expect)            \
   X(ciou_loss)             \
-  X(dfl_loss)
+  X(dfl_loss)              \
+  X(gelu)
 
-// Non-differentiable ops (no gradient check): argmax.
+// Ops without a gradient (no record, no gradient check): their names only.
+#define HPCNET_OP_TABLE_NO_GRAD(X) X(argmax)
 
-namespace hpcnet::ops {
+namespace hpcnet::op_name {
 
-struct OpInfo {
-  const char* name;
-};
+#define HPCNET_OP_NAME(NAME) inline constexpr char NAME[] = #NAME;
+HPCNET_OP_TABLE(HPCNET_OP_NAME)
+HPCNET_OP_TABLE_NO_GRAD(HPCNET_OP_NAME)
+#undef HPCNET_OP_NAME
 
-#define HPCNET_DECLARE_OP_INFO(NAME) extern const OpInfo op_info_##NAME;
-HPCNET_OP_TABLE(HPCNET_DECLARE_OP_INFO)
-#undef HPCNET_DECLARE_OP_INFO
-
-#define HPCNET_DEFINE_OP(NAME) const ::hpcnet::ops::OpInfo op_info_##NAME{#NAME};
-
-// Every op's info, in table order.
-inline const OpInfo* const kAllOps[] = {
-#define HPCNET_OP_INFO_PTR(NAME) &op_info_##NAME,
-    HPCNET_OP_TABLE(HPCNET_OP_INFO_PTR)
-#undef HPCNET_OP_INFO_PTR
-};
-
-}  // namespace hpcnet::ops
+}  // namespace hpcnet::op_name

@@ -1,5 +1,5 @@
 // The backend-neutral kernel API: what autograd wrappers and optimizers call. Each function checks
-// its arguments, then dispatches on the device to src/ops/cpu/ (or src/ops/cuda/). Kernels
+// its arguments, then dispatches on the device to src/ops/<family>/cpu.cpp (or cuda.cu). Kernels
 // OVERWRITE their outputs unless the name ends in _inplace or the contract says "accumulates".
 // CPU kernels take float32 (oneDNN where it applies) and float64 (plain loops, for gradient
 // checks).
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hpcnet/tensor.h"
+#include "src/ops/op_table.h"
 
 namespace hpcnet::ops {
 
@@ -77,12 +78,6 @@ ConvAlgorithm conv_algorithm();
 // The layout conv2d gives its output for input x and a weight of shape w: blocked where a CPU
 // convolution runs on oneDNN's blocked kernels (see cpu::conv2d_wants_blocked), else row-major.
 Layout conv2d_output_layout(const Tensor& x, const Shape& w, const Conv2dParams& p);
-// Inference only (nothing may require a gradient): conv2d(x, w, b) then `act`, written into
-// `out`, a dense tensor of the output's shape in either layout, which may be a view of a larger
-// buffer (YOLO's C2f at predict time writes each piece of its concatenation in place). A float32
-// x is read in bfloat16 where conv2d would (--precision bf16).
-void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p, Act act,
-                 Tensor& out);
 
 // Threads for CPU kernels (oneDNN and ours); 0 = all cores.
 void set_num_threads(int n);

@@ -1,5 +1,5 @@
 // AdamW, gradient clipping and the EMA of weights (see include/hpcnet/optim.h); the arithmetic is
-// in the fused kernels (src/ops/cpu/adamw.cpp, src/ops/cuda/adamw.cu).
+// in the fused kernels (src/ops/adamw/cpu.cpp, src/ops/adamw/cuda.cu).
 #include <cmath>
 
 #include "hpcnet/optim.h"

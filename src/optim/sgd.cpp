@@ -1,4 +1,4 @@
-// SGD: validation, state and the call into the fused kernel (src/ops/cpu/sgd.cpp).
+// SGD: validation, state and the call into the fused kernel (src/ops/sgd/cpu.cpp).
 #include <algorithm>
 #include <cmath>
 

@@ -8,7 +8,7 @@
 #include "hpcnet/optim.h"
 #include "hpcnet/rng.h"
 #include "src/core/block_cache.h"
-#include "src/ops/cpu/dnnl_util.h"
+#include "src/ops/backend/cpu/dnnl_util.h"
 
 using namespace hpcnet;
 

@@ -350,6 +350,9 @@ def make_ops():
     entries.append(("dice_loss_weighted.weight", dice_weight))  # a constant: no gradient
     record("dice_loss_weighted", [("x", rand(2, 5, 3, 4) * 2), ("target", dice_target)],
            lambda x, t: smp_dice_loss(x, t, class_weights=dice_weight, smooth=1.0))
+    # GELU (drawn last, so every entry above keeps its values).
+    record("gelu", [("x", rand(3, 5, 4) * 3)], lambda x: F.gelu(x))
+    record("gelu_tanh", [("x", rand(3, 5, 4) * 3)], lambda x: F.gelu(x, approximate="tanh"))
 
     meta = {
         "torch_version": torch.__version__,
@@ -401,6 +404,8 @@ def make_ops():
                      "255 and class 3 absent)" + SMP_NOTE,
         "dice_loss_weighted": "the same with class_weights=<op>.weight (5,) and smooth=1.0"
                               + SMP_NOTE,
+        "gelu": "F.gelu(x (3,5,4) * 3), approximate='none' (erf)",
+        "gelu_tanh": "F.gelu(x (3,5,4) * 3, approximate='tanh')",
     }
     return entries, meta
 

@@ -13,6 +13,7 @@
 
 #include "hpcnet/autograd.h"
 #include "src/nn/models/models.h"
+#include "src/ops/conv2d/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
 #include "src/ops/trace.h"

@@ -10,7 +10,7 @@
 #include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/profile.h"
-#include "src/ops/box_math.h"
+#include "src/ops/box/math.h"
 #include "src/ops/trace.h"
 
 namespace hpcnet::task::detect {
@@ -306,7 +306,7 @@ Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, 
       pc[A + a] = anchors.xy[2 * a + 1];
       pstride[a] = anchors.stride[a];
     }
-    trace::add("yolo_decode", {boxes, scores, centres, strides}, out, {{"reg_max", kRegMax}});
+    trace::add_function("yolo_decode", {boxes, scores, centres, strides}, out, {{"reg_max", kRegMax}});
   }
   return out;
 }

@@ -1,0 +1,288 @@
+// CUDA 2-D convolution through cuDNN (its v7-style API, deprecated in cuDNN 9 but shipped): the
+// forward with bias and ReLU fused by cudnnConvolutionBiasActivationForward (float32 with ReLU;
+// elsewhere, or when cuDNN refuses, cudnnConvolutionForward and bias.cu's epilogue), backward
+// data and backward filter, and the bias gradient by bias.cu's deterministic channel sum.
+// Plain NCHW / KCRS tensors, cross-correlation as PyTorch. Algorithms come from cuDNN's
+// heuristics (no timing runs, so a shape always gets the same algorithm); the backward passes
+// take deterministic algorithms only. float32 uses FMA math (no TF32) unless
+// set_allow_tf32(true). Descriptors and algorithms are cached per thread by shape; workspaces
+// come from the caching allocator.
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "src/ops/backend/cuda/cuda_common.h"
+
+namespace hpcnet::cuda {
+namespace {
+
+// The most workspace an algorithm may ask for.
+constexpr size_t kMaxConvWorkspace = size_t{1} << 30;
+
+struct ConvShape {
+  int64_t n, c, h, w, k, r, s, p, q;
+};
+
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t act = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t workspace = 0;
+  bool fused = false;         // forward through cudnnConvolutionBiasActivationForward
+  bool fused_proven = false;  // the fused call has succeeded once with this plan
+  ~ConvPlan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (b) cudnnDestroyTensorDescriptor(b);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (act) cudnnDestroyActivationDescriptor(act);
+  }
+};
+
+enum Kind { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
+
+int i32(int64_t v, const char* what) {
+  if (v > INT32_MAX) throw Error(std::string("conv2d: ") + what + " exceeds cuDNN's int range");
+  return static_cast<int>(v);
+}
+
+[[noreturn]] void no_algo(const char* pass, const ConvShape& s, DType dtype) {
+  throw Error(std::string("conv2d: cuDNN has no usable ") + pass + " algorithm for x (" +
+              std::to_string(s.n) + ", " + std::to_string(s.c) + ", " + std::to_string(s.h) + ", " +
+              std::to_string(s.w) + "), w (" + std::to_string(s.k) + ", " + std::to_string(s.c) +
+              ", " + std::to_string(s.r) + ", " + std::to_string(s.s) + "), " + dtype_name(dtype));
+}
+
+bool math_ok(cudnnMathType_t m, bool f32) {
+  // Never a down-conversion to half precision; without TF32, float32 stays off tensor cores.
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+  return !f32 || allow_tf32() || m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH;
+}
+
+// The first of cuDNN's ranked candidates (perf[0, got)) that ran, fits the workspace cap, uses
+// allowed math and, when asked, is deterministic; null if none does.
+template <class Perf>
+const Perf* first_usable(const std::vector<Perf>& perf, int got, bool deterministic, bool f32) {
+  for (int i = 0; i < got; ++i) {
+    const Perf& r = perf[i];
+    if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= kMaxConvWorkspace &&
+        (!deterministic || r.determinism == CUDNN_DETERMINISTIC) && math_ok(r.mathType, f32))
+      return &r;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, const ConvShape& s,
+                                    const Conv2dParams& cp, bool bias, bool relu) {
+  const bool f32 = dtype == DType::kFloat32;
+  cudnnDataType_t dt = f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+  auto p = std::make_unique<ConvPlan>();
+  HPCNET_CUDNN(cudnnCreateTensorDescriptor(&p->x));
+  HPCNET_CUDNN(cudnnCreateTensorDescriptor(&p->y));
+  HPCNET_CUDNN(cudnnCreateFilterDescriptor(&p->w));
+  HPCNET_CUDNN(cudnnCreateConvolutionDescriptor(&p->conv));
+  HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, i32(s.n, "N"), i32(s.c, "C"),
+                                          i32(s.h, "H"), i32(s.w, "W")));
+  HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, i32(s.n, "N"), i32(s.k, "K"),
+                                          i32(s.p, "P"), i32(s.q, "Q")));
+  HPCNET_CUDNN(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, i32(s.k, "K"), i32(s.c, "C"),
+                                          i32(s.r, "R"), i32(s.s, "S")));
+  HPCNET_CUDNN(cudnnSetConvolution2dDescriptor(
+      p->conv, i32(cp.pad_h, "pad"), i32(cp.pad_w, "pad"), i32(cp.stride_h, "stride"),
+      i32(cp.stride_w, "stride"), i32(cp.dil_h, "dilation"), i32(cp.dil_w, "dilation"),
+      CUDNN_CROSS_CORRELATION, dt));
+  // CUDNN_DEFAULT_MATH lets float32 use TF32 tensor cores; CUDNN_FMA_MATH keeps it in FP32.
+  HPCNET_CUDNN(cudnnSetConvolutionMathType(
+      p->conv, f32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  int on, oc, oh, ow;
+  HPCNET_CUDNN(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
+  HPCNET_CHECK(on == s.n && oc == s.k && oh == s.p && ow == s.q,
+               "conv2d: cuDNN's output shape differs from hpcnet's");
+
+  if (kind == kForward) {
+    if (bias) {
+      HPCNET_CUDNN(cudnnCreateTensorDescriptor(&p->b));
+      HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->b, CUDNN_TENSOR_NCHW, dt, 1, i32(s.k, "K"), 1, 1));
+    }
+    // Fused bias + ReLU: float32 with a bias and a ReLU (cuDNN's identity activation is limited
+    // to one algorithm; double is not among its fused configurations).
+    p->fused = f32 && bias && relu;
+    if (p->fused) {
+      HPCNET_CUDNN(cudnnCreateActivationDescriptor(&p->act));
+      HPCNET_CUDNN(cudnnSetActivationDescriptor(p->act, CUDNN_ACTIVATION_RELU,
+                                                CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    }
+    int max = 0, got = 0;
+    HPCNET_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(max));
+    HPCNET_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, max, &got,
+                                                        perf.data()));
+    if (const auto* r = first_usable(perf, got, false, f32)) {
+      p->fwd = r->algo;
+      p->workspace = r->memory;
+      return p;
+    }
+    no_algo("forward", s, dtype);
+  }
+  if (kind == kBackwardData) {
+    int max = 0, got = 0;
+    HPCNET_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max));
+    HPCNET_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, max,
+                                                             &got, perf.data()));
+    if (const auto* r = first_usable(perf, got, true, f32)) {
+      p->bwd_data = r->algo;
+      p->workspace = r->memory;
+      return p;
+    }
+    no_algo("deterministic backward-data", s, dtype);
+  }
+  int max = 0, got = 0;
+  HPCNET_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max));
+  HPCNET_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, max,
+                                                             &got, perf.data()));
+  if (const auto* r = first_usable(perf, got, true, f32)) {
+    p->bwd_filter = r->algo;
+    p->workspace = r->memory;
+    return p;
+  }
+  no_algo("deterministic backward-filter", s, dtype);
+}
+
+ConvPlan& plan_for(int device, Kind kind, DType dtype, const ConvShape& s, const Conv2dParams& cp,
+                   bool bias, bool relu) {
+  thread_local auto* cache =
+      new std::unordered_map<PlanKey, std::unique_ptr<ConvPlan>, PlanKeyHash>();
+  PlanKey key = make_plan_key(kind, device, static_cast<int>(dtype), s.n, s.c, s.h, s.w, s.k, s.r,
+                              s.s, cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, cp.dil_h, cp.dil_w,
+                              bias, relu, allow_tf32());
+  auto it = cache->find(key);
+  if (it != cache->end()) return *it->second;
+  auto p = make_plan(cudnn_handle(device), kind, dtype, s, cp, bias, relu);
+  return *cache->emplace(key, std::move(p)).first->second;
+}
+
+ConvShape conv_shape(const Shape& x, const Shape& w, const Shape& y) {
+  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3]};
+}
+
+struct Scalars {
+  float one_f = 1.f, zero_f = 0.f;
+  double one_d = 1.0, zero_d = 0.0;
+  const void* one(DType t) const { return t == DType::kFloat64 ? (const void*)&one_d : &one_f; }
+  const void* zero(DType t) const { return t == DType::kFloat64 ? (const void*)&zero_d : &zero_f; }
+};
+
+bool empty_conv(const ConvShape& s) {
+  return s.n == 0 || s.k == 0 || s.c == 0 || s.p == 0 || s.q == 0;
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const Conv2dParams& p, Act act) {
+  // cuDNN's fused entry point has ReLU but no SiLU: SiLU is a pass over the output.
+  const bool relu = act == Act::kRelu;
+  dispatch_float(x.dtype(), op_name::conv2d, [](auto) {});
+  prepare(x);
+  int dev = x.device().index;
+  ConvShape s = conv_shape(x.shape(), w.shape(), y.shape());
+  bool has_b = b.defined();
+  if (empty_conv(s)) {
+    if (s.n && s.k && s.p && s.q) {  // C == 0: y = bias (relu'd)
+      y.fill_(0.0);
+      if (has_b) add_bias_act(y, b, s.n, s.k, s.p * s.q, relu);
+      if (act == Act::kSilu) silu_forward(y, y);
+    }
+    return;
+  }
+  ConvPlan& plan = plan_for(dev, kForward, x.dtype(), s, p, has_b, relu);
+  cudnnHandle_t h = cudnn_handle(dev);
+  Scratch ws(plan.workspace, dev);
+  Scalars k;
+  DType t = x.dtype();
+  if (plan.fused) {
+    // y = relu(conv(x) + 0 * z + b) with z = y, zeroed first so that garbage (NaN) in y cannot
+    // leak through 0 * z whether or not cuDNN reads z when alpha2 = 0.
+    HPCNET_CUDA(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), stream(dev)));
+    cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+        h, k.one(t), plan.x, x.raw_data(), plan.w, w.raw_data(), plan.conv, plan.fwd, ws.get(),
+        plan.workspace, k.zero(t), plan.y, y.raw_data(), plan.b, b.raw_data(), plan.act, plan.y,
+        y.raw_data());
+    if (st == CUDNN_STATUS_SUCCESS) {
+      plan.fused_proven = true;
+      return;  // (fused only with ReLU or no activation: make_plan)
+    }
+    // A refusal on the first call (NOT_SUPPORTED, or BAD_PARAM for an algorithm the fused
+    // entry point lacks) means this cuDNN cannot fuse this shape: unfused from now on. A failure
+    // after the fusion has worked is a real error.
+    if (plan.fused_proven || st == CUDNN_STATUS_EXECUTION_FAILED) HPCNET_CUDNN(st);
+    plan.fused = false;
+  }
+  HPCNET_CUDNN(cudnnConvolutionForward(h, k.one(t), plan.x, x.raw_data(), plan.w, w.raw_data(),
+                                       plan.conv, plan.fwd, ws.get(), plan.workspace, k.zero(t),
+                                       plan.y, y.raw_data()));
+  if (has_b)
+    add_bias_act(y, b, s.n, s.k, s.p * s.q, relu);
+  else if (relu)
+    relu_forward(y, y);
+  if (act == Act::kSilu) silu_forward(y, y);
+}
+
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  dispatch_float(dy.dtype(), "conv2d_backward_data", [](auto) {});
+  prepare(dy);
+  int dev = dy.device().index;
+  ConvShape s = conv_shape(dx.shape(), w.shape(), dy.shape());
+  if (empty_conv(s)) {
+    if (dx.numel()) dx.fill_(0.0);
+    return;
+  }
+  ConvPlan& plan = plan_for(dev, kBackwardData, dy.dtype(), s, p, false, false);
+  Scratch ws(plan.workspace, dev);
+  Scalars k;
+  DType t = dy.dtype();
+  HPCNET_CUDNN(cudnnConvolutionBackwardData(
+      cudnn_handle(dev), k.one(t), plan.w, w.raw_data(), plan.y, dy.raw_data(), plan.conv,
+      plan.bwd_data, ws.get(), plan.workspace, k.zero(t), plan.x, dx.raw_data()));
+}
+
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
+                             const Conv2dParams& p) {
+  dispatch_float(x.dtype(), "conv2d_backward_weights", [](auto) {});
+  prepare(x);
+  int dev = x.device().index;
+  ConvShape s = conv_shape(x.shape(), dw.shape(), dy.shape());
+  if (db.defined()) bias_grad(dy, db, s.n, s.k, s.p * s.q);
+  if (empty_conv(s)) {
+    if (dw.numel()) dw.fill_(0.0);
+    return;
+  }
+  ConvPlan& plan = plan_for(dev, kBackwardFilter, x.dtype(), s, p, false, false);
+  Scratch ws(plan.workspace, dev);
+  Scalars k;
+  DType t = x.dtype();
+  HPCNET_CUDNN(cudnnConvolutionBackwardFilter(
+      cudnn_handle(dev), k.one(t), plan.x, x.raw_data(), plan.y, dy.raw_data(), plan.conv,
+      plan.bwd_filter, ws.get(), plan.workspace, k.zero(t), plan.w, dw.raw_data()));
+}
+
+void channel_bias_add_inplace(Tensor& y, const Tensor& b) {
+  dispatch_float(y.dtype(), "channel_bias_add", [](auto) {});
+  prepare(y);
+  if (y.numel()) add_bias_act(y, b, y.size(0), y.size(1), y.size(2) * y.size(3), false);
+}
+
+void channel_bias_backward(const Tensor& dy, Tensor& db) {
+  dispatch_float(dy.dtype(), "channel_bias_backward", [](auto) {});
+  prepare(dy);
+  bias_grad(dy, db, dy.size(0), dy.size(1), dy.size(2) * dy.size(3));
+}
+
+}  // namespace hpcnet::cuda

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Checks `hpcnet export` of a YOLOv8 detection model against onnxruntime and against Ultralytics'
+own eval output for the same weights (run by hand; needs PyPI's ultralytics, onnx, onnxruntime,
+safetensors and torch; builds the model from yolov8n.yaml, downloads nothing):
+
+    YOLO_OFFLINE=1 python3 tests/export/onnx/check_yolo_onnx.py --hpcnet build/hpcnet [--imgsz 640]
+
+1. Ultralytics' DetectionModel('yolov8n.yaml', nc=--nc) with seeded random weights, its batch-norm
+   scales, shifts and running statistics drawn at random too (no unit statistics to hide a
+   mistake) and the class biases N(0, 1) (scores over all of (0, 1)), saved as a state_dict and
+   converted with
+   scripts/convert_checkpoint.py to-safetensors.
+2. `hpcnet export --batch dynamic --save-io`: the file is checked with onnx.checker (full check,
+   strict shape inference) and its metadata (task, names, normalize: x / 255).
+3. onnxruntime on hpcnet's traced input against hpcnet's own output, and on a batch of 2 (that
+   input and 1 - it) against Ultralytics' model.eval() output for the same pixels / 255.
+Prints the largest differences, for the box rows and the score rows apart, relative to the largest
+|value|; exits 1 if any exceeds --tol (default 1e-4).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("YOLO_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+import torch  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONVERTER = os.path.join(HERE, "..", "..", "scripts", "convert_checkpoint.py")
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def ultralytics_model(nc, seed):
+    from ultralytics.nn.tasks import DetectionModel
+    torch.manual_seed(seed)
+    m = DetectionModel("yolov8n.yaml", nc=nc, verbose=False)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                n = mod.num_features
+                mod.weight.copy_(0.5 + torch.rand(n, generator=g))
+                mod.bias.copy_(0.1 * torch.randn(n, generator=g))
+                mod.running_mean.copy_(0.1 * torch.randn(n, generator=g))
+                mod.running_var.copy_(0.5 + torch.rand(n, generator=g))
+        for seq in m.model[-1].cv3:  # class biases N(0, 1) instead of bias_init's -11.7
+            seq[-1].bias.copy_(torch.randn(seq[-1].bias.shape, generator=g))  # scores over (0, 1)
+    return m.eval()
+
+
+def compare(name, got, want, nc, tol):
+    """Prints one line; returns the worst difference relative to max |want|."""
+    scale = float(np.abs(want).max()) or 1.0
+    diff = np.abs(got - want)
+    box, cls = float(diff[:, :4].max()), float(diff[:, 4:].max())
+    rel = max(box, cls) / scale
+    print(f"{name:>36}  {tuple(got.shape)}  max |diff| boxes {box:.2e}, scores {cls:.2e} "
+          f"(scores {float(want[:, 4:].min()):.2g}..{float(want[:, 4:].max()):.2g}); "
+          f"{rel:.2e} of max |value| {scale:.4g}  {'ok' if rel <= tol else 'FAIL'}")
+    return rel
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hpcnet", default="build/hpcnet")
+    ap.add_argument("--imgsz", type=int, default=640)
+    ap.add_argument("--nc", type=int, default=80)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="hpcnet_yolo_onnx_")
+    model = ultralytics_model(args.nc, args.seed)
+    pth, st = os.path.join(tmp, "yolov8n.pth"), os.path.join(tmp, "yolov8n.safetensors")
+    torch.save(model.state_dict(), pth)
+    names = ",".join(f"class{i}" for i in range(args.nc))
+    run([sys.executable, CONVERTER, "to-safetensors", pth, st, "--model", "yolov8n",
+         "--imgsz", str(args.imgsz), "--classes", names])
+    onnx_path, io_path = os.path.join(tmp, "yolov8n.onnx"), os.path.join(tmp, "io.safetensors")
+    print(run([args.hpcnet, "export", "--weights", st, "--out", onnx_path, "--batch", "dynamic",
+               "--save-io", io_path]).strip())
+
+    m = onnx.load(onnx_path)
+    onnx.checker.check_model(m, full_check=True)
+    onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    meta = {p.key: p.value for p in m.metadata_props}
+    assert meta["task"] == "detect", meta
+    assert meta["normalize"].startswith("x / 255,"), meta["normalize"]
+    assert meta["stride"] == "32", meta
+    assert eval(meta["names"]) == {i: f"class{i}" for i in range(args.nc)}  # noqa: S307
+    ops = sorted({n.op_type for n in m.graph.node})
+    print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}, ultralytics "
+          f"{__import__('ultralytics').__version__}, torch {torch.__version__}; "
+          f"{len(m.graph.node)} nodes: {', '.join(ops)}")
+    print(f"metadata normalize: {meta['normalize']}; mean {meta['mean']} std {meta['std']}")
+
+    io = load_file(io_path)
+    x, want = io["input"], io["output"]
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    worst = compare("onnxruntime vs hpcnet (batch 1)", sess.run(["output"], {"input": x})[0],
+                    want, args.nc, args.tol)
+    x2 = np.concatenate([x, 1.0 - x]).astype(np.float32)  # pixels / 255, as Ultralytics takes
+    got2 = sess.run(["output"], {"input": x2})[0]
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x2))
+    ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).numpy()
+    worst = max(worst, compare("onnxruntime vs Ultralytics eval", got2, ref, args.nc, args.tol))
+    worst = max(worst, compare("hpcnet vs Ultralytics eval (image 0)", want, ref[:1], args.nc,
+                               args.tol))
+    sys.exit(0 if worst <= args.tol else 1)
+
+
+if __name__ == "__main__":
+    main()
