@@ -40,7 +40,7 @@ def name_key(name):
 
 def weight_values(name, shape):
     """The formula weights of make_golden_unet.py and make_golden_deeplab.py (and of
-    tests/test_util.h's fill_from_formula): v_i = sin(0.7 i + 1.3 name_key + 0.5) in float64, then
+    tests/support/test_util.h's fill_from_formula): v_i = sin(0.7 i + 1.3 name_key + 0.5) in float64, then
     conv weights v sqrt(3 / fan_in), BatchNorm weight 1 + 0.2 v, running_mean 0.1 v, running_var
     1 + 0.5 |v|, biases 0.1 v, num_batches_tracked 0; rounded to float32."""
     import numpy as np
