@@ -323,7 +323,7 @@ OnnxResult export_onnx(nn::Module& model, const OnnxOptions& o, const std::strin
   }
   add_metadata(m, "batch", o.dynamic_batch ? "dynamic" : std::to_string(o.batch));
   add_metadata(m, "normalize", normalize_text(o));
-  add_metadata(m, "mean", float_list(o.mean));
+  add_metadata(m, "mean", float_list(o.mean));  // not an op name: the input normalisation
   add_metadata(m, "std", float_list(o.std));
   for (const auto& [key, value] : o.metadata) add_metadata(m, key, value);
 

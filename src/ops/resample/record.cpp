@@ -56,7 +56,7 @@ std::string emit_upsample_bilinear2d(OnnxGraph& b, const trace::Record& r) {
            "axis", 0);
   const std::string y = b.fresh(r.op);
   OnnxNode& n = b.node("Resize", {x, "", "", sizes}, {y});
-  attr_string(n, "mode", "linear");
+  attr_string(n, "mode", "linear");  // not an op name: ONNX Resize's mode
   // torch's align_corners=False is half-pixel with sources clamped at 0 (pytorch_half_pixel).
   attr_string(n, "coordinate_transformation_mode",
               onnx_int_attr(r, "align_corners") ? "align_corners" : "pytorch_half_pixel");
