@@ -28,8 +28,8 @@ Identical to hpcnet (read from the C++, not assumed):
     decoded once (bench/pytorch_tutorial.py's loaders), in hpcnet's dataset order;
   - split: --val-split N holds out exactly hpcnet's N images (bench/hpcnet_rng.py reproduces its
     fixed shuffle bit for bit); train and validation keep ascending index order;
-  - transforms (src/train/train.cpp train_transform, src/data/transforms.cpp): [RandomCrop(32,
-    padding=4) + RandomHorizontalFlip(0.5) with --augment] -> ToTensor -> Normalize(0.5, 0.5)
+  - transforms (src/task/classify/classify.cpp train_transform, src/data/transforms.cpp):
+    [RandomCrop(32, padding=4) + RandomHorizontalFlip(0.5) with --augment] -> ToTensor -> Normalize(0.5, 0.5)
     -> [Cutout(N)]; crop padding is a zero pixel of the raw image (-1 after Normalize); Cutout
     centres an N x N square at a uniform pixel (cy, cx) in [0, 32)^2, rows cy - N//2 .. cy - N//2
     + N - 1 clipped to the image (so holes at the border are smaller), and writes 0 into the
@@ -246,7 +246,8 @@ def lr_at(r, step, steps_per_epoch, epochs):
 
 
 def validate_recipe(r):
-    """hpcnet's checks (train.cpp validate, LrSchedule::validate); returns an error or None."""
+    """hpcnet's checks (src/train/recipe.cpp validate, LrSchedule::validate); returns an error or
+    None."""
     checks = [
         (r["model"] in MODELS, f"model '{r['model']}' is not one of {', '.join(sorted(MODELS))}"
          + (" (for lenet use bench/pytorch_tutorial.py)" if r["model"] == "lenet" else "")),

@@ -375,7 +375,7 @@ def check_keys(model, sd, path):
 def read_class_names(spec, k, path, task=None):
     """Class names from --classes: a classes.txt, a data.yaml, or a comma-separated list. A
     data.yaml's names as hpcnet reads them for the task: for segmentation "background" first
-    (src/data/segmentation.cpp), for detection as they are (src/data/detection.cpp)."""
+    (src/data/segmentation.cpp), for detection as they are (src/data/detection/dataset_yaml.cpp)."""
     if spec is None:
         return [f"class_{i}" for i in range(k)]
     if os.path.isdir(spec):
