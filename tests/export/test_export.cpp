@@ -17,6 +17,7 @@
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "tests/export/onnx_eval.h"
+#include "tests/ops/op_tests.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
