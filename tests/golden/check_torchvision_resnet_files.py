@@ -8,7 +8,8 @@ hpcnet and hpcnet's in torchvision. Needs torch, torchvision, safetensors and Pi
 
 1. torchvision.models.resnet50(num_classes=10) with weights from torch.manual_seed(0) (its own
    initialisation, then the BatchNorms' affine parameters and running statistics drawn too, so
-   the eval-mode forward is not a near one-hot) is saved with safetensors.torch.save_file (no
+   the eval-mode forward is not a near one-hot; fc's weight drawn with std 1e-5 for the same
+   reason) is saved with safetensors.torch.save_file (no
    hpcnet metadata). A 256x256 PNG (a smooth colour pattern) is classified by torchvision with
    its ImageNet evaluation transform (Resize(256), CenterCrop(224), ToTensor, Normalize with
    ImageNet's mean and std) and by `hpcnet predict --weights FILE --model resnet50 --imgsz 224
@@ -31,6 +32,9 @@ from PIL import Image
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torchvision import transforms
+
+
+SMALL_FC_STD = 1e-5
 
 
 def image(path):
@@ -82,11 +86,15 @@ def main():
                 mod.bias.normal_(0, 0.1)
                 mod.running_mean.normal_(0, 0.1)
                 mod.running_var.uniform_(0.5, 1.5)
+        # The random trunk's features are large (no zero_init_residual): a classifier of small
+        # weights keeps the logits of order 1, so the probabilities are not a one-hot.
+        m.fc.weight.normal_(0, SMALL_FC_STD)
     weights = os.path.join(a.work, "tv_resnet50.safetensors")
     save_file({k: v.contiguous() for k, v in m.state_dict().items()}, weights)
     ref = torch_probs(m, png)
     got = hpcnet_probs(a.hpcnet, weights, png, 10, ["--model", "resnet50", "--imgsz", "224"])
     diff = max(abs(got[str(i)] - ref[i].item()) for i in range(10))
+    print("torchvision logits:", " ".join(f"{v:.4f}" for v in torch.log(ref).tolist()))
     print("torchvision probabilities:", " ".join(f"{p:.6f}" for p in ref.tolist()))
     print("hpcnet      probabilities:", " ".join(f"{got[str(i)]:.6f}" for i in range(10)))
     print(f"1. torchvision resnet50 file in hpcnet predict: max |dp| = {diff:.3e} "
@@ -105,6 +113,8 @@ def main():
             ref = torch_probs(tv, png)
             got = hpcnet_probs(a.hpcnet, a.hpcnet_model, png, len(classes))
             diff = max(abs(got[c] - ref[i].item()) for i, c in enumerate(classes))
+            print("   torchvision:", " ".join(f"{c} {ref[i].item():.6f}" for i, c in enumerate(classes)))
+            print("   hpcnet:     ", " ".join(f"{c} {got[c]:.6f}" for c in classes))
             print(f"   scores the same: max |dp| = {diff:.3e}")
     return 0
 
