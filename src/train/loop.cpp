@@ -703,8 +703,9 @@ void Trainer::open_data() {
 // and --conv-algorithm applied; meta_ is what its files record.
 void Trainer::build_model() {
   manual_seed(cfg_.seed);
-  model_ = nn::make_model(
-      cfg_.model, nn::ModelOptions{static_cast<int64_t>(data_.classes.size()), cfg_.aux_loss});
+  nn::ModelOptions options{static_cast<int64_t>(data_.classes.size()), cfg_.aux_loss};
+  options.zero_init_residual = cfg_.zero_init_residual;
+  model_ = nn::make_model(cfg_.model, options);
   HPCNET_REQUIRE(data_.train->target_kind() == task_->target_kind(),
                  "--task " + task_->name() + " needs a dataset of " +
                      data::target_kind_name(task_->target_kind()) + " targets; --dataset " +

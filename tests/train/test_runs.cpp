@@ -357,6 +357,30 @@ TEST_F(RunsTest, TrainFromWeightsOfAnotherClassCountReplacesTheClassifier) {
   EXPECT_EQ(loaded, 8);
 }
 
+// --zero-init-residual reaches the model: torchvision's resnet18 starts every block's bn2 at
+// weight 0 (with --lr 0 the model file holds the initial weights); without it they start at 1.
+TEST_F(RunsTest, ZeroInitResidualStartsTheBlocksLastBatchNormAtZero) {
+  for (bool zero : {false, true}) {
+    TinyTrain o{.model = "resnet18", .lr = "0", .extra = {"--imgsz", "32", "--steps", "1"}};
+    if (zero) o.extra.push_back("--zero-init-residual");
+    const fs::path out = dir_ / (zero ? "zero" : "plain");
+    RunResult r = run(tiny_train_args(data(), out, 1, o));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    SafetensorsFile f = load_safetensors((out / "model.safetensors").string());
+    int blocks = 0;
+    for (const std::string& n : f.order) {
+      if (n.rfind("layer", 0) != 0 || n.size() < 11 || n.compare(n.size() - 11, 11, ".bn2.weight"))
+        continue;
+      for (double v : f.at(n).to_vector_f64()) ASSERT_EQ(v, zero ? 0.0 : 1.0) << n;
+      ++blocks;
+    }
+    EXPECT_EQ(blocks, 8);
+    for (double v : f.at("layer1.0.bn1.weight").to_vector_f64()) ASSERT_EQ(v, 1.0);
+  }
+  expect_refused(run(tiny_train_args(data(), dir_ / "lenet", 1, {.extra = {"--zero-init-residual"}})),
+                 "--zero-init-residual on lenet", {"--zero-init-residual", "lenet"});
+}
+
 // --weights starts a fresh run from a file's weights (here with --lr 0, so the run's model is the
 // file's own); a file of another model or shape is refused, listing the tensors; a torch.save
 // file is answered with the command that converts it.
