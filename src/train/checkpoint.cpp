@@ -354,7 +354,11 @@ void check_resume_folder(const RunFile& checkpoint, const std::string& out_dir) 
     if (!theirs) continue;
     const bool same_classes =
         mine.classes.empty() || theirs->classes.empty() || mine.classes == theirs->classes;
-    if (theirs->model == mine.model && same_classes &&
+    // A file of the run written before the CIFAR ResNet-18 was renamed (read_run_file renames
+    // the checkpoint; this reads the header's metadata only).
+    const bool same_model =
+        theirs->model == mine.model || (mine.model == kCifarResNet18 && theirs->model == "resnet18");
+    if (same_model && same_classes &&
         (theirs->task.empty() || mine.task.empty() || theirs->task == mine.task))
       continue;
     // Class lists of one length that differ are told apart by their names.

@@ -381,6 +381,35 @@ TEST_F(RunsTest, ZeroInitResidualStartsTheBlocksLastBatchNormAtZero) {
                  "--zero-init-residual on lenet", {"--zero-init-residual", "lenet"});
 }
 
+// A run of the CIFAR ResNet-18 written when it was called "resnet18" (its files' hpcnet.model and
+// its checkpoint's recipe say so) resumes as cifar_resnet18, saying once that the name changed.
+TEST_F(RunsTest, ARunOfTheOldResnet18NameResumesAsCifarResnet18) {
+  const fs::path out = dir_ / "old";
+  RunResult r = run(tiny_train_args(data(), out, 1, {.model = "cifar_resnet18"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* file : {"checkpoint.safetensors", "model.safetensors"}) {
+    const std::string path = (out / file).string();
+    SafetensorsFile f = load_safetensors(path);
+    ASSERT_EQ(f.metadata.at("hpcnet.model"), "cifar_resnet18");
+    f.metadata["hpcnet.model"] = "resnet18";
+    if (f.metadata.count("hpcnet.config")) {
+      nlohmann::json j = nlohmann::json::parse(f.metadata.at("hpcnet.config"));
+      ASSERT_EQ(j.at("model"), "cifar_resnet18");
+      j["model"] = "resnet18";
+      f.metadata["hpcnet.config"] = j.dump();
+    }
+    nn::NamedTensors tensors;
+    for (const std::string& n : f.order) tensors.emplace_back(n, f.at(n));
+    save_safetensors(path, tensors, f.metadata);
+  }
+  r = run({"train", "--resume", out.string(), "--epochs", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(count_of(r.err, "is now called 'cifar_resnet18'"), 1u) << r.err;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  SafetensorsFile f = load_safetensors((out / "model.safetensors").string());
+  EXPECT_EQ(f.metadata.at("hpcnet.model"), "cifar_resnet18");
+}
+
 // --weights starts a fresh run from a file's weights (here with --lr 0, so the run's model is the
 // file's own); a file of another model or shape is refused, listing the tensors; a torch.save
 // file is answered with the command that converts it.
