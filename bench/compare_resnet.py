@@ -48,7 +48,7 @@ ROOT = os.path.dirname(HERE)
 DEFAULT_HPCNET = os.path.join(ROOT, "build", "hpcnet")
 TORCH_SCRIPT = os.path.join(HERE, "pytorch_resnet.py")
 EPOCH_IMAGES = 50000  # CIFAR-10 training set
-MODELS = ["resnet20", "resnet32", "resnet56", "resnet18"]  # known to both tools
+MODELS = ["resnet20", "resnet32", "resnet56", "cifar_resnet18"]  # known to both tools
 
 
 # bench/compare.py (beside this file): its process measurement, interpreter discovery and machine

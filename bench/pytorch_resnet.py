@@ -19,7 +19,7 @@ Models (parameter and buffer names are the ones hpcnet's C++ models use):
                   Init: kaiming_normal_ (fan_in, gain sqrt(2)) on every Conv2d and Linear
                   weight, after PyTorch's default init; Linear bias and BatchNorm keep
                   PyTorch's defaults (bias uniform(+-1/sqrt(fan_in)); BN weight 1, bias 0).
-  resnet18        the CIFAR variant of kuangliu/pytorch-cifar: conv1 3x3 (3->64, no bias), bn1,
+  cifar_resnet18  the CIFAR variant of kuangliu/pytorch-cifar: conv1 3x3 (3->64, no bias), bn1,
                   relu, layer1..layer4 of 2 BasicBlocks (64/128/256/512 planes, strides
                   1/2/2/2), shortcut when the shape changes = Sequential(Conv2d 1x1 stride s, no
                   bias; BatchNorm2d) named shortcut.0 / shortcut.1, avg_pool2d(4), linear
@@ -169,7 +169,7 @@ def resnet18(num_classes=10):
 
 
 MODELS = {"resnet20": resnet20, "resnet32": resnet32, "resnet56": resnet56,
-          "resnet18": resnet18}
+          "cifar_resnet18": resnet18}  # hpcnet's cifar_resnet18 (its "resnet18" until 2026-12)
 
 
 def count_params(model):

@@ -16,8 +16,8 @@
       makes every tensor contiguous and writes it with safetensors.torch.save_file, under the
       metadata hpcnet reads (src/train/checkpoint.cpp):
         hpcnet.model    NAME (--model), so `hpcnet eval/predict --weights OUT` need no --model
-        hpcnet.task     the model's task (unet_*: segment; lenet, resnet*: classify;
-                        yolov8*: detect)
+        hpcnet.task     the model's task (unet_*: segment; lenet, resnet*, cifar_resnet18:
+                        classify; yolov8*: detect)
         hpcnet.classes  JSON list of K class names, K from the classifier's shape: from
                         --classes (classes.txt, an Ultralytics data.yaml read as hpcnet reads
                         it for the task: for segmentation "background" then its names, for
@@ -43,9 +43,10 @@
       DetectionModel('yolov8n.yaml', nc=K).load_state_dict(torch.load(OUT))).
 
 With --model (or hpcnet.model in the file) naming unet_resnet18/unet_resnet34,
-deeplabv3_resnet50 or yolov8n/yolov8s, the keys and shapes are checked against smp.Unet(ENCODER,
-encoder_weights=None, classes=K), torchvision's deeplabv3_resnet50(weights=None,
-weights_backbone=None, num_classes=K, aux_loss=<aux_classifier.* present>) or Ultralytics'
+deeplabv3_resnet50, resnet18/34/50/101 or yolov8n/yolov8s, the keys and shapes are checked
+against smp.Unet(ENCODER, encoder_weights=None, classes=K), torchvision's
+deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=K, aux_loss=<aux_classifier.*
+present>), torchvision.models.resnetNN(weights=None, num_classes=K) or Ultralytics'
 DetectionModel('yolov8n.yaml', nc=K); other names are not checked. smp, torchvision and
 ultralytics are imported only for this check (and Ultralytics' checkpoints) and build no
 pretrained weights (YOLO_OFFLINE=1 is set).
@@ -59,6 +60,10 @@ not a tensor, keys that do not match the model) are one line on stderr and exit 
     python3 scripts/convert_checkpoint.py to-pth runs/unet/model.safetensors unet.pth
     python3 -c "import torch, segmentation_models_pytorch as smp; \\
         smp.Unet('resnet18', encoder_weights=None, classes=11).load_state_dict(torch.load('unet.pth'))"
+    python3 scripts/convert_checkpoint.py to-safetensors resnet50-0676ba61.pth r50.safetensors \\
+        --model resnet50 --imgsz 224    # torchvision's ImageNet weights (or its train.py's
+                                        # checkpoint.pth); then hpcnet train --model resnet50
+                                        # --weights r50.safetensors fine-tunes to any class count
     python3 scripts/convert_checkpoint.py to-safetensors runs/detect/train/weights/best.pt \\
         best.safetensors --allow-pickle          # an Ultralytics .pt: model, names, imgsz read
     python3 scripts/convert_checkpoint.py to-pth runs/det/best.safetensors best.pt
@@ -80,7 +85,7 @@ STATE_DICT_KEYS = ("model", "state_dict", "model_state_dict")
 PREFIXES = ("module.", "_orig_mod.")
 # Metadata kept from an hpcnet file given to to-safetensors (flags override it).
 INHERITED = ("hpcnet.model", "hpcnet.task", "hpcnet.classes", "hpcnet.imgsz", "hpcnet.val_split",
-             "hpcnet.normalize")
+             "hpcnet.normalize", "hpcnet.augment")
 
 # What the converter knows of a model: its task (hpcnet.task), the weight whose first dimension
 # is the class count, and how to build the reference for the key check (None: not checked).
@@ -92,7 +97,11 @@ KNOWN_MODELS = {
     "resnet20": ("classify", "linear.weight", None),
     "resnet32": ("classify", "linear.weight", None),
     "resnet56": ("classify", "linear.weight", None),
-    "resnet18": ("classify", "linear.weight", None),
+    "cifar_resnet18": ("classify", "linear.weight", None),  # "resnet18" before torchvision's
+    "resnet18": ("classify", "fc.weight", "torchvision:resnet18"),
+    "resnet34": ("classify", "fc.weight", "torchvision:resnet34"),
+    "resnet50": ("classify", "fc.weight", "torchvision:resnet50"),
+    "resnet101": ("classify", "fc.weight", "torchvision:resnet101"),
     "yolov8n": ("detect", "model.22.cv3.0.2.weight", "ultralytics:yolov8n.yaml"),
     "yolov8s": ("detect", "model.22.cv3.0.2.weight", "ultralytics:yolov8s.yaml"),
 }
@@ -274,6 +283,9 @@ def reference_state_dict(model, sd, path):
         if lib == "smp":
             import segmentation_models_pytorch as smp
             ref = smp.Unet(name, encoder_weights=None, classes=k)
+        elif name.startswith("resnet"):  # torchvision's ImageNet classifiers
+            import torchvision
+            ref = getattr(torchvision.models, name)(weights=None, num_classes=k)
         else:
             import torchvision
             aux = any(key.startswith("aux_classifier.") for key in sd)
@@ -458,6 +470,10 @@ def to_safetensors(a):
         meta["hpcnet.model"] = model
         if model in KNOWN_MODELS:
             meta["hpcnet.task"] = KNOWN_MODELS[model][0]
+        if (KNOWN_MODELS.get(model, (0, 0, ""))[2] or "").startswith("torchvision:resnet"):
+            # torchvision's ImageNet evaluation transform (Resize + CenterCrop, ImageNet's mean
+            # and std), as eval and predict apply it for hpcnet.augment = imagenet
+            meta.setdefault("hpcnet.augment", "imagenet")
     if "hpcnet.classes" in meta and a.classes is None:
         pass  # an hpcnet file's own names
     elif k is not None or a.classes is not None:

@@ -207,6 +207,9 @@ class Trunk : public Module {
 struct ModelOptions {
   int64_t num_classes = 10;
   bool aux_loss = false;  // deeplabv3_*: build the auxiliary FCN head (torchvision's aux_loss)
+  // resnet18/34/50/101: the last BatchNorm of every residual block starts at weight 0
+  // (torchvision's zero_init_residual).
+  bool zero_init_residual = false;
 };
 
 // What a model is for, from the registry: the task it serves and its default input size.
@@ -216,6 +219,13 @@ struct ModelInfo {
   int64_t imgsz = 32;         // default square input size (the recipe's --imgsz overrides it)
   bool fixed_size = false;    // true when the model takes only imgsz x imgsz inputs (lenet)
   int64_t size_multiple = 1;  // input sides must be multiples of this (unet: 32)
+  // The classifier's module ("fc", "linear"): replaced and re-initialised when --weights
+  // fine-tunes to another class count. Empty: the model has none that can be replaced.
+  std::string classifier = "";
+  // The evaluation transform (ModelMeta::eval_policy) of a file of this model without hpcnet's
+  // metadata: "imagenet" for torchvision's ImageNet classifiers, whose class names are then
+  // 0..K-1 (K from the classifier); "" keeps hpcnet's defaults (CIFAR-10's names, Resize).
+  std::string unnamed_eval_policy = "";
 };
 
 // The model registered under name (model_names() lists them: the tutorial's "lenet", the CIFAR

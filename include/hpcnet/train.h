@@ -84,6 +84,7 @@ struct TrainConfig {
   std::string loss = kSegment.loss;   // segment (task::SegmentOptions): ce | dice | ce+dice
   std::string class_weights;          // segment: "w0,w1,..." per-class loss weights ("" = 1)
   bool aux_loss = false;  // deeplabv3: auxiliary FCN head (its loss weighted aux_weight, 0.5)
+  bool zero_init_residual = false;  // resnet18/34/50/101: torchvision's zero_init_residual
   double scale_min = kSegment.scale_min, scale_max = kSegment.scale_max;  // with --augment
   int workers = 2;
   // Decoded images: none (decoded as read), ram, disk (decoded once to cache_dir and mapped) or

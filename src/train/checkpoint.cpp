@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 
@@ -158,6 +159,24 @@ nlohmann::json parse_meta_json(const std::string& text, const std::string& path,
   }
 }
 
+constexpr const char* kCifarResNet18 = "cifar_resnet18";
+
+// The CIFAR ResNet-18 was called "resnet18" until torchvision's ResNets took the name: a file of
+// that name holding the CIFAR variant's classifier ("linear.weight"; torchvision's is "fc")
+// reads as cifar_resnet18, said once per process on stderr.
+void rename_legacy_model(RunFile& r) {
+  if (r.meta.model != "resnet18" || !r.model.count("linear.weight") || r.model.count("fc.weight"))
+    return;
+  r.meta.model = kCifarResNet18;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::fprintf(stderr,
+                 "hpcnet: %s: model 'resnet18' (the CIFAR variant) is now called "
+                 "'cifar_resnet18'; 'resnet18' is torchvision's ImageNet ResNet-18\n",
+                 r.path.c_str());
+  });
+}
+
 }  // namespace
 
 void write_model_file(const std::string& path, const ModelMeta& meta,
@@ -215,6 +234,7 @@ RunFile read_run_file(const std::string& path) {
     else if (n.rfind("ema.", 0) == 0)
       r.ema.emplace(n, t);
   }
+  rename_legacy_model(r);
   if (!is_checkpoint) return r;
   TrainState st;
   for (const char* key : {"hpcnet.epochs_done", "hpcnet.steps"}) {
@@ -251,6 +271,8 @@ RunFile read_run_file(const std::string& path) {
   HPCNET_REQUIRE(!config.empty(), path + ": not an hpcnet checkpoint (no config)");
   st.recipe = parse_meta_json(config, path, "hpcnet.config");
   HPCNET_REQUIRE(st.recipe.is_object(), path + ": corrupt checkpoint: config is not a JSON object");
+  if (r.meta.model == kCifarResNet18 && st.recipe.value("model", "") == "resnet18")
+    st.recipe["model"] = kCifarResNet18;  // renamed above: the recipe follows
   if (std::string d = get("hpcnet.data"); !d.empty()) {
     st.data = parse_meta_json(d, path, "hpcnet.data");
     HPCNET_REQUIRE(st.data.is_object() && st.data.value("index", nlohmann::json()).is_string(),
@@ -332,7 +354,11 @@ void check_resume_folder(const RunFile& checkpoint, const std::string& out_dir) 
     if (!theirs) continue;
     const bool same_classes =
         mine.classes.empty() || theirs->classes.empty() || mine.classes == theirs->classes;
-    if (theirs->model == mine.model && same_classes &&
+    // A file of the run written before the CIFAR ResNet-18 was renamed (read_run_file renames
+    // the checkpoint; this reads the header's metadata only).
+    const bool same_model =
+        theirs->model == mine.model || (mine.model == kCifarResNet18 && theirs->model == "resnet18");
+    if (same_model && same_classes &&
         (theirs->task.empty() || mine.task.empty() || theirs->task == mine.task))
       continue;
     // Class lists of one length that differ are told apart by their names.
@@ -370,12 +396,24 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
   } else if (!model_name.empty() && model_name != m.name) {
     throw InputError(path + ": holds weights of model '" + m.name + "', not '" + model_name + "'");
   }
+  const nn::ModelInfo& info = nn::model_info(m.name);
   m.classes = f.meta.classes.empty() ? data::cifar10_class_names() : f.meta.classes;
   m.classes_recorded = !f.meta.classes.empty();
   m.val_split = f.meta.val_split;
-  m.task = f.meta.task.empty() ? nn::model_info(m.name).task : f.meta.task;
-  m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : nn::model_info(m.name).imgsz;
+  m.task = f.meta.task.empty() ? info.task : f.meta.task;
+  m.imgsz = f.meta.imgsz > 0 ? f.meta.imgsz : info.imgsz;
   m.eval_policy = f.meta.eval_policy;
+  // A file without hpcnet's metadata of an ImageNet model (torchvision's ResNets saved with
+  // safetensors): as torchvision evaluates it (Resize + CenterCrop, ImageNet's mean and std),
+  // class names 0..K-1, K from its classifier.
+  if (f.meta.model.empty() && !info.unnamed_eval_policy.empty()) {
+    m.eval_policy = info.unnamed_eval_policy;
+    auto head = f.model.find(info.classifier + ".weight");
+    if (!m.classes_recorded && head != f.model.end() && head->second.dim() >= 1) {
+      m.classes.clear();
+      for (int64_t k = 0; k < head->second.size(0); ++k) m.classes.push_back(std::to_string(k));
+    }
+  }
   nn::ModelOptions mo{static_cast<int64_t>(m.classes.size())};
   // A model saved with an auxiliary head (deeplabv3 trained with --aux-loss) is rebuilt with it.
   for (const auto& [key, t] : f.model)

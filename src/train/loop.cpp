@@ -348,12 +348,41 @@ std::string fmt_lr(const char* f, double lr) {
 }
 
 // --weights: the model's every tensor from the file, which must hold exactly the model's names
-// and shapes (load_state_dict lists the mismatches).
-void load_initial_weights(const TrainConfig& c, nn::Module& model) {
+// and shapes (load_state_dict lists the mismatches). Fine-tuning to another class count: where
+// the file's classifier (the registry's ModelInfo::classifier, e.g. torchvision's "fc") has
+// another number of rows over the same features (its weight and bias alike), the classifier keeps the initialisation it was
+// just given (said in one line on stderr, by the lead rank) and every other tensor loads strictly.
+void load_initial_weights(const TrainConfig& c, nn::Module& model, bool say) {
   RunFile w = read_run_file(c.weights);
   HPCNET_REQUIRE(w.meta.model.empty() || w.meta.model == c.model,
                  "--weights " + c.weights + ": holds weights of model '" + w.meta.model +
                      "', not '" + c.model + "'");
+  if (const std::string& head = nn::model_info(c.model).classifier; !head.empty()) {
+    nn::NamedTensors mine = model.named_parameters();
+    auto own = [&](const std::string& n) -> const Tensor* {
+      for (const auto& [k, t] : mine)
+        if (k == n) return &t;
+      return nullptr;
+    };
+    const Tensor* weight = own(head + ".weight");
+    auto file_weight = w.model.find(head + ".weight");
+    if (weight && file_weight != w.model.end() && file_weight->second.dim() == weight->dim() &&
+        file_weight->second.shape() != weight->shape() &&
+        Shape(file_weight->second.shape().begin() + 1, file_weight->second.shape().end()) ==
+            Shape(weight->shape().begin() + 1, weight->shape().end()) &&
+        (!w.model.count(head + ".bias") ||
+         w.model.at(head + ".bias").shape() == Shape{file_weight->second.size(0)})) {
+      const int64_t theirs = file_weight->second.size(0), ours = weight->size(0);
+      for (const std::string& n : {head + ".weight", head + ".bias"})
+        if (const Tensor* t = own(n); t && w.model.count(n)) w.model[n] = t->clone();
+      if (say)
+        std::fprintf(stderr,
+                     "--weights %s: its classifier %s has %lld classes, this run's data %lld: %s "
+                     "is replaced and re-initialised, every other tensor loaded from the file\n",
+                     c.weights.c_str(), head.c_str(), static_cast<long long>(theirs),
+                     static_cast<long long>(ours), head.c_str());
+    }
+  }
   try {
     model.load_state_dict(w.model);
   } catch (const InputError& e) {
@@ -674,14 +703,15 @@ void Trainer::open_data() {
 // and --conv-algorithm applied; meta_ is what its files record.
 void Trainer::build_model() {
   manual_seed(cfg_.seed);
-  model_ = nn::make_model(
-      cfg_.model, nn::ModelOptions{static_cast<int64_t>(data_.classes.size()), cfg_.aux_loss});
+  nn::ModelOptions options{static_cast<int64_t>(data_.classes.size()), cfg_.aux_loss};
+  options.zero_init_residual = cfg_.zero_init_residual;
+  model_ = nn::make_model(cfg_.model, options);
   HPCNET_REQUIRE(data_.train->target_kind() == task_->target_kind(),
                  "--task " + task_->name() + " needs a dataset of " +
                      data::target_kind_name(task_->target_kind()) + " targets; --dataset " +
                      cfg_.dataset + " holds " +
                      data::target_kind_name(data_.train->target_kind()));
-  if (!cfg_.weights.empty() && !ckpt_) load_initial_weights(cfg_, *model_);
+  if (!cfg_.weights.empty() && !ckpt_) load_initial_weights(cfg_, *model_, lead_);
   meta_.model = cfg_.model;
   meta_.task = task_->name();
   meta_.classes = data_.classes;

@@ -312,6 +312,19 @@ const std::vector<RecipeField> kFields = {
                         c.model + ")"
                   : std::string();
      }},
+    {"zero_init_residual", &TrainConfig::zero_init_residual,
+     "resnet18/34/50/101: start every residual block's last BatchNorm at weight 0 (torchvision's "
+     "zero_init_residual)",
+     kRecipe, 0,
+     [](const TrainConfig& c) {
+       for (const char* m : {"resnet18", "resnet34", "resnet50", "resnet101"})
+         if (c.model == m) return std::string();
+       return c.zero_init_residual
+                  ? "--zero-init-residual: only torchvision's ResNets (resnet18, resnet34, "
+                    "resnet50, resnet101) have it (model " +
+                        c.model + ")"
+                  : std::string();
+     }},
     {"scale_min", &TrainConfig::scale_min,
      "segment, with --augment: random scale range low end (RandomScale; 1 and 1 = off; "
      "torchvision's reference: 0.5 to 2.0)",

@@ -421,7 +421,7 @@ TEST(GoldenResNet, ModelsHavePyTorchsNamesAndSizes) {
   EXPECT_EQ(r20->num_parameters(), 269722);
   EXPECT_EQ(nn::make_model("resnet32")->num_parameters(), 464154);
   EXPECT_EQ(nn::make_model("resnet56")->num_parameters(), 853018);
-  auto r18 = nn::make_model("resnet18");
+  auto r18 = nn::make_model("cifar_resnet18");
   EXPECT_EQ(r18->num_parameters(), 11173962);
   EXPECT_EQ(r18->named_parameters().size(), 62u);
   EXPECT_EQ(r18->named_buffers().size(), 60u);

@@ -97,6 +97,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"loss", &C::loss},
       {"class_weights", &C::class_weights},
       {"aux_loss", &C::aux_loss},
+      {"zero_init_residual", &C::zero_init_residual},
       {"scale_min", &C::scale_min},
       {"scale_max", &C::scale_max},
       {"workers", &C::workers},
@@ -434,6 +435,7 @@ TEST(RecipeValidate, MessagesNameTheFlag) {
       {[](C& c) { c.class_weights = "1,-2"; }, {"--class-weights", "'-2'"}},
       {[](C& c) { c.class_weights = "0,0"; }, {"--class-weights", "all be 0"}},
       {[](C& c) { c.aux_loss = true; }, {"--aux-loss", "deeplabv3", "lenet"}},
+      {[](C& c) { c.zero_init_residual = true; }, {"--zero-init-residual", "resnet50", "lenet"}},
       {[](C& c) { c.scale_min = 0; }, {"--scale-min"}},
       {[](C& c) { c.scale_min = 2, c.scale_max = 1; }, {"--scale-min", "--scale-max"}},
   };

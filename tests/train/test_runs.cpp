@@ -314,6 +314,102 @@ TEST_F(RunsTest, NanPolicySkipDropsTheBatchAndFinishes) {
   expect_refused(r, "--nan-policy sometimes", {"--nan-policy", "stop or skip"});
 }
 
+// --weights of the same model with a classifier of another class count (here lenet's fc3 with 3
+// classes, the data 10): fine-tuning. The classifier is replaced and re-initialised (said in one
+// line), every other tensor loaded from the file (with --lr 0, the run's model is the file's
+// outside fc3, and fc3 is what the seed initialises, as in a run without --weights).
+TEST_F(RunsTest, TrainFromWeightsOfAnotherClassCountReplacesTheClassifier) {
+  RunResult r = run(tiny_train_args(data(), dir_ / "fresh", 1, {.lr = "0"}));  // the seed's init
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // A file of lenet weights with 3 classes, every tensor distinct from the seed's init.
+  nn::NamedTensors three;
+  for (auto& [n, t] : load_safetensors((dir_ / "fresh" / "model.safetensors").string()).tensors) {
+    Tensor v = n.rfind("fc3.", 0) == 0
+                   ? Tensor::full(n == "fc3.weight" ? Shape{3, 84} : Shape{3}, 0.25f)
+                   : t.clone();
+    if (n.rfind("fc3.", 0) != 0) {
+      float* p = v.data<float>();
+      for (int64_t i = 0; i < v.numel(); ++i) p[i] = 0.5f * p[i] + 0.01f;
+    }
+    three.emplace_back(n, v);
+  }
+  save_safetensors((dir_ / "three.safetensors").string(), three);
+  r = run(tiny_train_args(data(), dir_ / "tuned", 1,
+                          {.lr = "0", .extra = {"--weights", (dir_ / "three.safetensors").string()}}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("three.safetensors: its classifier fc3 has 3 classes, this run's data 10: "
+                       "fc3 is replaced and re-initialised, every other tensor loaded from the "
+                       "file\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_of(r.err, "re-initialised"), 1) << r.err;
+  SafetensorsFile tuned = load_safetensors((dir_ / "tuned" / "model.safetensors").string());
+  SafetensorsFile fresh = load_safetensors((dir_ / "fresh" / "model.safetensors").string());
+  std::map<std::string, Tensor> file(three.begin(), three.end());
+  int loaded = 0, replaced = 0;
+  for (const std::string& n : tuned.order) {
+    const Tensor& want = n.rfind("fc3.", 0) == 0 ? fresh.at(n) : file.at(n);
+    ASSERT_EQ(tuned.at(n).shape(), want.shape()) << n;
+    EXPECT_EQ(tuned.at(n).to_vector(), want.to_vector()) << n;
+    ++(n.rfind("fc3.", 0) == 0 ? replaced : loaded);
+  }
+  EXPECT_EQ(replaced, 2);
+  EXPECT_EQ(loaded, 8);
+}
+
+// --zero-init-residual reaches the model: torchvision's resnet18 starts every block's bn2 at
+// weight 0 (with --lr 0 the model file holds the initial weights); without it they start at 1.
+TEST_F(RunsTest, ZeroInitResidualStartsTheBlocksLastBatchNormAtZero) {
+  for (bool zero : {false, true}) {
+    TinyTrain o{.model = "resnet18", .lr = "0", .extra = {"--imgsz", "32", "--steps", "1"}};
+    if (zero) o.extra.push_back("--zero-init-residual");
+    const fs::path out = dir_ / (zero ? "zero" : "plain");
+    RunResult r = run(tiny_train_args(data(), out, 1, o));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    SafetensorsFile f = load_safetensors((out / "model.safetensors").string());
+    int blocks = 0;
+    for (const std::string& n : f.order) {
+      if (n.rfind("layer", 0) != 0 || n.size() < 11 || n.compare(n.size() - 11, 11, ".bn2.weight"))
+        continue;
+      for (double v : f.at(n).to_vector_f64()) ASSERT_EQ(v, zero ? 0.0 : 1.0) << n;
+      ++blocks;
+    }
+    EXPECT_EQ(blocks, 8);
+    for (double v : f.at("layer1.0.bn1.weight").to_vector_f64()) ASSERT_EQ(v, 1.0);
+  }
+  expect_refused(run(tiny_train_args(data(), dir_ / "lenet", 1, {.extra = {"--zero-init-residual"}})),
+                 "--zero-init-residual on lenet", {"--zero-init-residual", "lenet"});
+}
+
+// A run of the CIFAR ResNet-18 written when it was called "resnet18" (its files' hpcnet.model and
+// its checkpoint's recipe say so) resumes as cifar_resnet18, saying once that the name changed.
+TEST_F(RunsTest, ARunOfTheOldResnet18NameResumesAsCifarResnet18) {
+  const fs::path out = dir_ / "old";
+  RunResult r = run(tiny_train_args(data(), out, 1, {.model = "cifar_resnet18"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* file : {"checkpoint.safetensors", "model.safetensors"}) {
+    const std::string path = (out / file).string();
+    SafetensorsFile f = load_safetensors(path);
+    ASSERT_EQ(f.metadata.at("hpcnet.model"), "cifar_resnet18");
+    f.metadata["hpcnet.model"] = "resnet18";
+    if (f.metadata.count("hpcnet.config")) {
+      nlohmann::json j = nlohmann::json::parse(f.metadata.at("hpcnet.config"));
+      ASSERT_EQ(j.at("model"), "cifar_resnet18");
+      j["model"] = "resnet18";
+      f.metadata["hpcnet.config"] = j.dump();
+    }
+    nn::NamedTensors tensors;
+    for (const std::string& n : f.order) tensors.emplace_back(n, f.at(n));
+    save_safetensors(path, tensors, f.metadata);
+  }
+  r = run({"train", "--resume", out.string(), "--epochs", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(count_of(r.err, "is now called 'cifar_resnet18'"), 1u) << r.err;
+  EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  SafetensorsFile f = load_safetensors((out / "model.safetensors").string());
+  EXPECT_EQ(f.metadata.at("hpcnet.model"), "cifar_resnet18");
+}
+
 // --weights starts a fresh run from a file's weights (here with --lr 0, so the run's model is the
 // file's own); a file of another model or shape is refused, listing the tensors; a torch.save
 // file is answered with the command that converts it.
@@ -338,6 +434,15 @@ TEST_F(RunsTest, TrainFromWeightsAndPyTorchPicklesAreNamed) {
   r = run(args);
   expect_refused(r, "--weights of another shape",
                  {"--weights", "'fc3.weight' has shape (3, 84), the model expects (10, 84)"});
+  // The bias alone of another size is no classifier of another class count: still refused.
+  odd.clear();
+  for (auto& [n, t] : state) odd.emplace_back(n, n == "fc3.bias" ? Tensor::zeros({3}) : t);
+  save_safetensors((dir_ / "odd_bias.safetensors").string(), odd);
+  args = with(rn_args(data(), dir_ / "c2", 1), {"--weights"});
+  args.push_back((dir_ / "odd_bias.safetensors").string());
+  r = run(args);
+  expect_refused(r, "--weights with a classifier bias of another size",
+                 {"--weights", "'fc3.bias' has shape (3,), the model expects (10,)"});
   // torch.save's zip archive, and an old-style pickle.
   write_file(dir_ / "net.pth", std::string("PK\x03\x04", 4) + std::string(64, '\0'));
   r = run({"predict", "--weights", (dir_ / "net.pth").string(), (dir_ / "net.pth").string()});

@@ -17,7 +17,7 @@ class LeNet : public Module {
 // A ResNet basic block: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), 3x3 convolutions
 // without bias. The shortcut is the identity, or where the shape changes either option A
 // (subsample and zero-pad channels, no parameters: the CIFAR ResNets) or option B (1x1 conv +
-// BatchNorm as children "shortcut.0" / "shortcut.1": resnet18).
+// BatchNorm as children "shortcut.0" / "shortcut.1": cifar_resnet18).
 class BasicBlock : public Module {
  public:
   // shortcut_name: the projection's child name, "shortcut" (the CIFAR ResNets) or "downsample"
@@ -50,7 +50,8 @@ class ResNetTrunk : public Trunk {
 // CIFAR ResNets: the trunk (inlined: its parameters keep PyTorch's names conv1.*, layer1.*, ...)
 // and the classifier head, global average pool then linear. resnet20/32/56: widths 16/32/64,
 // 3/5/9 blocks per stage, option A, Kaiming-normal conv and linear weights (He et al. 2016).
-// resnet18: widths 64..512, 2 blocks per stage, option B, PyTorch's default initialisation.
+// cifar_resnet18 (called resnet18 before torchvision's ResNets came): widths 64..512, 2 blocks per
+// stage, option B, PyTorch's default initialisation.
 class CifarResNet : public Module {
  public:
   CifarResNet(const std::vector<int64_t>& widths, int64_t blocks_per_stage, bool projection,
@@ -136,6 +137,24 @@ class DilatedResNetTrunk : public Trunk {
 
  private:
   std::vector<int64_t> strides_;  // of layer1..layer4
+};
+
+// torchvision.models.resnet18/34/50/101(num_classes=K, zero_init_residual): conv1 7x7 stride 2
+// (3 -> 64), bn1, relu, maxpool 3x3 stride 2, layer1..layer4 (BasicBlock 64..512 for 18 and 34;
+// Bottleneck v1.5, the stride on the 3x3, 256..2048 for 50 and 101; the first block of layers 2-4
+// at stride 2 with a 1x1 conv + BatchNorm "downsample"), global average pool, fc (Linear). Names
+// and shapes as torchvision's state_dict. Initialisation as torchvision's: convolutions
+// kaiming_normal(fan_out, relu), BatchNorm weight 1 bias 0, fc PyTorch's Linear default; with
+// zero_init_residual the last BatchNorm of every block (bn2 / bn3) starts at weight 0. The trunk
+// is the ImageNetResNetTrunk (basic) or the DilatedResNetTrunk without dilation (bottleneck),
+// inlined so that its names are torchvision's.
+class TorchvisionResNet : public Module {
+ public:
+  TorchvisionResNet(const std::vector<int64_t>& blocks, bool bottleneck, int64_t num_classes,
+                    bool zero_init_residual);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Trunk> trunk;
+  std::shared_ptr<Linear> fc;
 };
 
 // A conv (no bias) + BatchNorm2d + ReLU unit of torchvision's heads, run as one fused BN+ReLU.

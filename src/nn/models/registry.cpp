@@ -17,23 +17,58 @@ std::shared_ptr<Module> cifar_resnet(int64_t blocks_per_stage, const ModelOption
                                        /*projection=*/false, /*kaiming_init=*/true,
                                        options.num_classes);
 }
+std::shared_ptr<Module> torchvision_resnet(const std::vector<int64_t>& blocks, bool bottleneck,
+                                           const ModelOptions& options) {
+  return std::make_shared<TorchvisionResNet>(blocks, bottleneck, options.num_classes,
+                                             options.zero_init_residual);
+}
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {.info = {.name = "lenet", .task = "classify", .imgsz = 32, .fixed_size = true},
+      {.info = {.name = "lenet",
+                 .task = "classify",
+                 .imgsz = 32,
+                 .fixed_size = true,
+                 .classifier = "fc3"},
        .make = [](auto& o) { return std::make_shared<LeNet>(o.num_classes); }},
-      {.info = {.name = "resnet20", .task = "classify", .imgsz = 32},
+      {.info = {.name = "resnet20", .task = "classify", .imgsz = 32, .classifier = "linear"},
        .make = [](auto& o) { return cifar_resnet(3, o); }},
-      {.info = {.name = "resnet32", .task = "classify", .imgsz = 32},
+      {.info = {.name = "resnet32", .task = "classify", .imgsz = 32, .classifier = "linear"},
        .make = [](auto& o) { return cifar_resnet(5, o); }},
-      {.info = {.name = "resnet56", .task = "classify", .imgsz = 32},
+      {.info = {.name = "resnet56", .task = "classify", .imgsz = 32, .classifier = "linear"},
        .make = [](auto& o) { return cifar_resnet(9, o); }},
-      {.info = {.name = "resnet18", .task = "classify", .imgsz = 32},
+      // Called "resnet18" until torchvision's ResNets came (read_run_file renames old files).
+      {.info = {.name = "cifar_resnet18", .task = "classify", .imgsz = 32, .classifier = "linear"},
        .make =
            [](auto& o) {
              return std::make_shared<CifarResNet>(std::vector<int64_t>{64, 128, 256, 512}, 2,
                                                   /*projection=*/true, /*kaiming_init=*/false,
                                                   o.num_classes);
            }},
+      // torchvision.models.resnet18/34/50/101 (ImageNet: 7x7 stride-2 stem and max pool).
+      {.info = {.name = "resnet18",
+                 .task = "classify",
+                 .imgsz = 224,
+                 .classifier = "fc",
+                 .unnamed_eval_policy = "imagenet"},
+       .make = [](auto& o) { return torchvision_resnet({2, 2, 2, 2}, false, o); }},
+      {.info = {.name = "resnet34",
+                 .task = "classify",
+                 .imgsz = 224,
+                 .classifier = "fc",
+                 .unnamed_eval_policy = "imagenet"},
+       .make = [](auto& o) { return torchvision_resnet({3, 4, 6, 3}, false, o); }},
+      {.info = {.name = "resnet50",
+                 .task = "classify",
+                 .imgsz = 224,
+                 .classifier = "fc",
+                 .unnamed_eval_policy = "imagenet"},
+       .make = [](auto& o) { return torchvision_resnet({3, 4, 6, 3}, true, o); }},
+      {.info = {.name = "resnet101",
+                 .task = "classify",
+                 .imgsz = 224,
+                 .classifier = "fc",
+                 .unnamed_eval_policy = "imagenet"},
+       .make = [](auto& o) { return torchvision_resnet({3, 4, 23, 3}, true, o); }},
       {.info = {.name = "unet_resnet18", .task = "segment", .imgsz = 128, .size_multiple = 32},
        .make =
            [](auto& o) {

@@ -1,5 +1,6 @@
-// The CIFAR ResNets (see models.h). Each block's tail, relu(bn2(conv2(.)) + shortcut), runs as one
-// fused batch-norm kernel, as does each relu(bn(conv(.))).
+// The CIFAR ResNets and torchvision's ImageNet ResNets (see models.h). Each block's tail,
+// relu(bn2(conv2(.)) + shortcut), runs as one fused batch-norm kernel, as does each
+// relu(bn(conv(.))).
 #include <cmath>
 
 #include "hpcnet/rng.h"
@@ -102,6 +103,37 @@ CifarResNet::CifarResNet(const std::vector<int64_t>& widths, int64_t blocks, boo
 
 Tensor CifarResNet::forward(const Tensor& input) {
   return linear->forward(F::global_avg_pool2d(trunk->forward(input)));
+}
+
+}  // namespace hpcnet::nn
+
+namespace hpcnet::nn {
+
+TorchvisionResNet::TorchvisionResNet(const std::vector<int64_t>& blocks, bool bottleneck,
+                                     int64_t num_classes, bool zero_init_residual) {
+  HPCNET_REQUIRE(blocks.size() == 4, "TorchvisionResNet: four stages");
+  if (bottleneck)
+    trunk = register_module(
+        "", std::make_shared<DilatedResNetTrunk>(blocks, std::vector<bool>{false, false, false}));
+  else
+    trunk = register_module("", std::make_shared<ImageNetResNetTrunk>(blocks));
+  const int64_t features = bottleneck ? 512 * Bottleneck::kExpansion : 512;
+  fc = register_module("fc", std::make_shared<Linear>(features, num_classes));
+  if (zero_init_residual) {
+    // torchvision: nn.init.constant_(m.bn3.weight, 0) / (m.bn2.weight, 0) in every block.
+    for (auto& [name, p] : named_parameters()) {
+      const std::string tail = bottleneck ? ".bn3.weight" : ".bn2.weight";
+      if (name.rfind("layer", 0) == 0 && name.size() > tail.size() &&
+          name.compare(name.size() - tail.size(), tail.size(), tail) == 0) {
+        float* w = p.data<float>();
+        for (int64_t i = 0; i < p.numel(); ++i) w[i] = 0.f;
+      }
+    }
+  }
+}
+
+Tensor TorchvisionResNet::forward(const Tensor& input) {
+  return fc->forward(F::global_avg_pool2d(trunk->forward(input)));
 }
 
 }  // namespace hpcnet::nn

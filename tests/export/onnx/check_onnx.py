@@ -52,7 +52,7 @@ def run(cmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hpcnet", default="build/hpcnet")
-    ap.add_argument("--models", default="lenet,resnet20,resnet18")
+    ap.add_argument("--models", default="lenet,resnet20,cifar_resnet18")
     ap.add_argument("--weights", action="append", default=[],
                     help="also check this model file (any hpcnet model, e.g. a U-Net)")
     ap.add_argument("--tol", type=float, default=1e-5)

@@ -62,7 +62,7 @@ TEST(ResnetModels, CifarResnetsForwardInTrainAndEvalMode) {
 
 TEST(ResnetModels, Resnet18ForwardOnCifar) {
   manual_seed(0);
-  auto m = nn::make_model("resnet18");
+  auto m = nn::make_model("cifar_resnet18");
   EXPECT_EQ(m->num_parameters(), 11173962);  // the CIFAR ResNet-18 (kuangliu/pytorch-cifar)
   Tensor y = m->forward(normal_tensor({2, 3, 32, 32}, 31));
   ASSERT_EQ(y.shape(), (Shape{2, 10}));
@@ -81,9 +81,9 @@ TEST(ResnetModels, NumClassesAndUnknownNames) {
 
   std::string msg = input_error([] { nn::make_model("resnet99"); });
   EXPECT_NE(msg.find("resnet99"), std::string::npos) << msg;
-  for (const char* n : {"lenet", "resnet20", "resnet32", "resnet56", "resnet18"})
+  for (const char* n : {"lenet", "resnet20", "resnet32", "resnet56", "cifar_resnet18"})
     EXPECT_NE(msg.find(n), std::string::npos) << n << " not listed in: " << msg;
   auto names = nn::model_names();
-  for (const char* n : {"resnet20", "resnet32", "resnet56", "resnet18"})
+  for (const char* n : {"resnet20", "resnet32", "resnet56", "cifar_resnet18"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
