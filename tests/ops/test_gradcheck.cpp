@@ -506,7 +506,7 @@ const bool kGradchecksRegistered = [] {
   for (auto& [op, cases] : all_cases())
     test_util::register_op_check(
         op, "GradcheckFloat64",
-        [cases] {
+        [cases = cases] {
           for (auto& c : cases) {
             SCOPED_TRACE(c.label);
             c.run();
