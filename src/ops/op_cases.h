@@ -14,16 +14,20 @@
 //                         (CustomCheck "CudaParity"); skipped where no GPU is usable;
 //   PyTorchGoldenFloat64  the golden cases: PyTorch's numbers from tests/golden/ (written by
 //                         tests/golden/make_golden*.py), 1e-10 (1 + |want|);
-//   Bf16, OnnxRoundTrip   the op's custom checks of those names (an op without a Bf16 check says
-//                         why in OpCases::no_bf16; the ONNX mapping itself is in the op's record).
+//   OnnxRoundTrip         the ONNX cases: the op exported (its record's mapping), checked by the
+//                         ONNX library and run from the specification against hpcnet's output;
+//   Bf16                  the op's custom checks of that name (an op without one says why in
+//                         OpCases::no_bf16).
 // The tests in op_checks.cpp also fail when a differentiable op has no finite-difference sample,
-// an op has fewer than 3 error cases, no CUDA parity check, or neither a Bf16 check nor a reason.
+// an op has fewer than 3 error cases, no CUDA parity check, neither a Bf16 check nor a reason, or
+// is exportable with neither an ONNX case nor a reason.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hpcnet/functional.h"
@@ -87,12 +91,28 @@ struct CustomCheck {
   std::function<void()> run;
 };
 
+// The op exported to ONNX and run back (OnnxRoundTrip): a model whose forward applies the op to
+// an image x (1, channels, height, width) drawn by the exporter, with parameters drawn from an Rng;
+// its ONNX graph passes the ONNX checker, holds exactly `nodes` (type, count) among its node
+// types, and run from the specification (tests/export/onnx_eval.h) gives what hpcnet computed,
+// within 1e-5.
+struct OnnxCase {
+  std::string label;
+  std::function<Tensor(const Tensor& x, const std::vector<Tensor>& params)> forward;
+  std::function<std::vector<Tensor>(Rng&)> params = nullptr;  // float32; none when null
+  std::vector<std::pair<std::string, int>> nodes = {};
+  int64_t channels = 3, height = 5, width = 5;
+};
+
 struct OpCases {
   std::vector<SampleCase> samples;
   std::vector<ErrorCase> errors;
   std::vector<GoldenCase> goldens;
   std::vector<CustomCheck> checks;
+  std::vector<OnnxCase> onnx;
   const char* no_bf16 = nullptr;  // why the op has no Bf16 check
+  // Why an exportable op (its record has an ONNX mapping) has no round trip.
+  const char* no_onnx_round_trip = nullptr;
 };
 
 // ---- building cases ----

@@ -13,13 +13,18 @@
 #include <vector>
 
 #include "hpcnet/error.h"
+#include "hpcnet/export.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/io.h"
+#include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/op_cases.h"
 #include "src/ops/op_record.h"
 #include "test_paths.h"
+#include "test_util.h"
+#include "tests/export/onnx_check.h"
+#include "tests/export/onnx_eval.h"
 #include "tests/ops/op_tests.h"
 
 using namespace hpcnet;
@@ -295,6 +300,48 @@ void run_goldens(const OpCases& c) {
     }
 }
 
+// ---- OnnxRoundTrip ----
+
+// The model of an ONNX case: its forward on the input, its parameters registered as p0, p1, ...
+struct OnnxCaseModel : nn::Module {
+  const ops::OnnxCase& c;
+  std::vector<Tensor> params;
+  explicit OnnxCaseModel(const ops::OnnxCase& onnx_case) : c(onnx_case) {
+    if (!c.params) return;
+    Rng rng(std::hash<std::string>{}(c.label), 4);
+    for (Tensor& p : c.params(rng))
+      params.push_back(register_parameter("p" + std::to_string(params.size()), p));
+  }
+  Tensor forward(const Tensor& x) override { return c.forward(x, params); }
+};
+
+void run_onnx_case(const ops::OnnxCase& c) {
+  test_util::TempDir dir("op_onnx");
+  OnnxCaseModel model(c);
+  model.eval();
+  exporting::OnnxOptions o;
+  o.channels = c.channels;
+  o.height = c.height;
+  o.width = c.width;
+  const std::string file = (dir.path() / "op.onnx").string();
+  const exporting::OnnxResult r = exporting::export_onnx(model, o, file);
+  onnx::ModelProto m = test_util::read_model(file);
+  EXPECT_EQ(test_util::check(m), "");
+  const std::vector<std::string> types = test_util::op_types(m);
+  for (const auto& [type, n] : c.nodes) EXPECT_EQ(test_util::count(types, type), n) << type;
+  test_util::onnx_eval::Value in;
+  in.dims = r.sample_input.shape();
+  const float* px = r.sample_input.data<float>();
+  in.f.assign(px, px + r.sample_input.numel());
+  const auto out = test_util::onnx_eval::run(m, in).at("output");
+  ASSERT_EQ(out.dims, r.sample_output.shape());
+  const float* want = r.sample_output.data<float>();
+  double worst = 0;
+  for (size_t i = 0; i < out.f.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(out.f[i] - want[i])));
+  EXPECT_LT(worst, 1e-5);
+}
+
 bool has_custom(const OpCases& c, const std::string& check) {
   for (const ops::CustomCheck& k : c.checks)
     if (k.check == check) return true;
@@ -330,6 +377,13 @@ const bool kOpChecksRegistered = [] {
       reg("CudaParity", [&c] { run_parity(c); });
     if (!c.goldens.empty() || has_custom(c, "PyTorchGoldenFloat64"))
       reg("PyTorchGoldenFloat64", [&c] { run_goldens(c); });
+    if (!c.onnx.empty())
+      reg("OnnxRoundTrip", [&c] {
+        for (const ops::OnnxCase& k : c.onnx) {
+          SCOPED_TRACE(k.label);
+          run_onnx_case(k);
+        }
+      });
     std::set<std::string> others;
     for (const ops::CustomCheck& k : c.checks)
       if (k.check != "CudaParity" && k.check != "PyTorchGoldenFloat64") others.insert(k.check);
@@ -381,5 +435,20 @@ TEST(OpCases, EveryOpHasABf16CheckOrSaysWhyNot) {
     const OpCases& c = cases_of(e);
     EXPECT_NE(has_custom(c, "Bf16"), c.no_bf16 != nullptr)
         << "op '" << e.name << "': a Bf16 check or OpCases::no_bf16 (one of the two)";
+  }
+}
+
+TEST(OpCases, EveryExportableOpHasAnOnnxRoundTripOrSaysWhyNot) {
+  std::map<std::string, const ops::OpRecord*> records;
+  for (const ops::OpRecord* r : op_record::kAll) records[r->name] = r;
+  for (const op_cases::Entry& e : op_cases::kAll) {
+    const OpCases& c = cases_of(e);
+    const bool exportable = records.count(e.name) && records[e.name]->onnx.emit != nullptr;
+    if (exportable)
+      EXPECT_NE(c.onnx.empty(), c.no_onnx_round_trip == nullptr)
+          << "op '" << e.name << "': ONNX cases or OpCases::no_onnx_round_trip (one of the two)";
+    else
+      EXPECT_TRUE(c.onnx.empty() && c.no_onnx_round_trip == nullptr)
+          << "op '" << e.name << "' is not exportable (its record says why): no ONNX cases";
   }
 }

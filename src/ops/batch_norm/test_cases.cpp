@@ -255,6 +255,17 @@ ops::OpCases op_cases::batch_norm() {
                       batch_norm_kernel_parity},
                      {"CudaParity", "SyncBatchNorm through autograd, one rank",
                       sync_batch_norm_parity}},
+          .onnx = {{"batch_norm eval with running statistics",
+                    [](const Tensor& x, auto& p) {
+                      return F::batch_norm(x, p[0], p[1], p[2], p[3], false);
+                    },
+                    [](Rng& r) {
+                      Tensor var = Tensor::from_vector_f64({0.5, 1.5, 2.0}, {3});
+                      return std::vector<Tensor>{
+                          randn64({3}, r).to(DType::kFloat32), randn64({3}, r).to(DType::kFloat32),
+                          randn64({3}, r).to(DType::kFloat32), var.to(DType::kFloat32)};
+                    },
+                    {{"BatchNormalization", 1}}}},
           .no_bf16 = kNoBf16};
 }
 

@@ -208,11 +208,23 @@ ops::OpCases op_cases::cat() {
                          return F::cat({v[0], v[1]}, -1);
                        }}},
           .checks = {{"CudaParity", "the kernels along every dim, int64 too", cat_kernel_parity}},
+          .onnx = {{"cat of x and relu(x) on channels",
+                    [](const Tensor& x, auto&) {
+                      return F::cat({x, F::relu(x)}, 1);
+                    },
+                    nullptr,
+                    {{"Concat", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::narrow() {
-  return {.samples = narrow_samples(), .errors = narrow_errors(), .no_bf16 = kNoBf16};
+  return {.samples = narrow_samples(),
+          .errors = narrow_errors(),
+          .onnx = {{"narrow of channels 1 to 2",
+                    [](const Tensor& x, auto&) { return F::narrow(x, 1, 1, 2); },
+                    nullptr,
+                    {{"Slice", 1}}}},
+          .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

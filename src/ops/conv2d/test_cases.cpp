@@ -322,7 +322,23 @@ ops::OpCases op_cases::conv2d() {
                    [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 2, 2); }}},
       .checks = {{"CudaParity", "the kernels, outputs pre-filled with NaN", conv2d_kernel_parity},
                  {"Bf16", "forward and backward in bfloat16 within 2e-2 of float32",
-                  test_util::conv2d_runs_in_bfloat16}}};
+                  test_util::conv2d_runs_in_bfloat16}},
+      .onnx = {{"conv2d 3x3 pad 1 with bias",
+                [](const Tensor& x, auto& p) { return F::conv2d(x, p[0], p[1], 1, 1); },
+                [](Rng& r) {
+                  return std::vector<Tensor>{randn64({4, 3, 3, 3}, r, 0.5).to(DType::kFloat32),
+                                             randn64({4}, r).to(DType::kFloat32)};
+                },
+                {{"Conv", 1}}},
+               {"conv2d_relu 3x3 stride 2 dilation 2, no bias",
+                [](const Tensor& x, auto& p) { return F::conv2d_relu(x, p[0], Tensor(), 2, 2, 2); },
+                [](Rng& r) {
+                  return std::vector<Tensor>{randn64({2, 3, 3, 3}, r, 0.5).to(DType::kFloat32)};
+                },
+                {{"Conv", 1}, {"Relu", 1}},
+                3,
+                9,
+                9}}};
 }
 
 ops::OpCases op_cases::conv_transpose2d() {
@@ -331,7 +347,9 @@ ops::OpCases op_cases::conv_transpose2d() {
           .goldens = {{op_name::conv_transpose2d,
                        {"x", "w", "b"},
                        [](auto& v) { return F::conv_transpose2d(v[0], v[1], v[2], 2, 1, 1); }}},
-          .no_bf16 = kNoBf16};
+          .no_bf16 = kNoBf16,
+          .no_onnx_round_trip =
+              "the reference interpreter (tests/export/onnx_eval.h) has no ConvTranspose"};
 }
 
 }  // namespace hpcnet

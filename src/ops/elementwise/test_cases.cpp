@@ -423,6 +423,10 @@ ops::OpCases op_cases::relu() {
           .errors = relu_errors(),
           .goldens = {{op_name::relu, {"x"}, [](auto& v) { return F::relu(v[0]); }}},
           .checks = {{"CudaParity", "the kernels, in place too", relu_kernel_parity}},
+          .onnx = {{op_name::relu,
+                    [](const Tensor& x, auto&) { return F::relu(x); },
+                    nullptr,
+                    {{"Relu", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
@@ -430,6 +434,10 @@ ops::OpCases op_cases::add() {
   return {.samples = add_samples(),
           .errors = add_errors(),
           .checks = {{"CudaParity", "the kernels, in place too", add_kernel_parity}},
+          .onnx = {{"x + sigmoid(x)",
+                    [](const Tensor& x, auto&) { return F::add(x, F::sigmoid(x)); },
+                    nullptr,
+                    {{"Add", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
@@ -437,6 +445,10 @@ ops::OpCases op_cases::mul_scalar() {
   return {.samples = mul_scalar_samples(),
           .errors = mul_scalar_errors(),
           .checks = {{"CudaParity", "the scale kernel", mul_scalar_kernel_parity}},
+          .onnx = {{"x * -0.37",
+                    [](const Tensor& x, auto&) { return F::mul_scalar(x, -0.37); },
+                    nullptr,
+                    {{"Mul", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
@@ -444,6 +456,12 @@ ops::OpCases op_cases::reshape() {
   return {.samples = reshape_samples(),
           .errors = reshape_errors(),
           .goldens = {{"flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); }}},
+          .onnx = {{"reshape (1, 3, 5, 5) to (1, 3, 25)",
+                    [](const Tensor& x, auto&) {
+                      return F::reshape(x, {1, 3, 25});
+                    },
+                    nullptr,
+                    {{"Reshape", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
@@ -466,15 +484,33 @@ ops::OpCases op_cases::mean() {
 }
 
 ops::OpCases op_cases::silu() {
-  return {.samples = silu_samples(), .errors = silu_errors(), .no_bf16 = kNoBf16};
+  return {.samples = silu_samples(),
+          .errors = silu_errors(),
+          .onnx = {{"silu of 4 x: x sigmoid(x)",
+                    [](const Tensor& x, auto&) { return F::silu(F::mul_scalar(x, 4.0)); },
+                    nullptr,
+                    {{"Sigmoid", 1}, {"Mul", 2}}}},
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::sigmoid() {
-  return {.samples = sigmoid_samples(), .errors = sigmoid_errors(), .no_bf16 = kNoBf16};
+  return {.samples = sigmoid_samples(),
+          .errors = sigmoid_errors(),
+          .onnx = {{"sigmoid of 4 x",
+                    [](const Tensor& x, auto&) { return F::sigmoid(F::mul_scalar(x, 4.0)); },
+                    nullptr,
+                    {{"Sigmoid", 1}}}},
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::mul() {
-  return {.samples = mul_samples(), .errors = mul_errors(), .no_bf16 = kNoBf16};
+  return {.samples = mul_samples(),
+          .errors = mul_errors(),
+          .onnx = {{"x * sigmoid(x)",
+                    [](const Tensor& x, auto&) { return F::mul(x, F::sigmoid(x)); },
+                    nullptr,
+                    {{"Mul", 1}}}},
+          .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

@@ -79,6 +79,14 @@ ops::OpCases op_cases::gelu() {
           .errors = gelu_errors(),
           .goldens = {{op_name::gelu, {"x"}, [](auto& v) { return F::gelu(v[0]); }},
                       {"gelu_tanh", {"x"}, [](auto& v) { return F::gelu(v[0], "tanh"); }}},
+          .onnx = {{"gelu of 4 x, erf written out",
+                    [](const Tensor& x, auto&) { return F::gelu(F::mul_scalar(x, 4.0)); },
+                    nullptr,
+                    {{"Erf", 1}}},
+                   {"gelu tanh of 4 x, tanh written out",
+                    [](const Tensor& x, auto&) { return F::gelu(F::mul_scalar(x, 4.0), "tanh"); },
+                    nullptr,
+                    {{"Tanh", 1}}}},
           .no_bf16 = kNoBf16};
 }
 

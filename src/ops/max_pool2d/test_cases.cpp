@@ -134,6 +134,10 @@ ops::OpCases op_cases::max_pool2d() {
           .checks = {{"CudaParity",
                       "the kernels with the CPU workspace, ties, outputs pre-filled with NaN",
                       max_pool2d_kernel_parity}},
+          .onnx = {{"max_pool2d 3x3 stride 2 pad 1",
+                    [](const Tensor& x, auto&) { return F::max_pool2d(x, 3, 2, 1); },
+                    nullptr,
+                    {{"MaxPool", 1}}}},
           .no_bf16 = kNoBf16};
 }
 

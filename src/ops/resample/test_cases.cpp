@@ -378,7 +378,9 @@ ops::OpCases op_cases::global_avg_pool2d() {
                        [](auto& v) { return F::global_avg_pool2d(v[0]); },
                        {},
                        "resnet_golden.safetensors"}},
-          .no_bf16 = kNoBf16};
+          .no_bf16 = kNoBf16,
+          .no_onnx_round_trip =
+              "the reference interpreter (tests/export/onnx_eval.h) has no GlobalAveragePool"};
 }
 
 ops::OpCases op_cases::subsample_pad() {
@@ -395,13 +397,18 @@ ops::OpCases op_cases::subsample_pad() {
                        {},
                        "resnet_golden.safetensors"}},
           .checks = {{"CudaParity", "the kernels", subsample_pad_kernel_parity}},
-          .no_bf16 = kNoBf16};
+          .no_bf16 = kNoBf16,
+          .no_onnx_round_trip = "the reference interpreter (tests/export/onnx_eval.h) has no Pad"};
 }
 
 ops::OpCases op_cases::dropout() {
   return {.samples = dropout_samples(),
           .errors = dropout_errors(),
           .checks = {{"CudaParity", "the mask kernel", dropout_kernel_parity}},
+          .onnx = {{"dropout in eval: nothing in the graph",
+                    [](const Tensor& x, auto&) { return F::relu(F::dropout(x, 0.3, false)); },
+                    nullptr,
+                    {{"Relu", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
@@ -414,6 +421,10 @@ ops::OpCases op_cases::upsample_nearest2d() {
                       {"upsample_nearest2d_s3",
                        {"x"},
                        [](auto& v) { return F::upsample_nearest2d(v[0], 3); }}},
+          .onnx = {{"upsample_nearest2d scale 2",
+                    [](const Tensor& x, auto&) { return F::upsample_nearest2d(x, 2); },
+                    nullptr,
+                    {{"Resize", 1}}}},
           .no_bf16 = kNoBf16};
 }
 
@@ -429,7 +440,9 @@ ops::OpCases op_cases::upsample_bilinear2d() {
                       {"upsample_bilinear2d_down",
                        {"x"},
                        [](auto& v) { return F::upsample_bilinear2d(v[0], 3, 4, false); }}},
-          .no_bf16 = kNoBf16};
+          .no_bf16 = kNoBf16,
+          .no_onnx_round_trip =
+              "the reference interpreter (tests/export/onnx_eval.h) has no Shape or linear Resize"};
 }
 
 }  // namespace hpcnet
