@@ -37,12 +37,7 @@ const DType kFloatTypes[2] = {DType::kFloat32, DType::kFloat64};
 
 Device gpu_device() { return cuda_device(0); }
 
-Tensor randn(const Shape& s, Rng& rng, DType t) {
-  Tensor x = Tensor::empty(s, DType::kFloat64);
-  double* p = x.data<double>();
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = rng.normal();
-  return x.to(t);
-}
+Tensor randn(const Shape& s, Rng& rng, DType t) { return cases::randn64(s, rng).to(t); }
 
 Tensor gpu(const Tensor& t) { return t.defined() ? t.to(gpu_device()) : t; }
 Tensor nan_gpu(const Shape& s, DType t) { return Tensor::full(s, NAN, t, gpu_device()); }

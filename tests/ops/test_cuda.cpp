@@ -1,9 +1,10 @@
-// The CUDA backend against the CPU backend, op by op (ggml's test-backend-ops idea): the same
-// inputs through cpu:: and cuda:: kernels, forward and backward, outputs pre-filled with NaN to
-// prove the CUDA kernels overwrite them; then autograd on the device, and the 10-step golden
-// LeNet run (tests/golden/) on the GPU. Every GPU test skips itself, saying why, where
-// cuda_available() is false (no GPU, no driver, or a build without -DHPCNET_CUDA=ON); the
-// runtime tests at the top check exactly that case.
+// The CUDA backend beyond single ops: the runtime's answers with and without a device, tensors
+// and the caching allocator on the device, autograd through small networks (LeNet-, U-Net- and
+// DeepLab-style steps) against the CPU, the optimizer kernels, the 10-step golden LeNet run
+// (tests/golden/) on the GPU, and the pooling index math on the host. Each op's own CUDA parity
+// checks (samples through autograd, kernels with outputs pre-filled with NaN) are its
+// Ops/<op>.CudaParity, from src/ops/<family>/test_cases.cpp. Every GPU test skips itself, saying
+// why, where cuda_available() is false (no GPU, no driver, or a build without -DHPCNET_CUDA=ON).
 // Tolerances (absolute + relative to the CPU value):
 //   float32, CUDA vs CPU: 1e-4 (1 + |cpu|)  (different summation orders; no TF32)
 //   float64, CUDA vs CPU: 1e-10 (1 + |cpu|)
