@@ -1,27 +1,18 @@
-// The test cases of bce_with_logits, gather_anchors, dfl_expect, ciou_loss, dfl_loss
-// (src/ops/op_cases.h): samples for the finite-difference and CUDA parity checks, error inputs,
-// PyTorch goldens. Compiled into the test binary only.
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <functional>
+// The test cases of bce_with_logits, gather_anchors, dfl_expect, ciou_loss and dfl_loss
+// (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as Ops/<op>.*): samples for the
+// finite-difference and CUDA parity checks and error inputs. Compiled into the test binary only.
 #include <string>
 #include <vector>
 
-#include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
-#include "src/core/cuda_device.h"
 #include "src/ops/op_cases.h"
-#include "src/ops/ops.h"
 
 namespace hpcnet {
 namespace {
 
 using namespace ops::cases;
-using namespace ops::case_checks;
 using D = Device;
-const Device kGpu = gpu_device();
 
 constexpr const char* kNoBf16 =
     "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "

@@ -1,16 +1,14 @@
-// The test cases of cat, narrow (src/ops/op_cases.h): samples for the finite-difference and CUDA
-// parity checks, error inputs, PyTorch goldens. Compiled into the test binary only.
+// The test cases of cat and narrow (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as
+// Ops/<op>.*): samples for the finite-difference and CUDA parity checks, error inputs, PyTorch
+// goldens, ONNX round trips and kernel-level CUDA parity checks (outputs pre-filled with NaN).
+// Compiled into the test binary only.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
-#include "src/core/cuda_device.h"
 #include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
 

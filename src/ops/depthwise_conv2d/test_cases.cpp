@@ -1,5 +1,6 @@
-// The test cases of depthwise_conv2d (src/ops/op_cases.h): samples for the finite-difference and
-// CUDA parity checks, error inputs. Compiled into the test binary only.
+// The test cases of depthwise_conv2d (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as
+// Ops/<op>.*): samples for the finite-difference and CUDA parity checks and error inputs. Compiled
+// into the test binary only.
 #include <string>
 #include <vector>
 

@@ -1,6 +1,7 @@
-// The test cases of log_softmax, nll_loss, cross_entropy, cross_entropy2d, dice_loss, argmax
-// (src/ops/op_cases.h): samples for the finite-difference and CUDA parity checks, error inputs,
-// PyTorch goldens. Compiled into the test binary only.
+// The test cases of log_softmax, nll_loss, cross_entropy, cross_entropy2d, dice_loss and argmax
+// (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as Ops/<op>.*): samples for the
+// finite-difference and CUDA parity checks, error inputs, PyTorch goldens and kernel-level CUDA
+// parity checks (outputs pre-filled with NaN). Compiled into the test binary only.
 #include <gtest/gtest.h>
 
 #include <cmath>

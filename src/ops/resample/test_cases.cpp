@@ -1,17 +1,15 @@
-// The test cases of global_avg_pool2d, subsample_pad, dropout, upsample_nearest2d,
-// upsample_bilinear2d (src/ops/op_cases.h): samples for the finite-difference and CUDA parity
-// checks, error inputs, PyTorch goldens. Compiled into the test binary only.
-#include <gtest/gtest.h>
-
+// The test cases of global_avg_pool2d, subsample_pad, dropout, upsample_nearest2d and
+// upsample_bilinear2d (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as Ops/<op>.*):
+// samples for the finite-difference and CUDA parity checks, error inputs, PyTorch goldens, ONNX
+// round trips and kernel-level CUDA parity checks (outputs pre-filled with NaN). Compiled into the
+// test binary only.
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
-#include "src/core/cuda_device.h"
 #include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
 
@@ -21,7 +19,6 @@ namespace {
 using namespace ops::cases;
 using namespace ops::case_checks;
 using D = Device;
-const Device kGpu = gpu_device();
 
 constexpr const char* kNoBf16 =
     "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "

@@ -1,5 +1,6 @@
-// The test cases of softmax (src/ops/op_cases.h): samples for the finite-difference and CUDA
-// parity checks, error inputs, an ONNX round trip. Compiled into the test binary only.
+// The test cases of softmax (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as
+// Ops/<op>.*): samples for the finite-difference and CUDA parity checks, error inputs and ONNX
+// round trips. Compiled into the test binary only.
 #include <string>
 #include <vector>
 
