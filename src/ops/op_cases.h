@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,6 +34,10 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
 #include "src/ops/op_table.h"
+
+namespace hpcnet::nn {
+class Module;
+}  // namespace hpcnet::nn
 
 namespace hpcnet::ops {
 
@@ -102,6 +107,11 @@ struct OnnxCase {
   std::function<std::vector<Tensor>(Rng&)> params = nullptr;  // float32; none when null
   std::vector<std::pair<std::string, int>> nodes = {};
   int64_t channels = 3, height = 5, width = 5;
+  // (name, value): every node attribute of that name holds that value (Conv's group, say).
+  std::vector<std::pair<std::string, int64_t>> int_attrs = {};
+  // A model of nn:: modules to export instead (forward and params unused) when the op is
+  // reached through a module (nn::Conv2d with groups, say).
+  std::function<std::shared_ptr<nn::Module>()> model = nullptr;
 };
 
 struct OpCases {

@@ -312,18 +312,22 @@ struct OnnxCaseModel : nn::Module {
 
 void run_onnx_case(const ops::OnnxCase& c) {
   test_util::TempDir dir("op_onnx");
-  OnnxCaseModel model(c);
-  model.eval();
+  std::shared_ptr<nn::Module> model = c.model ? c.model() : std::make_shared<OnnxCaseModel>(c);
+  model->eval();
   exporting::OnnxOptions o;
   o.channels = c.channels;
   o.height = c.height;
   o.width = c.width;
   const std::string file = (dir.path() / "op.onnx").string();
-  const exporting::OnnxResult r = exporting::export_onnx(model, o, file);
+  const exporting::OnnxResult r = exporting::export_onnx(*model, o, file);
   onnx::ModelProto m = test_util::read_model(file);
   EXPECT_EQ(test_util::check(m), "");
   const std::vector<std::string> types = test_util::op_types(m);
   for (const auto& [type, n] : c.nodes) EXPECT_EQ(test_util::count(types, type), n) << type;
+  for (const auto& [name, value] : c.int_attrs)
+    for (const auto& node : m.graph().node())
+      for (const auto& a : node.attribute())
+        if (a.name() == name) EXPECT_EQ(a.i(), value) << node.op_type() << " " << name;
   test_util::onnx_eval::Value in;
   in.dims = r.sample_input.shape();
   const float* px = r.sample_input.data<float>();

@@ -120,11 +120,24 @@ std::vector<ops::ErrorCase> bmm_errors() {
 }  // namespace
 
 ops::OpCases op_cases::bmm() {
-  return {.samples = bmm_samples(),
-          .errors = bmm_errors(),
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip =
-              "the reference interpreter (tests/export/onnx_eval.h) has no MatMul or Transpose"};
+  return {
+      .samples = bmm_samples(),
+      .errors = bmm_errors(),
+      .goldens = {{op_name::bmm, {"a", "b"}, [](auto& v) { return F::bmm(v[0], v[1]); }},
+                  {"bmm_ta", {"a", "b"}, [](auto& v) { return F::bmm(v[0], v[1], true, false); }},
+                  {"bmm_tb", {"a", "b"}, [](auto& v) { return F::bmm(v[0], v[1], false, true); }}},
+      .onnx = {{"YOLO11's attention products on (3, 6, 6): q^T k, v attn^T, a plain product",
+                [](const Tensor& x, auto&) {
+                  const Tensor a = F::reshape(x, {3, 6, 6});
+                  const Tensor attn = F::bmm(a, F::mul_scalar(a, 0.5), true, false);
+                  return F::reshape(F::bmm(F::bmm(a, attn, false, true), a), {1, 3, 6, 6});
+                },
+                nullptr,
+                {{"MatMul", 3}, {"Transpose", 2}},
+                3,
+                6,
+                6}},
+      .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

@@ -1,15 +1,27 @@
 // The test cases of depthwise_conv2d (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as
 // Ops/<op>.*): samples for the finite-difference and CUDA parity checks and error inputs. Compiled
 // into the test binary only.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "hpcnet/functional.h"
+#include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
 #include "src/ops/op_cases.h"
 
 namespace hpcnet {
 namespace {
+
+// Depthwise nn::Conv2d modules (groups = 3): 3x3 with bias, then stride 2, dilation 2, no bias.
+struct DepthwiseNet : nn::Module {
+  std::shared_ptr<nn::Conv2d> a, b;
+  DepthwiseNet() {
+    a = register_module("a", std::make_shared<nn::Conv2d>(3, 3, 3, 1, 1, true, 1, 3));
+    b = register_module("b", std::make_shared<nn::Conv2d>(3, 3, 3, 2, 2, false, 2, 3));
+  }
+  Tensor forward(const Tensor& x) override { return b->forward(a->forward(x)); }
+};
 
 using namespace ops::cases;
 using D = Device;
@@ -112,9 +124,22 @@ std::vector<ops::ErrorCase> depthwise_conv2d_errors() {
 ops::OpCases op_cases::depthwise_conv2d() {
   return {.samples = depthwise_conv2d_samples(),
           .errors = depthwise_conv2d_errors(),
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip =
-              "the reference interpreter (tests/export/onnx_eval.h) runs Conv with group 1 only"};
+          .goldens = {{op_name::depthwise_conv2d,
+                       {"x", "w", "b"},
+                       [](auto& v) { return F::depthwise_conv2d(v[0], v[1], v[2], 1, 1); }},
+                      {"depthwise_conv2d_s2d2",
+                       {"x", "w"},
+                       [](auto& v) { return F::depthwise_conv2d(v[0], v[1], Tensor(), 2, 2, 2); }}},
+          .onnx = {{"nn::Conv2d groups 3: 3x3 with bias, then stride 2, dilation 2, no bias",
+                    nullptr,
+                    nullptr,
+                    {{"Conv", 2}},
+                    3,
+                    6,
+                    6,
+                    {{"group", 3}},
+                    [] { return std::make_shared<DepthwiseNet>(); }}},
+          .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

@@ -1,6 +1,6 @@
 // The test cases of softmax (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as
-// Ops/<op>.*): samples for the finite-difference and CUDA parity checks, error inputs and ONNX
-// round trips. Compiled into the test binary only.
+// Ops/<op>.*): samples for the finite-difference and CUDA parity checks, error inputs, PyTorch
+// goldens and ONNX round trips. Compiled into the test binary only.
 #include <string>
 #include <vector>
 
@@ -83,10 +83,18 @@ std::vector<ops::ErrorCase> softmax_errors() {
 ops::OpCases op_cases::softmax() {
   return {.samples = softmax_samples(),
           .errors = softmax_errors(),
-          .onnx = {{"softmax over channels",
-                    [](const Tensor& x, auto&) { return F::softmax(x, 1); },
+          .goldens = {{"softmax_last", {"x"}, [](auto& v) { return F::softmax(v[0], -1); }},
+                      {"softmax_dim1", {"x"}, [](auto& v) { return F::softmax(v[0], 1); }}},
+          .onnx = {{"softmax over the last dim, then over the channels",
+                    [](const Tensor& x, auto&) {
+                      return F::softmax(F::mul_scalar(F::softmax(F::mul_scalar(x, 4.0), -1), 3.0),
+                                        1);
+                    },
                     nullptr,
-                    {{"Softmax", 1}}}},
+                    {{"Softmax", 2}},
+                    3,
+                    6,
+                    6}},
           .no_bf16 = kNoBf16};
 }
 
