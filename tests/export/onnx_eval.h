@@ -1,9 +1,9 @@
 // A small reference interpreter of ONNX graphs for the export tests: runs a ModelProto on the
 // host in plain float32 loops, straight from the operator specification (opset 17), for
 // the node types hpcnet's exporter writes for YOLOv8 (Conv, BatchNormalization, Sigmoid, Relu,
-// Add, Sub, Mul, Div with numpy broadcasting, Erf, Tanh (GELU), MaxPool, Resize nearest, Concat, Slice, Reshape,
-// Softmax, ReduceSum; grouped Conv, 3-D MatMul and Transpose for YOLO11's attention and DWConv).
-// Written for correctness, not speed; an unknown node type is a test failure.
+// Add, Sub, Mul, Div with numpy broadcasting, Erf, Tanh (GELU), MaxPool, Resize nearest, Concat,
+// Slice, Reshape, Softmax, ReduceSum; grouped Conv, 3-D MatMul and Transpose for YOLO11's attention
+// and DWConv). Written for correctness, not speed; an unknown node type is a test failure.
 #pragma once
 
 #include <onnx/onnx_pb.h>
