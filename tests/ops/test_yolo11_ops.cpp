@@ -240,3 +240,15 @@ TEST(Yolo11Ops, DepthwiseConv2dStateDictRoundTripsThroughSafetensors) {
   wrong["weight"] = Tensor::zeros({6, 6, 3, 3});
   EXPECT_THROW(b.load_state_dict(wrong), Error);
 }
+
+// Activations that a convolution left blocked (nChw16c) are read as their row-major values.
+TEST(Yolo11Ops, BlockedInputsGiveTheRowMajorResult) {
+  Rng rng(37);
+  Tensor x = randn({2, 16, 6, 5}, rng).to(DType::kFloat32);
+  Tensor blocked = x.to_layout(Layout::kBlocked16);
+  ASSERT_EQ(blocked.layout(), Layout::kBlocked16);
+  Tensor w = randn({16, 1, 3, 3}, rng).to(DType::kFloat32);
+  EXPECT_EQ(F::depthwise_conv2d(blocked, w, Tensor(), 1, 1).to_vector(),
+            F::depthwise_conv2d(x, w, Tensor(), 1, 1).to_vector());
+  EXPECT_EQ(F::softmax(blocked, 1).to_vector(), F::softmax(x, 1).to_vector());
+}
