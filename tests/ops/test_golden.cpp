@@ -1,7 +1,8 @@
 // hpcnet's models against PyTorch's numbers (tests/golden/, written by make_golden.py; see its
 // README for what each entry is and why these tolerances). Single ops against PyTorch in float64
 // are their ops' checks, Ops/<op>.PyTorchGoldenFloat64 (src/ops/<family>/test_cases.cpp).
-// Tolerances: lenet float32: logits and loss 1e-5, gradients 1e-6, parameters after 10 SGD steps 2e-6,
+// Tolerances: lenet float32: logits and loss 1e-5, gradients 1e-6, parameters after 10 SGD steps
+// 2e-6,
 //   step losses 1e-5 (all absolute).
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "hpcnet/nn.h"
 #include "hpcnet/optim.h"
 #include "src/ops/backend/cpu/cpu_ops.h"
+#include "src/ops/op_cases.h"
 #include "test_util.h"
 
 using namespace hpcnet;
@@ -25,19 +27,7 @@ namespace {
 
 const std::string kGoldenDir = std::string(HPCNET_SOURCE_DIR) + "/tests/golden/";
 
-// Also returns the largest |got - want| in *worst when given.
-void expect_near_all(const Tensor& got, const Tensor& want, double abs_tol, double rel_tol,
-                     const std::string& what, double* worst_out = nullptr) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  auto a = got.to_vector_f64(), b = want.to_vector_f64();
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    double tol = abs_tol + rel_tol * std::abs(b[i]);
-    worst = std::max(worst, std::abs(a[i] - b[i]));
-    ASSERT_NEAR(a[i], b[i], tol) << what << " element " << i;
-  }
-  if (worst_out) *worst_out = std::max(*worst_out, worst);
-}
+using ops::case_checks::expect_near_all;  // |got - want| <= abs + rel |want| (op_checks.cpp)
 
 const SafetensorsFile& lenet_golden() {
   static SafetensorsFile f = load_safetensors(kGoldenDir + "lenet_golden.safetensors");
