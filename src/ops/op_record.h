@@ -1,8 +1,8 @@
 // An op's record: what the rest of hpcnet reads about an op, beside its kernels (the op table,
 // src/ops/op_table.h, lists the ops; each record is defined in its family's folder,
 // src/ops/<family>/record.cpp). Tracing stores the record (trace::add), the ONNX exporter calls
-// its mapping, the tests walk op_record::kAll to find ops without checks. (The op's test cases
-// still live in the tables of tests/ops/, not here.)
+// its mapping, the tests walk op_record::kAll. The op's test cases are its other half, kept out of
+// the library: op_cases::NAME() (src/ops/op_cases.h) in src/ops/<family>/test_cases.cpp.
 #pragma once
 
 #include <string>

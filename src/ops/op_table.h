@@ -4,12 +4,16 @@
 //     exportable" and why), defined in its family's folder, src/ops/<family>/record.cpp;
 //   - a kernel API in src/ops/kernels.inc, defined in src/ops/<family>/kernels.cpp, with kernels in
 //     cpu.cpp and cuda.cu beside it, and the differentiable F::NAME in functional.cpp;
-//   - its checks in tests/ops/, one gtest per op and kind, Ops/NAME.*: GradcheckFloat64 (finite
-//     differences), ErrorInputsCpu / ErrorInputsCuda, and where the op has them
-//     PyTorchGoldenFloat64, CudaParity, OnnxRoundTrip; the older multi-op tests (the segmentation
-//     and DeepLab goldens, most CUDA parity tests, test_ops_cpu.cpp) still cover the rest.
-// A name listed here without a record fails to link; the tests fail when an op has no finite-
-// difference case, fewer than three error inputs or no CUDA parity test.
+//   - its test cases, op_cases::NAME() (src/ops/op_cases.h), defined in its family's folder,
+//     src/ops/<family>/test_cases.cpp, and built into the test binary only: samples, error
+//     inputs, PyTorch goldens, ONNX cases, kernel-level checks. tests/ops/op_checks.cpp makes one
+//     gtest per op and kind of check of them, Ops/NAME.*: GradcheckFloat64, ErrorInputsCpu /
+//     ErrorInputsCuda, CudaParity, and where the op has them PyTorchGoldenFloat64, Bf16,
+//     OnnxRoundTrip.
+// A name listed here without a record fails to link the library, one without test cases the test
+// binary; the tests fail when an op has no finite-difference sample, fewer than three error
+// inputs, no CUDA parity check, neither a bf16 check nor the reason it has none, or, exportable,
+// neither an ONNX case nor the reason it has none.
 // Layer: kernels (names only; it includes nothing), so the kernel API's errors use the same names.
 #pragma once
 
@@ -45,9 +49,12 @@
   X(dfl_expect)            \
   X(ciou_loss)             \
   X(dfl_loss)              \
-  X(gelu)
+  X(gelu)                  \
+  X(softmax)               \
+  X(bmm)                   \
+  X(depthwise_conv2d)
 
-// Ops without a gradient (no record, no gradient check): their names only.
+// Ops without a gradient (no record, no gradient check): their names, and their test cases.
 #define HPCNET_OP_TABLE_NO_GRAD(X) X(argmax)
 
 namespace hpcnet::op_name {

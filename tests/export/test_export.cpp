@@ -1,8 +1,8 @@
 // ONNX export: files read back through the ONNX library itself (onnx_proto parses, onnx::checker
 // checks with full shape inference), nodes and initializers compared with the model, refusals.
-// Numbers: tests/export/onnx_eval.h runs the exported YOLOv8 graph from the ONNX specification; agreement
-// with onnxruntime (and with Ultralytics) is checked by tests/export/onnx/check_onnx.py and
-// check_yolo_onnx.py (run by hand).
+// Numbers: tests/export/onnx_eval.h runs the exported YOLOv8 graph from the ONNX specification;
+// agreement with onnxruntime (and with Ultralytics) is checked by tests/export/onnx/check_onnx.py
+// and check_yolo_onnx.py (run by hand).
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -16,45 +16,15 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
-#include "tests/export/onnx_eval.h"
-#include "tests/ops/op_tests.h"
 #include "test_util.h"
+#include "tests/export/onnx_check.h"
+#include "tests/export/onnx_eval.h"
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
 using namespace hpcnet::test_util;
 
 namespace {
-
-onnx::ModelProto read_model(const fs::path& p) {
-  onnx::ModelProto m;
-  std::ifstream in(p, std::ios::binary);
-  EXPECT_TRUE(m.ParseFromIstream(&in)) << p;
-  return m;
-}
-
-std::vector<std::string> op_types(const onnx::ModelProto& m) {
-  std::vector<std::string> ops;
-  for (const auto& n : m.graph().node()) ops.push_back(n.op_type());
-  return ops;
-}
-
-int count(const std::vector<std::string>& v, const std::string& s) {
-  return static_cast<int>(std::count(v.begin(), v.end(), s));
-}
-
-// Runs the checker with strict shape inference; "" when the model passes.
-std::string check(const onnx::ModelProto& m) {
-  try {
-    onnx::checker::check_model(m);
-    onnx::ModelProto inferred = m;
-    onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions{true, 1, true});
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<int64_t> dims(const onnx::ValueInfoProto& v) {
   std::vector<int64_t> d;
@@ -326,54 +296,11 @@ TEST(Export, CommandWritesTheFileAndRefusesBadOptions) {
 }
 
 namespace {
-// gelu (both approximations) of a scaled input, and a model ending in a loss.
-struct GeluNet : nn::Module {
-  std::string approximate;
-  explicit GeluNet(std::string a) : approximate(std::move(a)) {}
-  Tensor forward(const Tensor& x) override { return F::gelu(F::mul_scalar(x, 4.0), approximate); }
-};
+// A model ending in a loss.
 struct LossNet : nn::Module {
-  Tensor forward(const Tensor& x) override {
-    return F::bce_with_logits(F::relu(x), F::sigmoid(x));
-  }
+  Tensor forward(const Tensor& x) override { return F::bce_with_logits(F::relu(x), F::sigmoid(x)); }
 };
 
-// The exported GELU graph (Erf or Tanh written out, opset 17 having no Gelu), run from the ONNX
-// specification, gives what hpcnet computed.
-void gelu_round_trip(const std::string& approximate) {
-  TempDir dir("export_gelu");
-  GeluNet model(approximate);
-  exporting::OnnxOptions o;
-  o.height = o.width = 5;
-  const fs::path file = dir / "gelu.onnx";
-  const exporting::OnnxResult r = exporting::export_onnx(model, o, file.string());
-  onnx::ModelProto m = read_model(file);
-  EXPECT_EQ(check(m), "");
-  const auto ops = op_types(m);
-  EXPECT_EQ(count(ops, approximate == "tanh" ? "Tanh" : "Erf"), 1);
-  test_util::onnx_eval::Value in;
-  in.dims = r.sample_input.shape();
-  const float* px = r.sample_input.data<float>();
-  in.f.assign(px, px + r.sample_input.numel());
-  const auto out = test_util::onnx_eval::run(m, in).at("output");
-  ASSERT_EQ(out.dims, r.sample_output.shape());
-  const float* want = r.sample_output.data<float>();
-  double worst = 0;
-  for (size_t i = 0; i < out.f.size(); ++i)
-    worst = std::max(worst, static_cast<double>(std::abs(out.f[i] - want[i])));
-  EXPECT_LT(worst, 1e-5) << approximate;
-}
-
-const bool kGeluRoundTripRegistered = [] {
-  test_util::register_op_check(
-      "gelu", "OnnxRoundTrip",
-      [] {
-        gelu_round_trip("none");
-        gelu_round_trip("tanh");
-      },
-      __FILE__, __LINE__);
-  return true;
-}();
 }  // namespace
 
 // An op whose record says it is not exportable is refused with the record's reason.

@@ -1,6 +1,7 @@
 // One gtest per op and kind of check, named Ops/<op>.<Check> (ggml's test-backend-ops -o OP), so
 // that `ctest -R 'Ops/silu\.'` runs silu's checks and nothing else, and one op's failure does not
-// hide another's. The tables of tests/ops/ register their rows here, op by op, at start-up.
+// hide another's. tests/ops/op_checks.cpp registers each op's checks here at start-up, from the
+// op's test cases (src/ops/op_cases.h).
 #pragma once
 
 #include <gtest/gtest.h>

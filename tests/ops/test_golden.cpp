@@ -1,7 +1,8 @@
-// hpcnet against PyTorch's numbers (tests/golden/, written by make_golden.py; see its README for
-// what each entry is and why these tolerances):
-//   float64 ops: |a - b| <= 1e-10 (1 + |b|)
-//   lenet float32: logits and loss 1e-5, gradients 1e-6, parameters after 10 SGD steps 2e-6,
+// hpcnet's models against PyTorch's numbers (tests/golden/, written by make_golden.py; see its
+// README for what each entry is and why these tolerances). Single ops against PyTorch in float64
+// are their ops' checks, Ops/<op>.PyTorchGoldenFloat64 (src/ops/<family>/test_cases.cpp).
+// Tolerances: lenet float32: logits and loss 1e-5, gradients 1e-6, parameters after 10 SGD steps
+// 2e-6,
 //   step losses 1e-5 (all absolute).
 #include <gtest/gtest.h>
 
@@ -16,7 +17,7 @@
 #include "hpcnet/nn.h"
 #include "hpcnet/optim.h"
 #include "src/ops/backend/cpu/cpu_ops.h"
-#include "tests/ops/op_tests.h"
+#include "src/ops/op_cases.h"
 #include "test_util.h"
 
 using namespace hpcnet;
@@ -26,51 +27,11 @@ namespace {
 
 const std::string kGoldenDir = std::string(HPCNET_SOURCE_DIR) + "/tests/golden/";
 
-// Also returns the largest |got - want| in *worst when given.
-void expect_near_all(const Tensor& got, const Tensor& want, double abs_tol, double rel_tol,
-                     const std::string& what, double* worst_out = nullptr) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  auto a = got.to_vector_f64(), b = want.to_vector_f64();
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    double tol = abs_tol + rel_tol * std::abs(b[i]);
-    worst = std::max(worst, std::abs(a[i] - b[i]));
-    ASSERT_NEAR(a[i], b[i], tol) << what << " element " << i;
-  }
-  if (worst_out) *worst_out = std::max(*worst_out, worst);
-}
+using ops::case_checks::expect_near_all;  // |got - want| <= abs + rel |want| (op_checks.cpp)
 
-const SafetensorsFile& ops_golden() {
-  static SafetensorsFile f = load_safetensors(kGoldenDir + "ops_golden.safetensors");
-  return f;
-}
 const SafetensorsFile& lenet_golden() {
   static SafetensorsFile f = load_safetensors(kGoldenDir + "lenet_golden.safetensors");
   return f;
-}
-
-// Runs op on fixture g's inputs <prefix>.<name> (float64 ones get gradients), backprops g's
-// <prefix>.dy, and compares y with <prefix>.y and every float64 input's gradient with
-// <prefix>.d<name>, to 1e-10 (1 + |want|). Returns the largest absolute difference seen.
-double check_op(const SafetensorsFile& g, const std::string& prefix,
-                const std::vector<std::string>& input_names,
-                const std::function<Tensor(const std::vector<Tensor>&)>& op) {
-  std::vector<Tensor> in;
-  for (auto& n : input_names) {
-    Tensor t = g.at(prefix + "." + n).clone();
-    if (t.dtype() == DType::kFloat64) t.set_requires_grad(true);
-    in.push_back(t);
-  }
-  double worst = 0;
-  Tensor y = op(in);
-  expect_near_all(y, g.at(prefix + ".y"), 1e-10, 1e-10, prefix + ".y", &worst);
-  y.backward(g.at(prefix + ".dy"));
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].dtype() != DType::kFloat64) continue;
-    expect_near_all(in[i].grad(), g.at(prefix + ".d" + input_names[i]), 1e-10, 1e-10,
-                    prefix + ".d" + input_names[i], &worst);
-  }
-  return worst;
 }
 
 // Model `name` with every state_dict entry from g's init.<entry>.
@@ -82,129 +43,7 @@ std::shared_ptr<nn::Module> model_from_init(const SafetensorsFile& g, const std:
   return model;
 }
 
-
-// PyTorch's numbers for single ops in float64, one test per op: Ops/<op>.PyTorchGoldenFloat64
-// (the fixture's <prefix>.* entries; tolerance 1e-10 (1 + |want|)).
-struct GoldenCase {
-  const char* op;
-  const char* prefix;
-  std::vector<std::string> inputs;
-  std::function<Tensor(const std::vector<Tensor>&)> fn;
-};
-
-std::vector<GoldenCase> golden_cases() {
-  return {
-      {"conv2d",
-       "conv2d_s1p1",
-       {"x", "w", "b"},
-       [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); }},
-      {"conv2d",
-       "conv2d_s2p0",
-       {"x", "w", "b"},
-       [](auto& v) { return F::conv2d(v[0], v[1], v[2], 2, 0); }},
-      {"max_pool2d", "max_pool2d_k2s2", {"x"}, [](auto& v) { return F::max_pool2d(v[0], 2, 2); }},
-      {"max_pool2d",
-       "max_pool2d_k3s2p1",
-       {"x"},
-       [](auto& v) { return F::max_pool2d(v[0], 3, 2, 1); }},
-      {"linear", "linear", {"x", "w", "b"}, [](auto& v) { return F::linear(v[0], v[1], v[2]); }},
-      {"relu", "relu", {"x"}, [](auto& v) { return F::relu(v[0]); }},
-      {"log_softmax", "log_softmax", {"x"}, [](auto& v) { return F::log_softmax(v[0]); }},
-      {"nll_loss", "nll_loss", {"x", "target"}, [](auto& v) { return F::nll_loss(v[0], v[1]); }},
-      {"cross_entropy",
-       "cross_entropy",
-       {"x", "target"},
-       [](auto& v) { return F::cross_entropy(v[0], v[1]); }},
-      {"cross_entropy",
-       "cross_entropy_ls01",
-       {"x", "target"},
-       [](auto& v) { return F::cross_entropy(v[0], v[1], 0.1); }},
-      {"sum", "sum", {"x"}, [](auto& v) { return F::sum(v[0]); }},
-      {"mean", "mean", {"x"}, [](auto& v) { return F::mean(v[0]); }},
-      {"reshape", "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); }},
-      {"gelu", "gelu", {"x"}, [](auto& v) { return F::gelu(v[0]); }},
-      {"gelu", "gelu_tanh", {"x"}, [](auto& v) { return F::gelu(v[0], "tanh"); }},
-  };
-}
-
-const bool kGoldensRegistered = [] {
-  std::set<std::string> ops;
-  for (const GoldenCase& c : golden_cases()) ops.insert(c.op);
-  for (const std::string& op : ops)
-    test_util::register_op_check(
-        op, "PyTorchGoldenFloat64",
-        [op] {
-          for (const GoldenCase& c : golden_cases())
-            if (c.op == op) check_op(ops_golden(), c.prefix, c.inputs, c.fn);
-        },
-        __FILE__, __LINE__);
-  return true;
-}();
-
 }  // namespace
-
-// The segmentation ops (upsample, cat, per-pixel cross entropy with weights and ignore_index);
-// prints the largest difference from PyTorch of each case.
-TEST(Golden, SegmentationOpsMatchPyTorchInFloat64) {
-  const auto& g = ops_golden();
-  auto report = [](const std::string& name, double worst) {
-    std::printf("[ golden   ] %-28s max |hpcnet - torch| = %.3g\n", name.c_str(), worst);
-  };
-  report("upsample_nearest2d_s2", check_op(g, "upsample_nearest2d_s2", {"x"},
-                                           [](auto& v) { return F::upsample_nearest2d(v[0], 2); }));
-  report("upsample_nearest2d_s3", check_op(g, "upsample_nearest2d_s3", {"x"},
-                                           [](auto& v) { return F::upsample_nearest2d(v[0], 3); }));
-  report("cat_dim1", check_op(g, "cat_dim1", {"a", "b", "c"}, [](auto& v) {
-           return F::cat({v[0], v[1], v[2]}, 1);
-         }));
-  report("cat_dim_last", check_op(g, "cat_dim_last", {"a", "b"}, [](auto& v) {
-           return F::cat({v[0], v[1]}, -1);
-         }));
-  report("cross_entropy2d", check_op(g, "cross_entropy2d", {"x", "target"},
-                                     [](auto& v) { return F::cross_entropy2d(v[0], v[1]); }));
-  const Tensor weight = g.at("cross_entropy2d_weighted.weight");
-  report("cross_entropy2d_weighted",
-         check_op(g, "cross_entropy2d_weighted", {"x", "target"},
-                  [&](auto& v) { return F::cross_entropy2d(v[0], v[1], weight, 255); }));
-  // Every pixel ignored: torch's NaN, and a zero gradient.
-  Tensor x = g.at("cross_entropy2d_all_ignored.x").clone();
-  x.set_requires_grad(true);
-  Tensor y = F::cross_entropy2d(x, g.at("cross_entropy2d_all_ignored.target"));
-  EXPECT_TRUE(std::isnan(g.at("cross_entropy2d_all_ignored.y").item()));
-  EXPECT_TRUE(std::isnan(y.item()));
-  y.backward(g.at("cross_entropy2d_all_ignored.dy"));
-  expect_near_all(x.grad(), g.at("cross_entropy2d_all_ignored.dx"), 0, 0,
-                  "cross_entropy2d_all_ignored.dx");
-}
-
-// DeepLab's and the decoders' ops: dilated and transposed convolution, bilinear resampling both
-// ways, and segmentation_models_pytorch's multiclass Dice loss.
-TEST(Golden, DeepLabAndDecoderOpsMatchPyTorchInFloat64) {
-  const auto& g = ops_golden();
-  auto report = [](const std::string& name, double worst) {
-    std::printf("[ golden   ] %-28s max |hpcnet - torch| = %.3g\n", name.c_str(), worst);
-  };
-  report("conv2d_dilated", check_op(g, "conv2d_dilated", {"x", "w", "b"},
-                                    [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 2, 2); }));
-  report("conv_transpose2d", check_op(g, "conv_transpose2d", {"x", "w", "b"}, [](auto& v) {
-           return F::conv_transpose2d(v[0], v[1], v[2], 2, 1, 1);
-         }));
-  report("upsample_bilinear2d", check_op(g, "upsample_bilinear2d", {"x"}, [](auto& v) {
-           return F::upsample_bilinear2d(v[0], 9, 7, false);
-         }));
-  report("upsample_bilinear2d_ac", check_op(g, "upsample_bilinear2d_ac", {"x"}, [](auto& v) {
-           return F::upsample_bilinear2d(v[0], 9, 7, true);
-         }));
-  report("upsample_bilinear2d_down", check_op(g, "upsample_bilinear2d_down", {"x"}, [](auto& v) {
-           return F::upsample_bilinear2d(v[0], 3, 4, false);
-         }));
-  report("dice_loss", check_op(g, "dice_loss", {"x", "target"},
-                               [](auto& v) { return F::dice_loss(v[0], v[1]); }));
-  const Tensor weight = g.at("dice_loss_weighted.weight");
-  report("dice_loss_weighted", check_op(g, "dice_loss_weighted", {"x", "target"}, [&](auto& v) {
-           return F::dice_loss(v[0], v[1], weight, 255, 1.0);
-         }));
-}
 
 namespace {
 std::shared_ptr<nn::Module> lenet_from_init() { return model_from_init(lenet_golden(), "lenet"); }
@@ -254,7 +93,7 @@ TEST(Golden, LenetTenSgdStepsMatchPyTorch) {
 }
 
 // ---- ResNets (tests/golden/resnet_golden.safetensors, written by make_golden_resnet.py) ----
-// float64 ops: 1e-10 as above. resnet20 in float32: every tensor within 5e-5 of its largest
+// resnet20 in float32: every tensor within 5e-5 of its largest
 // magnitude (the fixture's float32 entries agree with a float64 rerun to 2.5e-6 of that; another
 // summation order, e.g. oneDNN's blocked convolutions, moves results by a few times that).
 
@@ -273,21 +112,6 @@ std::shared_ptr<nn::Module> resnet20_from_init() {
   return model_from_init(resnet_golden(), "resnet20");
 }
 }  // namespace
-
-TEST(GoldenResNet, OpsMatchPyTorchInFloat64) {
-  const auto& g = resnet_golden();
-  for (bool training : {true, false}) {
-    std::string pre = training ? "bn_train" : "bn_eval";
-    Tensor rm = g.at(pre + ".running_mean_in").clone(), rv = g.at(pre + ".running_var_in").clone();
-    check_op(g, pre, {"x", "weight", "bias"},
-             [&](auto& v) { return F::batch_norm(v[0], v[1], v[2], rm, rv, training, 0.1, 1e-5); });
-    expect_near_all(rm, g.at(pre + ".running_mean_out"), 1e-10, 1e-10, pre + ".running_mean");
-    expect_near_all(rv, g.at(pre + ".running_var_out"), 1e-10, 1e-10, pre + ".running_var");
-  }
-  check_op(g, "gap", {"x"}, [](auto& v) { return F::global_avg_pool2d(v[0]); });
-  check_op(g, "shortcut_a", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
-  check_op(g, "shortcut_a_odd", {"x"}, [](auto& v) { return F::subsample_pad(v[0], 2, 2); });
-}
 
 namespace {
 // Blocked activations on or off for one scope (the default is on).
@@ -357,8 +181,8 @@ TEST(GoldenResNet, Resnet20ForwardBackwardAndRunningStatsMatchPyTorch) {
 // and eval logits to 5e-5 as above. Gradients to 5e-3 of scale: in this fixture one ReLU input of
 // layer1 lies within float32 rounding of zero, and the blocked kernels round it to the other
 // side (44,919 vs 44,920 positive outputs of 65,536, measured), which moves stage-1 gradients by
-// one element's worth (~2e-3 of scale). tests/ops/test_layout.cpp holds the blocked kernels to float64
-// at 2e-5 on inputs without such ties.
+// one element's worth (~2e-3 of scale). tests/ops/test_layout.cpp holds the blocked kernels to
+// float64 at 2e-5 on inputs without such ties.
 TEST(GoldenResNet, Resnet20BlockedLayoutMatchesPyTorch) {
   BlockedLayouts on(true);
   check_resnet20_forward_backward(5e-3);

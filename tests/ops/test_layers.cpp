@@ -28,6 +28,8 @@
 //               io, nothing of task, so it sits beside task
 //   7 train     src/train, hpcnet/train.h
 //   8 cli       src/cli
+//   9 tests     the ops' test cases, compiled into the test binary only: src/ops/op_cases.h and
+//               src/ops/<family>/test_cases.cpp (they may include any layer)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,17 +64,18 @@ struct LyLayer {
 // an include target ("src/ops/ops.h", "hpcnet/nn.h"); nullopt when it belongs to none.
 std::optional<LyLayer> ly_layer(const std::string& path) {
   static const std::map<std::string, int> ranks = {
-      {"core", 0}, {"kernels", 1}, {"io", 1},   {"autograd", 2}, {"ops", 3},   {"dist", 3},
-      {"nn", 4},   {"optim", 5},   {"data", 5}, {"task", 6},     {"export", 6}, {"train", 7}, {"cli", 8}};
+      {"core", 0},   {"kernels", 1}, {"io", 1},    {"autograd", 2}, {"ops", 3},
+      {"dist", 3},   {"nn", 4},      {"optim", 5}, {"data", 5},     {"task", 6},
+      {"export", 6}, {"train", 7},   {"cli", 8},   {"tests", 9}};
   static const std::vector<std::string> kernel_files = {
-      "src/ops/ops.h",          "src/ops/kernels.inc",      "src/ops/dispatch.h",
-      "src/ops/dispatch.cpp",   "src/ops/float_dispatch.h", "src/ops/op_table.h"};
+      "src/ops/ops.h",        "src/ops/kernels.inc",      "src/ops/dispatch.h",
+      "src/ops/dispatch.cpp", "src/ops/float_dispatch.h", "src/ops/op_table.h"};
   static const std::map<std::string, std::string> public_headers = {
-      {"tensor.h", "core"}, {"error.h", "core"},     {"rng.h", "core"},
-      {"profile.h", "core"}, {"autograd.h", "autograd"}, {"io.h", "io"},
-      {"functional.h", "ops"}, {"dist.h", "dist"},   {"nn.h", "nn"},
-      {"optim.h", "optim"},  {"data.h", "data"},     {"task.h", "task"},
-      {"train.h", "train"}, {"export.h", "export"}, {"shards.h", "data"}};
+      {"tensor.h", "core"},    {"error.h", "core"},        {"rng.h", "core"},
+      {"profile.h", "core"},   {"autograd.h", "autograd"}, {"io.h", "io"},
+      {"functional.h", "ops"}, {"dist.h", "dist"},         {"nn.h", "nn"},
+      {"optim.h", "optim"},    {"data.h", "data"},         {"task.h", "task"},
+      {"train.h", "train"},    {"export.h", "export"},     {"shards.h", "data"}};
   std::string p = path;
   if (p.rfind("include/", 0) == 0) p = p.substr(8);
   if (p.rfind("hpcnet/", 0) == 0) {
@@ -80,6 +83,10 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
     if (it == public_headers.end()) return std::nullopt;
     return LyLayer{it->second, ranks.at(it->second)};
   }
+  // The ops' test cases: above every layer of the library.
+  if (p == "src/ops/op_cases.h" || (p.rfind("src/ops/", 0) == 0 && p.size() > 15 &&
+                                    p.compare(p.size() - 15, 15, "/test_cases.cpp") == 0))
+    return LyLayer{"tests", ranks.at("tests")};
   // src/ops/backend/... and src/ops/<family>/<file> but functional.* and record.cpp: kernels.
   const bool in_ops_folder = p.rfind("src/ops/", 0) == 0 && p.find('/', 8) != std::string::npos;
   const bool functional =

@@ -42,15 +42,16 @@ TEST(Layout, BlockedRoundTripsAndIsNotContiguous) {
   EXPECT_FALSE(b.is_contiguous());
   EXPECT_TRUE(b.is_dense());
   // Element (n=1, c=17, h=2, w=4) sits at ((1 * 2 + 1) * 15 + 2 * 5 + 4) * 16 + 1.
-  EXPECT_EQ(b.data<float>()[((1 * 2 + 1) * 15 + 14) * 16 + 1], x.data<float>()[((1 * 32 + 17) * 3 + 2) * 5 + 4]);
+  EXPECT_EQ(b.data<float>()[((1 * 2 + 1) * 15 + 14) * 16 + 1],
+            x.data<float>()[((1 * 32 + 17) * 3 + 2) * 5 + 4]);
   EXPECT_EQ(b.to_vector(), x.to_vector());
   EXPECT_EQ(b.contiguous().to_vector(), x.to_vector());
   EXPECT_EQ(b.clone().layout(), Layout::kStrided);
   Tensor c = Tensor::empty_layout(x.shape(), DType::kFloat32, cpu_device(), Layout::kBlocked16);
   c.copy_(x);
   EXPECT_EQ(c.to_vector(), x.to_vector());
-  EXPECT_THROW(Tensor::empty_layout({2, 3, 4, 4}, DType::kFloat32, cpu_device(), Layout::kBlocked16),
-               Error);
+  EXPECT_THROW(
+      Tensor::empty_layout({2, 3, 4, 4}, DType::kFloat32, cpu_device(), Layout::kBlocked16), Error);
 }
 
 TEST(Layout, LayoutAwareOpsMatchRowMajor) {
@@ -72,40 +73,48 @@ TEST(Layout, LayoutAwareOpsMatchRowMajor) {
       return std::vector<Tensor>{h, xi.grad(), wi.grad(), w2i.grad(), gi.grad(), bi.grad(), m, v};
     };
     auto a = run(false), b = run(true);
-    const char* names[] = {"y", "dx", "dw", "dw2", "dgamma", "dbeta", "running_mean", "running_var"};
+    const char* names[] = {"y",      "dx",    "dw",           "dw2",
+                           "dgamma", "dbeta", "running_mean", "running_var"};
     for (size_t i = 0; i < a.size(); ++i) expect_close(b[i], a[i], 2e-3, names[i]);
   }
 }
 
 TEST(Layout, BlockedBatchNormMatchesRowMajorTightly) {
   for (Shape shape : {Shape{4, 32, 16, 16}, Shape{4, 16, 32, 32}, Shape{32, 16, 32, 32}})
-  for (bool training : {true, false}) {
-    const int64_t C = shape[1];
-    Tensor x = randn(shape, 12), gamma = randn({C}, 13), beta = randn({C}, 14);
-    Tensor res = randn(shape, 15), dy = randn(shape, 16);
-    auto run = [&](bool blocked) {
-      Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
-      Tensor gi = gamma.clone().set_requires_grad(true), bi = beta.clone().set_requires_grad(true);
-      Tensor ri = (blocked ? res.to_layout(Layout::kBlocked16) : res.clone()).set_requires_grad(true);
-      Tensor m = Tensor::zeros({C}), v = Tensor::full({C}, 1.0);
-      Tensor y = F::batch_norm_act(xi, gi, bi, m, v, training, 0.1, 1e-5, ri, true);
-      y.backward(blocked ? dy.to_layout(Layout::kBlocked16) : dy);
-      return std::vector<Tensor>{y, xi.grad(), gi.grad(), bi.grad(), ri.grad(), m, v};
-    };
-    auto a = run(false), b = run(true);
-    const char* names[] = {"y", "dx", "dgamma", "dbeta", "dres", "running_mean", "running_var"};
-    expect_close_to_scale(b, a, 2e-5, 1e-7, [&](size_t i) {
-      return std::string(names[i]) + (training ? " train " : " eval ") + shape_str(shape);
-    });
-  }
+    for (bool training : {true, false}) {
+      const int64_t C = shape[1];
+      Tensor x = randn(shape, 12), gamma = randn({C}, 13), beta = randn({C}, 14);
+      Tensor res = randn(shape, 15), dy = randn(shape, 16);
+      auto run = [&](bool blocked) {
+        Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
+        Tensor gi = gamma.clone().set_requires_grad(true),
+               bi = beta.clone().set_requires_grad(true);
+        Tensor ri =
+            (blocked ? res.to_layout(Layout::kBlocked16) : res.clone()).set_requires_grad(true);
+        Tensor m = Tensor::zeros({C}), v = Tensor::full({C}, 1.0);
+        Tensor y = F::batch_norm_act(xi, gi, bi, m, v, training, 0.1, 1e-5, ri, true);
+        y.backward(blocked ? dy.to_layout(Layout::kBlocked16) : dy);
+        return std::vector<Tensor>{y, xi.grad(), gi.grad(), bi.grad(), ri.grad(), m, v};
+      };
+      auto a = run(false), b = run(true);
+      const char* names[] = {"y", "dx", "dgamma", "dbeta", "dres", "running_mean", "running_var"};
+      expect_close_to_scale(b, a, 2e-5, 1e-7, [&](size_t i) {
+        return std::string(names[i]) + (training ? " train " : " eval ") + shape_str(shape);
+      });
+    }
 }
 
 TEST(Layout, BlockedConvolutionsMatchRowMajorTightly) {
-  struct Case { Shape x, w; int64_t stride, pad; };
-  for (const Case& c : {Case{{4, 16, 32, 32}, {32, 16, 3, 3}, 2, 1}, Case{{4, 16, 32, 32}, {16, 16, 3, 3}, 1, 1},
-                        Case{{3, 32, 9, 9}, {64, 32, 3, 3}, 2, 1}}) {
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+  };
+  for (const Case& c :
+       {Case{{4, 16, 32, 32}, {32, 16, 3, 3}, 2, 1}, Case{{4, 16, 32, 32}, {16, 16, 3, 3}, 1, 1},
+        Case{{3, 32, 9, 9}, {64, 32, 3, 3}, 2, 1}}) {
     Tensor x = randn(c.x, 21), w = randn(c.w, 22);
-    Shape ys{c.x[0], c.w[0], (c.x[2] + 2 * c.pad - 3) / c.stride + 1, (c.x[3] + 2 * c.pad - 3) / c.stride + 1};
+    Shape ys{c.x[0], c.w[0], (c.x[2] + 2 * c.pad - 3) / c.stride + 1,
+             (c.x[3] + 2 * c.pad - 3) / c.stride + 1};
     Tensor dy = randn(ys, 23);
     auto run = [&](bool blocked) {
       Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
@@ -123,12 +132,14 @@ TEST(Layout, BlockedConvolutionsMatchRowMajorTightly) {
 }
 
 TEST(Layout, DownsamplingBlockGradientsMatchRowMajorTightly) {
-  Tensor x = randn({4, 16, 32, 32}, 31), w = randn({32, 16, 3, 3}, 32), dy = randn({4, 32, 16, 16}, 33);
+  Tensor x = randn({4, 16, 32, 32}, 31), w = randn({32, 16, 3, 3}, 32),
+         dy = randn({4, 32, 16, 16}, 33);
   Tensor gamma = randn({32}, 34), beta = randn({32}, 35);
   auto run = [&](bool blocked) {
     Tensor xi = (blocked ? x.to_layout(Layout::kBlocked16) : x.clone()).set_requires_grad(true);
     Tensor wi = w.clone().set_requires_grad(true);
-    Tensor h = F::batch_norm_act(xi, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, Tensor(), true);
+    Tensor h = F::batch_norm_act(xi, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                                 Tensor(), true);
     Tensor y1 = F::conv2d(h, wi, Tensor(), 2, 1);
     Tensor y2 = F::subsample_pad(h, 2, 8);
     Tensor z = F::batch_norm_act(y1, gamma, beta, Tensor(), Tensor(), true, 0.1, 1e-5, y2, true);
@@ -144,14 +155,18 @@ TEST(Layout, DownsamplingBlockGradientsMatchRowMajorTightly) {
 // that answers in blocked layout and, as the residual, the block's last batch norm; gradients
 // meet in both layouts. float32 (blocked inside) against the same chain in float64 (row-major).
 TEST(Layout, MixedLayoutBlockMatchesFloat64) {
-  Tensor x = randn({4, 16, 32, 32}, 41), w1 = randn({16, 16, 3, 3}, 42), w2 = randn({16, 16, 3, 3}, 43);
+  Tensor x = randn({4, 16, 32, 32}, 41), w1 = randn({16, 16, 3, 3}, 42),
+         w2 = randn({16, 16, 3, 3}, 43);
   Tensor dy = randn({4, 16, 32, 32}, 44);
   auto run = [&](DType t) {
     Tensor xi = x.to(t).set_requires_grad(true);
     Tensor a = w1.to(t).set_requires_grad(true), b = w2.to(t).set_requires_grad(true);
-    Tensor stem = F::batch_norm_act(xi, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, Tensor(), true);
-    Tensor h = F::batch_norm_act(F::conv2d(stem, a, Tensor(), 1, 1), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, Tensor(), true);
-    Tensor z = F::batch_norm_act(F::conv2d(h, b, Tensor(), 1, 1), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, stem, true);
+    Tensor stem = F::batch_norm_act(xi, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5,
+                                    Tensor(), true);
+    Tensor h = F::batch_norm_act(F::conv2d(stem, a, Tensor(), 1, 1), Tensor(), Tensor(), Tensor(),
+                                 Tensor(), true, 0.1, 1e-5, Tensor(), true);
+    Tensor z = F::batch_norm_act(F::conv2d(h, b, Tensor(), 1, 1), Tensor(), Tensor(), Tensor(),
+                                 Tensor(), true, 0.1, 1e-5, stem, true);
     z.backward(dy.to(t));
     return std::vector<Tensor>{z, xi.grad(), a.grad(), b.grad()};
   };
@@ -171,7 +186,8 @@ TEST(Layout, ChainedResidualBlocksMatchFloat64) {
     std::vector<Tensor> w;
     for (auto& v : ws) w.push_back(v.to(t).set_requires_grad(true));
     auto bn = [&](const Tensor& h, const Tensor& res) {
-      return F::batch_norm_act(h, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, res, true);
+      return F::batch_norm_act(h, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, res,
+                               true);
     };
     Tensor h = bn(xi, Tensor());
     for (int b = 0; b < 3; ++b) {
@@ -202,9 +218,8 @@ TEST(Layout, CatAndNarrowOfWholeBlocksStayBlocked) {
       leaves.push_back(l);
     }
     // y = cat(a, narrow(c, 16, 32), b, narrow(c, 0, 16)): channels 32 + 32 + 16 + 16 = 96
-    Tensor y = F::cat({leaves[0], F::narrow(leaves[2], 1, 16, 32), leaves[1],
-                       F::narrow(leaves[2], 1, 0, 16)},
-                      1);
+    Tensor y = F::cat(
+        {leaves[0], F::narrow(leaves[2], 1, 16, 32), leaves[1], F::narrow(leaves[2], 1, 0, 16)}, 1);
     y.backward(blocked ? up.to_layout(Layout::kBlocked16) : up);  // a blocked gradient into cat
     for (auto& l : leaves) grads.push_back(l.grad());
     return y;
@@ -254,10 +269,10 @@ TEST(Layout, NarrowOfOneRunOfMemoryIsAView) {
     Tensor l = c.blocked ? x.to_layout(Layout::kBlocked16) : x.clone();
     l.set_requires_grad(true);
     Tensor y = F::narrow(l, c.dim, c.start, c.length);
-    EXPECT_EQ(y.raw_data() >= l.raw_data() &&
-                  static_cast<const char*>(y.raw_data()) <
-                      static_cast<const char*>(l.raw_data()) + l.nbytes(),
-              c.view)
+    EXPECT_EQ(
+        y.raw_data() >= l.raw_data() && static_cast<const char*>(y.raw_data()) <
+                                            static_cast<const char*>(l.raw_data()) + l.nbytes(),
+        c.view)
         << tag;
     if (c.view) EXPECT_EQ(y.layout(), l.layout()) << tag;
     EXPECT_EQ(y.to_vector(), up_shape_probe.to_vector()) << tag;

@@ -85,7 +85,8 @@ TEST_P(OpsCpuConv, Float32MatchesFloat64Reference) {
   };
   Rng rng(1);
   for (auto& c : cases) {
-    if (GetParam() == cpu::ConvAlgo::kDirect && !cpu::conv2d_direct_applies(c.x, c.w, c.p)) continue;
+    if (GetParam() == cpu::ConvAlgo::kDirect && !cpu::conv2d_direct_applies(c.x, c.w, c.p))
+      continue;
     Tensor x = randn(c.x, rng), w = randn(c.w, rng), b = c.bias ? randn({c.w[0]}, rng) : Tensor();
     Tensor dy = randn(conv_out_shape(c), rng);
     const auto got = run_conv(c, DType::kFloat32, x, w, b, dy);
@@ -182,8 +183,8 @@ TEST(OpsCpu, MaxPool2dFloat32MatchesFloat64Reference) {
 // column maxima. It must give what the window scan that records positions gives, value for value
 // (ties and NaN included), in both dtypes, at the borders, with unequal windows and paddings,
 // and with several threads. Pooling with positions at strides 1 and 2 goes tap by tap over rows
-// of outputs, and must give the scan's values and positions. A NaN in a window is its maximum on every path, as in torch (the
-// 2x2 path included, whose recorded position is then the NaN's).
+// of outputs, and must give the scan's values and positions. A NaN in a window is its maximum on
+// every path, as in torch (the 2x2 path included, whose recorded position is then the NaN's).
 TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
   auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   struct PoolCase {
@@ -192,8 +193,8 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
   };
   const std::vector<PoolCase> cases = {
       {{1, 128, 20, 20}, {5, 5, 1, 1, 2, 2}},  // SPPF at 640 px: enough work for threads
-      {{2, 3, 7, 9}, {3, 3, 1, 1, 1, 1}},  {{1, 2, 6, 5}, {5, 5, 1, 1, 0, 0}},
-      {{1, 2, 5, 8}, {4, 2, 1, 1, 2, 1}},  {{1, 1, 3, 3}, {5, 5, 1, 1, 2, 2}},
+      {{2, 3, 7, 9}, {3, 3, 1, 1, 1, 1}},     {{1, 2, 6, 5}, {5, 5, 1, 1, 0, 0}},
+      {{1, 2, 5, 8}, {4, 2, 1, 1, 2, 1}},     {{1, 1, 3, 3}, {5, 5, 1, 1, 2, 2}},
       {{1, 1, 1, 6}, {1, 3, 1, 1, 0, 1}},
   };
   Rng rng(4);
@@ -219,8 +220,8 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
   // values and positions as the scan of math::pool_window_max, output by output.
   const std::vector<PoolCase> strided = {
       {{2, 64, 16, 16}, {3, 3, 2, 2, 1, 1}},  // ResNet's stem pool
-      {{1, 3, 9, 8}, {3, 3, 2, 2, 1, 1}},  {{1, 2, 7, 7}, {3, 2, 2, 2, 0, 1}},
-      {{1, 2, 6, 9}, {5, 5, 1, 1, 2, 2}},  {{1, 2, 5, 5}, {4, 4, 2, 2, 2, 2}},
+      {{1, 3, 9, 8}, {3, 3, 2, 2, 1, 1}},    {{1, 2, 7, 7}, {3, 2, 2, 2, 0, 1}},
+      {{1, 2, 6, 9}, {5, 5, 1, 1, 2, 2}},    {{1, 2, 5, 5}, {4, 4, 2, 2, 2, 2}},
       {{1, 1, 2, 3}, {3, 3, 2, 2, 1, 1}},
   };
   for (const auto& c : strided)
@@ -233,13 +234,13 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
       const int64_t Q = ops::conv_out_size(W, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
       Tensor y = nan_like({c.x[0], c.x[1], P, Q}, t), ws;
       ops::max_pool2d_forward(x, y, &ws, c.p);
-      const math::PoolGeom g{H, W, c.p.kernel_h, c.p.kernel_w, c.p.stride_h, c.p.stride_w,
-                             c.p.pad_h, c.p.pad_w};
+      const math::PoolGeom g{
+          H, W, c.p.kernel_h, c.p.kernel_w, c.p.stride_h, c.p.stride_w, c.p.pad_h, c.p.pad_w};
       const auto got = y.to_vector_f64();
       const int32_t* pos = ws.data<int32_t>();
       const std::string tag = shape_str(c.x) + " k " + std::to_string(c.p.kernel_h) + "x" +
-                              std::to_string(c.p.kernel_w) + " s " +
-                              std::to_string(c.p.stride_h) + " " + dtype_name(t);
+                              std::to_string(c.p.kernel_w) + " s " + std::to_string(c.p.stride_h) +
+                              " " + dtype_name(t);
       for (int64_t pl = 0; pl < c.x[0] * c.x[1]; ++pl)
         for (int64_t oh = 0; oh < P; ++oh)
           for (int64_t ow = 0; ow < Q; ++ow) {
@@ -389,8 +390,8 @@ TEST(OpsCpuConvAlgorithm, WinogradAndAutoMatchFloat64AndFallBackWhereTheyDoNotAp
     Tensor dy = randn(conv_out_shape(c), rng);
     const auto ref = run_conv(c, DType::kFloat64, x, w, b, dy);
     std::vector<Tensor> direct;
-    for (auto a : {ops::ConvAlgorithm::kDirect, ops::ConvAlgorithm::kWinograd,
-                   ops::ConvAlgorithm::kAuto}) {
+    for (auto a :
+         {ops::ConvAlgorithm::kDirect, ops::ConvAlgorithm::kWinograd, ops::ConvAlgorithm::kAuto}) {
       ops::set_conv_algorithm(a);
       const auto got = run_conv(c, DType::kFloat32, x, w, b, dy);
       const std::string tag = "algorithm " + std::to_string(static_cast<int>(a)) + " conv " +

@@ -1,8 +1,8 @@
 // The semantic-segmentation ops on the CPU (upsample_nearest2d, cat, cross_entropy2d): values on
 // hand-made inputs, blocked inputs, kernels overwriting garbage-filled outputs, results that do
 // not depend on the thread count, torch's edge cases (every pixel ignored, an empty batch) and
-// the InputErrors for bad arguments. Gradients: tests/ops/test_gradcheck.cpp; PyTorch's numbers:
-// tests/ops/test_golden.cpp; the CUDA kernels: tests/ops/test_cuda.cpp.
+// the InputErrors for bad arguments. Gradients, PyTorch's numbers and the CUDA kernels: each op's
+// checks, Ops/<op>.*, from src/ops/<family>/test_cases.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
