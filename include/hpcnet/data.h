@@ -416,8 +416,9 @@ std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
 // The image files a prediction reads from `path`: the file itself, or every JPEG/PNG file in the
 // folder (not its sub-folders; hidden names skipped), sorted by name. InputError when the path
 // does not exist or a folder holds no image. An entry with an image's name that is a link leading
-// nowhere is listed too: reading it then says so (predict reports it on its own line).
-std::vector<std::string> list_image_files(const std::string& path);
+// nowhere is listed too: reading it then says so (predict reports it on its own line). With
+// with_videos, a folder's videos (is_video_name, include/hpcnet/video.h) are listed too.
+std::vector<std::string> list_image_files(const std::string& path, bool with_videos = false);
 
 // ---------------------------------------------------------------------------------------------
 // Validation split

@@ -1,0 +1,168 @@
+// `hpcnet predict` on videos (the binary, as tests/cli/test_predict.cpp runs it): a 10-second
+// 640x480 MP4 made here with FFmpeg's libraries gives an annotated video of the same frame count
+// and rate, and on every frame the detections that predicting that frame, decoded to PNG, gives;
+// --vid-stride; a damaged video among good inputs.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/data.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/train.h"
+#include "hpcnet/video.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+// Frame k: two coloured rectangles moving over a noisy background.
+data::Image scene_frame(int64_t k, int64_t h, int64_t w) {
+  data::Image im;
+  im.height = h;
+  im.width = w;
+  im.pixels = noisy_pixels(static_cast<int>(w), static_cast<int>(h), 90, 110, 130,
+                           static_cast<uint64_t>(k % 3), 12, 20);
+  auto rect = [&](int64_t x0, int64_t y0, int64_t rw, int64_t rh, uint8_t r, uint8_t g, uint8_t b) {
+    for (int64_t y = std::max<int64_t>(y0, 0); y < std::min(y0 + rh, h); ++y)
+      for (int64_t x = std::max<int64_t>(x0, 0); x < std::min(x0 + rw, w); ++x) {
+        uint8_t* p = &im.pixels[static_cast<size_t>((y * w + x) * 3)];
+        p[0] = r;
+        p[1] = g;
+        p[2] = b;
+      }
+  };
+  rect(20 + 9 * k, 100, 120, 90, 230, 40, 40);
+  rect(500 - 7 * k, 300, 80, 140, 40, 220, 60);
+  return im;
+}
+
+struct VideoShared {
+  TempDir tmp{"predict_video"};
+  fs::path weights = tmp / "yolo.safetensors", video = tmp / "clip.mp4";
+  static constexpr int64_t kFrames = 50, kHeight = 480, kWidth = 640;
+  static constexpr double kFps = 5.0;  // 10 seconds
+  VideoShared() {
+    manual_seed(5);
+    auto model = nn::make_model("yolov8n", 2);
+    train::ModelMeta meta;
+    meta.model = "yolov8n";
+    meta.task = "detect";
+    meta.classes = {"red", "green"};
+    meta.imgsz = 128;
+    train::save_model(weights.string(), *model, meta);
+    data::VideoWriter writer(video.string(), kHeight, kWidth, kFps);
+    for (int64_t k = 0; k < kFrames; ++k) writer.write(scene_frame(k, kHeight, kWidth));
+    writer.close();
+  }
+};
+VideoShared& shared() {
+  static VideoShared s;
+  return s;
+}
+
+RunResult predict(std::vector<std::string> args, const fs::path& cwd) {
+  // conf 0: a model with fresh weights scores low, and every frame must have boxes to compare.
+  args.insert(args.begin(), {"predict", "--weights", shared().weights.string(), "--threads", "2",
+                             "--device", "cpu", "--conf", "0", "--max-det", "5", "--json"});
+  return run_hpcnet(args, cwd);
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : split_lines(out))
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+}  // namespace
+
+TEST(PredictVideo, AnnotatedVideoAndDetectionsEqualThoseOfTheDecodedFrames) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_run");
+  const RunResult r = predict({"--save", tmp.str("out"), s.video.string()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("Speed: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("50 frames in"), std::string::npos) << r.err;
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(s.kFrames)) << r.err;
+
+  // The annotated video: same frame count, rate and size; frames differ from the source (drawn).
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  EXPECT_EQ(annotated.width(), s.kWidth);
+  EXPECT_EQ(annotated.height(), s.kHeight);
+  EXPECT_NEAR(annotated.fps(), s.kFps, 1e-6);
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, s.kFrames);
+
+  // Every source frame decoded by FFmpeg and written as PNG, then predicted as images.
+  data::VideoReader source(s.video.string());
+  fs::create_directories(tmp / "frames");
+  for (int64_t k = 0; source.next(frame); ++k) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%03lld.png", static_cast<long long>(k));
+    const std::vector<uint8_t> png =
+        data::encode_png_rgb(frame.pixels.data(), frame.height, frame.width);
+    write_file(tmp / "frames" / name, string_of(png));
+  }
+  const RunResult images = predict({tmp.str("frames")}, tmp.path());
+  ASSERT_EQ(images.rc, 0) << images.err;
+  const std::vector<nlohmann::json> image_rows = json_lines(images.out);
+  ASSERT_EQ(image_rows.size(), rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(rows[k].at("frame"), static_cast<int64_t>(k));
+    const auto &a = rows[k].at("boxes"), &b = image_rows[k].at("boxes");
+    ASSERT_EQ(a.size(), b.size()) << "frame " << k;
+    ASSERT_GT(a.size(), 0u) << "frame " << k;
+    for (size_t j = 0; j < a.size(); ++j) {
+      EXPECT_EQ(a[j].at("class"), b[j].at("class")) << "frame " << k;
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(a[j].at("box")[c].get<double>(), b[j].at("box")[c].get<double>(), 1e-3)
+            << "frame " << k << " box " << j;
+    }
+  }
+}
+
+TEST(PredictVideo, VidStrideKeepsEveryNthFrame) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_stride");
+  const RunResult r =
+      predict({"--vid-stride", "4", "--save", tmp.str("out"), s.video.string()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  ASSERT_EQ(rows.size(), 13u);  // frames 0, 4, ..., 48
+  for (size_t k = 0; k < rows.size(); ++k) EXPECT_EQ(rows[k].at("frame"), 4 * k);
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  EXPECT_NEAR(annotated.fps(), s.kFps / 4, 1e-6);
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, 13);
+}
+
+TEST(PredictVideo, ADamagedVideoAmongGoodInputs) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_bad");
+  fs::create_directories(tmp / "in");
+  write_file(tmp / "in" / "bad.mp4", "not a video at all");
+  fs::copy_file(s.video, tmp / "in" / "good.mp4");
+  const RunResult r = predict({tmp.str("in")}, tmp.path());
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("bad.mp4: cannot open as a video"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 of 2 inputs could not be read"), std::string::npos) << r.err;
+  EXPECT_EQ(json_lines(r.out).size(), static_cast<size_t>(s.kFrames));
+  EXPECT_EQ(run_hpcnet({"predict", "--weights", s.weights.string(), "--vid-stride", "0",
+                        s.video.string()},
+                       tmp.path())
+                .rc,
+            2);
+}
