@@ -99,7 +99,12 @@ struct VideoReader::Impl {
   InputError fail(const std::string& what) const { return InputError(path + ": " + what); }
 
   void open() {
-    int err = avformat_open_input(&format, path.c_str(), nullptr, nullptr);
+    // A file reads only files: a playlist or reference file inside it cannot make FFmpeg open
+    // network addresses or devices. (URLs are opened with FFmpeg's network protocols.)
+    AVDictionary* options = nullptr;
+    if (path.find("://") == std::string::npos) av_dict_set(&options, "protocol_whitelist", "file", 0);
+    int err = avformat_open_input(&format, path.c_str(), nullptr, &options);
+    av_dict_free(&options);
     if (err < 0) throw fail("cannot open as a video (" + av_message(err) + ")");
     err = avformat_find_stream_info(format, nullptr);
     if (err < 0) throw fail("cannot read the video's streams (" + av_message(err) + ")");
