@@ -17,13 +17,23 @@ namespace hpcnet::data {
 // and device paths, not names.)
 bool is_video_name(const std::string& name);
 
+// Whether a predict input is a network stream rather than a file: a URL with a scheme other than
+// file: (rtsp://, rtmp://, http://, https://, tcp://, udp://, srt://, ...).
+bool is_stream_url(const std::string& source);
+
+struct VideoOptions {
+  // Network streams: how long opening, or waiting for the next packet, may take before the
+  // stream counts as gone (seconds; FFmpeg's rw_timeout / timeout, and an interrupt while opening).
+  double timeout_s = 10.0;
+};
+
 // Decodes the best video stream of a file (or anything libavformat opens) frame by frame.
 // Packets the decoder rejects (a corrupt or truncated file) are skipped and counted; the frames
 // around them are still returned. InputError (one line, naming the file) when the file cannot be
 // opened or holds no decodable video stream.
 class VideoReader {
  public:
-  explicit VideoReader(const std::string& path);
+  explicit VideoReader(const std::string& path, const VideoOptions& options = {});
   ~VideoReader();
   VideoReader(const VideoReader&) = delete;
   VideoReader& operator=(const VideoReader&) = delete;
@@ -36,6 +46,9 @@ class VideoReader {
   int64_t frame_count() const;   // as the container says; 0 when it does not
   int64_t bad_packets() const;   // packets skipped because the decoder rejected them
   std::string codec() const;     // the decoder's name, e.g. "h264"
+  // Why the input ended before its end of file, once next() has returned false: empty at a
+  // normal end, else FFmpeg's reason ("Connection reset by peer", "Connection timed out").
+  const std::string& end_reason() const;
 
  private:
   struct Impl;

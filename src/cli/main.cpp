@@ -602,8 +602,13 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_flag("--exist-ok", a.exist_ok,
               "--save into the folder given even when it holds earlier results (files of the "
               "same names are replaced)");
+  p->add_option("--stream-timeout", a.stream_timeout,
+                "network streams: seconds opening or a silence may last before the stream counts "
+                "as gone")
+      ->capture_default_str();
   p->add_option("images", a.images,
-                "image and video files, or folders (every image and video in them, sorted)")
+                "image and video files, folders (every image and video in them, sorted), or "
+                "network streams (rtsp://, http(s)://, tcp://, ...)")
       ->required();
   return p;
 }

@@ -7,6 +7,7 @@
 // (1, 3, 640, 640)") and, for a video, the frames per second of the whole pipeline.
 #include "src/cli/predict.h"
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -56,6 +57,22 @@ class BoundedQueue {
     items_.push_back(std::move(item));
     not_empty_.notify_one();
   }
+  // Live sources: the newest item wins. When the queue is full its oldest item is dropped (and
+  // counted) instead of waiting.
+  void push_latest(T item) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+    if (items_.size() >= capacity_) {
+      items_.pop_front();
+      ++dropped_;
+    }
+    items_.push_back(std::move(item));
+    not_empty_.notify_one();
+  }
+  int64_t dropped() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dropped_;
+  }
   std::optional<T> pop() {
     std::unique_lock<std::mutex> lock(mutex_);
     not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
@@ -74,10 +91,11 @@ class BoundedQueue {
 
  private:
   size_t capacity_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable not_full_, not_empty_;
   std::deque<T> items_;
   bool closed_ = false;
+  int64_t dropped_ = 0;
 };
 
 // --save DIR, as Ultralytics' increment_path: DIR itself when it does not exist or is empty (or
@@ -219,11 +237,20 @@ bool Predictor::image(const std::string& path) {
   return true;
 }
 
+// The name a stream's results are saved under: its URL after the scheme, every character other
+// than a letter, digit, '-' or '.' made '_' (rtsp://cam/live -> cam_live).
+std::string stream_name(const std::string& url) {
+  std::string name = url.substr(url.find("://") + 3);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  return name.substr(0, 80);
+}
+
 // The annotated video's file: the source's name and container where hpcnet writes that
 // container (.mp4, .mkv, .mov, .m4v, .avi), else NAME.mp4.
 std::string annotated_video_name(const std::string& save, const std::string& base,
                                  const std::string& source) {
-  std::string ext = fs::path(source).extension().string();
+  std::string ext = data::is_stream_url(source) ? "" : fs::path(source).extension().string();
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (ext != ".mp4" && ext != ".mkv" && ext != ".mov" && ext != ".m4v" && ext != ".avi")
     ext = ".mp4";
@@ -238,8 +265,9 @@ struct Frame {
 
 bool Predictor::video(const std::string& path) {
   std::unique_ptr<data::VideoReader> reader;
+  const bool live = data::is_stream_url(path);
   try {
-    reader = std::make_unique<data::VideoReader>(path);
+    reader = std::make_unique<data::VideoReader>(path, data::VideoOptions{args_.stream_timeout});
   } catch (const InputError& e) {
     report_error(e.what());
     return false;
@@ -248,12 +276,13 @@ bool Predictor::video(const std::string& path) {
   std::unique_ptr<data::VideoWriter> writer;
   std::string out_file;
   if (!save_.empty()) {
-    out_file = annotated_video_name(save_, unique_name(path), path);
+    out_file = annotated_video_name(save_, unique_name(live ? stream_name(path) + ".mp4" : path), path);
     writer = std::make_unique<data::VideoWriter>(out_file, reader->height(), reader->width(),
                                                  reader->fps() / static_cast<double>(stride));
   }
   const Clock::time_point start = Clock::now();
-  BoundedQueue<Frame> decoded(4), drawn(4);
+  // A live stream does not wait for the model: the newest frame wins, the others are counted.
+  BoundedQueue<Frame> decoded(live ? 1 : 4), drawn(4);
   std::exception_ptr decode_error, write_error;
   std::thread decoder([&] {
     try {
@@ -261,7 +290,10 @@ bool Predictor::video(const std::string& path) {
       for (int64_t k = 0; reader->next(f.image); ++k)
         if (k % stride == 0) {
           f.index = k;
-          decoded.push(std::move(f));
+          if (live)
+            decoded.push_latest(std::move(f));
+          else
+            decoded.push(std::move(f));
           f = Frame{};
         }
     } catch (...) {
@@ -300,16 +332,22 @@ bool Predictor::video(const std::string& path) {
   if (decode_error) std::rethrow_exception(decode_error);
   if (write_error) std::rethrow_exception(write_error);
   const double seconds = ms_since(start) / 1000.0;
+  std::string notes;
+  if (writer) notes += ", annotated video " + out_file;
+  if (reader->bad_packets() > 0)
+    notes += ", " + std::to_string(reader->bad_packets()) + " damaged packets skipped";
+  if (decoded.dropped() > 0)
+    notes += ", " + std::to_string(decoded.dropped()) + " frames dropped while the model was busy";
+  if (!reader->end_reason().empty())
+    notes += "; the stream ended: " + reader->end_reason();
+  else if (live)
+    notes += "; the stream ended";
   std::fflush(stdout);
-  std::fprintf(stderr, "%s: %lld frames in %.2f s, %.1f FPS (%s %lldx%lld at %.3g FPS)%s%s\n",
+  std::fprintf(stderr, "%s: %lld frames in %.2f s, %.1f FPS (%s %lldx%lld at %.3g FPS)%s\n",
                path.c_str(), static_cast<long long>(frames), seconds,
                seconds > 0 ? static_cast<double>(frames) / seconds : 0.0, reader->codec().c_str(),
                static_cast<long long>(reader->width()), static_cast<long long>(reader->height()),
-               reader->fps(), writer ? (", annotated video " + out_file).c_str() : "",
-               reader->bad_packets() > 0
-                   ? (", " + std::to_string(reader->bad_packets()) + " damaged packets skipped")
-                         .c_str()
-                   : "");
+               reader->fps(), notes.c_str());
   return true;
 }
 
@@ -334,6 +372,7 @@ int cmd_predict(const PredictArgs& a) {
   HPCNET_REQUIRE(a.top >= 1, "--top must be at least 1");
   HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   HPCNET_REQUIRE(a.vid_stride >= 1, "--vid-stride must be at least 1 (1: every frame)");
+  HPCNET_REQUIRE(a.stream_timeout > 0, "--stream-timeout must be positive (seconds)");
   const task::PredictOptions& po = a.options;
   HPCNET_REQUIRE(po.conf >= 0 && po.conf <= 1, "--conf must be in [0, 1]");
   HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");
@@ -344,6 +383,10 @@ int cmd_predict(const PredictArgs& a) {
   const std::unique_ptr<task::Task> task = task_of(m);
   std::vector<std::string> inputs;
   for (const std::string& p : a.images) {
+    if (data::is_stream_url(p)) {  // a network stream: opened as it is read
+      inputs.push_back(p);
+      continue;
+    }
     std::vector<std::string> files = data::list_image_files(p, /*with_videos=*/true);
     inputs.insert(inputs.end(), files.begin(), files.end());
   }
@@ -360,7 +403,9 @@ int cmd_predict(const PredictArgs& a) {
   Predictor predictor(a, m, *task, dev, save);
   int64_t failed = 0;
   for (const std::string& path : inputs)
-    if (!(data::is_video_name(path) ? predictor.video(path) : predictor.image(path))) ++failed;
+    if (!(data::is_video_name(path) || data::is_stream_url(path) ? predictor.video(path)
+                                                                  : predictor.image(path)))
+      ++failed;
   predictor.print_speed();
   if (!save.empty()) {
     const std::string why =

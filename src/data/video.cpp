@@ -13,6 +13,8 @@ extern "C" {
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -68,6 +70,16 @@ void quiet_ffmpeg_log() {
 
 }  // namespace
 
+bool is_stream_url(const std::string& source) {
+  const size_t colon = source.find("://");
+  if (colon == std::string::npos || colon == 0) return false;
+  for (size_t i = 0; i < colon; ++i)
+    if (!std::isalnum(static_cast<unsigned char>(source[i])) && source[i] != '+' &&
+        source[i] != '-' && source[i] != '.')
+      return false;
+  return source.compare(0, colon, "file") != 0;
+}
+
 bool is_video_name(const std::string& name) {
   static const char* const kExtensions[] = {".mp4", ".m4v", ".mkv", ".mov", ".avi", ".webm",
                                             ".mpg", ".mpeg", ".ts", ".flv", ".wmv"};
@@ -89,6 +101,10 @@ struct VideoReader::Impl {
   PacketPtr packet = new_packet();
   bool input_done = false, decoder_done = false;
   int64_t bad_packets = 0;
+  std::string end_reason;
+  double timeout_s = 10.0;
+  // Opening a stream ends by then (FFmpeg's interrupt callback).
+  std::chrono::steady_clock::time_point open_deadline = std::chrono::steady_clock::time_point::max();
 
   ~Impl() {
     sws_freeContext(to_rgb);
@@ -102,12 +118,23 @@ struct VideoReader::Impl {
     // A file reads only files: a playlist or reference file inside it cannot make FFmpeg open
     // network addresses or devices. (URLs are opened with FFmpeg's network protocols.)
     AVDictionary* options = nullptr;
-    if (path.find("://") == std::string::npos) av_dict_set(&options, "protocol_whitelist", "file", 0);
+    const bool stream_url = is_stream_url(path);
+    if (!stream_url) av_dict_set(&options, "protocol_whitelist", "file", 0);
+    if (stream_url) {  // a stream that never answers: a timeout, not a hang
+      const std::string us = std::to_string(static_cast<int64_t>(timeout_s * 1e6));
+      av_dict_set(&options, "rw_timeout", us.c_str(), 0);
+      av_dict_set(&options, "timeout", us.c_str(), 0);
+      format = avformat_alloc_context();
+      HPCNET_CHECK(format != nullptr, "video: out of memory (avformat_alloc_context)");
+      open_deadline = std::chrono::steady_clock::now() +
+                      std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
+      format->interrupt_callback = {&Impl::interrupted, this};
+    }
     int err = avformat_open_input(&format, path.c_str(), nullptr, &options);
     av_dict_free(&options);
-    if (err < 0) throw fail("cannot open as a video (" + av_message(err) + ")");
+    if (err < 0) throw fail("cannot open as a video (" + open_error(err) + ")");
     err = avformat_find_stream_info(format, nullptr);
-    if (err < 0) throw fail("cannot read the video's streams (" + av_message(err) + ")");
+    if (err < 0) throw fail("cannot read the video's streams (" + open_error(err) + ")");
     const AVCodec* codec = nullptr;
     stream = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (stream < 0 || codec == nullptr)
@@ -123,17 +150,36 @@ struct VideoReader::Impl {
     if (err < 0) throw fail("cannot open the " + std::string(codec->name) + " decoder (" +
                             av_message(err) + ")");
     if (decoder->width <= 0 || decoder->height <= 0) throw fail("the video stream has no size");
+    open_deadline = std::chrono::steady_clock::time_point::max();  // reads: rw_timeout's
+  }
+
+  // Why opening failed: FFmpeg's message, or for a stream silent past the timeout, that.
+  std::string open_error(int err) const {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+    if (std::chrono::steady_clock::now() > open_deadline || err == AVERROR(ETIMEDOUT))
+      return std::string("no answer within ") + seconds + " s; --stream-timeout sets the wait";
+    return av_message(err);
+  }
+
+  // FFmpeg's interrupt callback: non-zero ends a blocking open of a stream past its deadline.
+  static int interrupted(void* self) {
+    return std::chrono::steady_clock::now() > static_cast<Impl*>(self)->open_deadline ? 1 : 0;
   }
 
   // Feeds the decoder the next packet of the stream; false once the input is exhausted.
   bool feed() {
     while (true) {
       const int err = av_read_frame(format, packet.get());
-      if (err == AVERROR_EOF || err == AVERROR(EIO)) break;
-      if (err < 0) {  // a damaged container: skip what cannot be read, count it
+      if (err == AVERROR_EOF) break;
+      if (err == AVERROR_INVALIDDATA) {  // a damaged container: skip what cannot be read, count it
         ++bad_packets;
         if (bad_packets > 1000) break;  // not a stream of packets any more
         continue;
+      }
+      if (err < 0) {  // the input itself failed: a stream gone, a read error
+        end_reason = av_message(err);
+        break;
       }
       if (packet->stream_index != stream) {
         av_packet_unref(packet.get());
@@ -163,9 +209,12 @@ struct VideoReader::Impl {
   }
 };
 
-VideoReader::VideoReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+VideoReader::VideoReader(const std::string& path, const VideoOptions& options)
+    : impl_(std::make_unique<Impl>()) {
   quiet_ffmpeg_log();
+  HPCNET_REQUIRE(options.timeout_s > 0, "video: the stream timeout must be positive");
   impl_->path = path;
+  impl_->timeout_s = options.timeout_s;
   impl_->open();
 }
 
@@ -210,6 +259,7 @@ int64_t VideoReader::frame_count() const {
 
 int64_t VideoReader::bad_packets() const { return impl_->bad_packets; }
 std::string VideoReader::codec() const { return impl_->decoder->codec->name; }
+const std::string& VideoReader::end_reason() const { return impl_->end_reason; }
 
 // ---- writing ----
 

@@ -1,13 +1,22 @@
 // `hpcnet predict` on videos (the binary, as tests/cli/test_predict.cpp runs it): a 10-second
 // 640x480 MP4 made here with FFmpeg's libraries gives an annotated video of the same frame count
 // and rate, and on every frame the detections that predicting that frame, decoded to PNG, gives;
-// --vid-stride; a damaged video among good inputs.
+// --vid-stride; a damaged video among good inputs; a network stream (served here over TCP) that
+// plays to its end, is killed halfway, or never answers.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hpcnet/autograd.h"
@@ -165,4 +174,126 @@ TEST(PredictVideo, ADamagedVideoAmongGoodInputs) {
                        tmp.path())
                 .rc,
             2);
+}
+
+namespace {
+
+// A TCP server on 127.0.0.1 (an ephemeral port) for one client: it sends `bytes` (all of them,
+// or the first `cut` and then closes, as a source that is killed), or with `silent` accepts and
+// sends nothing until predict gives up.
+class StreamServer {
+ public:
+  StreamServer(std::string bytes, size_t cut, bool silent)
+      : bytes_(std::move(bytes)), cut_(std::min(cut, bytes_.size())), silent_(silent) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 1) != 0)
+      throw std::runtime_error("StreamServer: cannot listen");
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~StreamServer() {
+    done_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string url() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void serve() {
+    const int client = ::accept(fd_, nullptr, nullptr);
+    if (client < 0) return;
+    if (silent_) {
+      while (!done_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } else {
+      for (size_t sent = 0; sent < cut_;) {
+        const ssize_t n = ::send(client, bytes_.data() + sent, std::min<size_t>(cut_ - sent, 4096),
+                                 MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+    }
+    ::close(client);
+  }
+  std::string bytes_;
+  size_t cut_;
+  bool silent_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// The shared clip as Matroska (readable front to back, as a stream must be).
+const std::string& clip_mkv() {
+  static const std::string bytes = [] {
+    TempDir tmp("clip_mkv");
+    data::VideoWriter writer(tmp.str("clip.mkv"), VideoShared::kHeight, VideoShared::kWidth,
+                             VideoShared::kFps);
+    for (int64_t k = 0; k < VideoShared::kFrames; ++k)
+      writer.write(scene_frame(k, VideoShared::kHeight, VideoShared::kWidth));
+    writer.close();
+    return read_file(tmp / "clip.mkv");
+  }();
+  return bytes;
+}
+
+int64_t number_before(const std::string& text, const std::string& what) {
+  const size_t at = text.find(what);
+  if (at == std::string::npos) return -1;
+  size_t start = at;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(text[start - 1]))) --start;
+  return std::stoll(text.substr(start, at - start));
+}
+
+}  // namespace
+
+// A live stream: every frame is predicted or counted as dropped (the newest frame wins while the
+// model is busy), and the stream's end ends predict with its summary line.
+TEST(PredictVideo, ANetworkStreamKeepsUpOrCountsWhatItDropped) {
+  shared();
+  StreamServer server(clip_mkv(), std::string::npos, false);
+  TempDir tmp("predict_stream");
+  const RunResult r = predict({"--save", tmp.str("out"), server.url()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const int64_t predicted = static_cast<int64_t>(json_lines(r.out).size());
+  const int64_t dropped = std::max<int64_t>(number_before(r.err, " frames dropped"), 0);
+  EXPECT_GT(predicted, 0) << r.err;
+  EXPECT_EQ(predicted + dropped, VideoShared::kFrames) << r.err;
+  EXPECT_NE(r.err.find("the stream ended"), std::string::npos) << r.err;
+  data::VideoReader annotated(tmp.str("out/127.0.0.1_" +
+                                      server.url().substr(server.url().rfind(':') + 1) + ".mp4"));
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, predicted);
+}
+
+TEST(PredictVideo, AKilledSourceEndsPredictCleanly) {
+  shared();
+  StreamServer server(clip_mkv(), clip_mkv().size() / 2, false);
+  TempDir tmp("predict_stream_cut");
+  const RunResult r = predict({server.url()}, tmp.path());
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_GT(json_lines(r.out).size(), 0u) << r.err;
+  EXPECT_LT(json_lines(r.out).size(), static_cast<size_t>(VideoShared::kFrames)) << r.err;
+  EXPECT_NE(r.err.find("the stream ended"), std::string::npos) << r.err;
+}
+
+TEST(PredictVideo, AStreamThatNeverAnswersTimesOut) {
+  shared();
+  StreamServer server("", 0, true);
+  TempDir tmp("predict_stream_silent");
+  const RunResult r = predict({"--stream-timeout", "1", server.url()}, tmp.path());
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("no answer within 1 s"), std::string::npos) << r.err;
+  EXPECT_EQ(split_lines(r.err).size(), 1u) << r.err;
+  EXPECT_LT(r.seconds, 15.0);
 }
