@@ -7,6 +7,7 @@
 // (1, 3, 640, 640)") and, for a video, the frames per second of the whole pipeline.
 #include "src/cli/predict.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -406,7 +407,12 @@ int cmd_predict(const PredictArgs& a) {
     if (!(data::is_video_name(path) || data::is_stream_url(path) ? predictor.video(path)
                                                                   : predictor.image(path)))
       ++failed;
-  predictor.print_speed();
+  // The timing line after videos (as Ultralytics'), and after images with --speed (scripts
+  // reading predict's stderr on images see nothing new).
+  const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const std::string& p) {
+    return data::is_video_name(p) || data::is_stream_url(p);
+  });
+  if (a.speed || videos) predictor.print_speed();
   if (!save.empty()) {
     const std::string why =
         renamed ? " (" + a.save + " holds earlier results; --exist-ok writes into it)" : "";
@@ -414,8 +420,8 @@ int cmd_predict(const PredictArgs& a) {
   }
   if (failed > 0 && inputs.size() > 1) {  // one input: its own line says it all
     std::fflush(stdout);
-    std::fprintf(stderr, "hpcnet: error: %lld of %zu inputs could not be read (see above)\n",
-                 static_cast<long long>(failed), inputs.size());
+    std::fprintf(stderr, "hpcnet: error: %lld of %zu %s could not be read (see above)\n",
+                 static_cast<long long>(failed), inputs.size(), videos ? "inputs" : "images");
   }
   return failed > 0 ? 2 : 0;
 }

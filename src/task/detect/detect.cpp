@@ -382,13 +382,15 @@ class DetectTask : public Task {
     o.height = frame.height;
     o.width = frame.width;
     const auto palette = data::class_palette(static_cast<int64_t>(classes.size()) + 1);
-    for (const detect::Detection& d : detections(outputs, i, o)) {
+    std::vector<data::LabeledBox> boxes;
+    for (const detect::Detection& d : detections(outputs, i, o)) {  // most confident first
       char label[96];
       std::snprintf(label, sizeof label, "%s %.2f", classes.at(static_cast<size_t>(d.cls)).c_str(),
                     d.score);
-      data::draw_box(frame.pixels.data(), frame.height, frame.width, d.box[0], d.box[1], d.box[2],
-                     d.box[3], palette[static_cast<size_t>(d.cls) + 1], label);
+      boxes.push_back({d.box[0], d.box[1], d.box[2], d.box[3],
+                       palette[static_cast<size_t>(d.cls) + 1], label});
     }
+    data::draw_boxes(frame.pixels.data(), frame.height, frame.width, boxes);
   }
   std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
       const data::Image& im, const Outputs& outputs, int64_t i,
