@@ -602,6 +602,10 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_flag("--exist-ok", a.exist_ok,
               "--save into the folder given even when it holds earlier results (files of the "
               "same names are replaced)");
+  p->add_option("--precision", a.precision,
+                "fp32, or bf16: bfloat16 convolutions with float32 accumulation (CPUs with "
+                "AVX-512; AMX where the CPU has it)")
+      ->capture_default_str();
   p->add_flag("--speed", a.speed,
               "print the timing line (\"Speed: 1.2ms preprocess, 31.5ms inference, 0.8ms "
               "postprocess per image at shape (1, 3, 640, 640)\") after images too; after videos "

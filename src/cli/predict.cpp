@@ -370,6 +370,7 @@ int cmd_predict(const PredictArgs& a) {
   const Device dev = train::resolve_device(a.device);
   HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(a.threads);
+  train::apply_precision(a.precision);
   HPCNET_REQUIRE(a.top >= 1, "--top must be at least 1");
   HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   HPCNET_REQUIRE(a.vid_stride >= 1, "--vid-stride must be at least 1 (1: every frame)");

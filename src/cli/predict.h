@@ -12,7 +12,7 @@
 namespace hpcnet::cli {
 
 struct PredictArgs {
-  std::string weights, model, device = "auto", save;
+  std::string weights, model, device = "auto", save, precision = "fp32";
   std::vector<std::string> images;  // files or folders: images and videos
   int top = 3, threads = 0;
   int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1;
