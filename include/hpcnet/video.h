@@ -57,7 +57,8 @@ class VideoReader {
 
 // Encodes RGB frames into a video file: H.264 (libx264, yuv420p, preset veryfast, CRF 23) in the
 // container the file's extension names (.mp4, .mkv, .mov, .m4v), MPEG-4 part 2 in .avi; any other
-// extension is an InputError naming the ones served. Odd sizes are cut to even (yuv420p). close()
+// extension is an InputError naming the ones served; the path "-" writes MJPEG (one JPEG per
+// frame, quality 3) to standard output, for `ffplay -f mjpeg -`. Odd sizes are cut to even. close()
 // flushes the encoder and writes the trailer; the destructor closes a writer not yet closed.
 class VideoWriter {
  public:

@@ -606,6 +606,10 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
                 "fp32, or bf16: bfloat16 convolutions with float32 accumulation (CPUs with "
                 "AVX-512; AMX where the CPU has it)")
       ->capture_default_str();
+  p->add_flag("--stream-out", a.stream_out,
+              "videos and streams: write the annotated frames to standard output as MJPEG (one "
+              "JPEG per frame), e.g. `hpcnet predict ... --stream-out | ffplay -f mjpeg -`; the "
+              "per-frame lines then go only to --save's predictions.jsonl");
   p->add_flag("--speed", a.speed,
               "print the timing line (\"Speed: 1.2ms preprocess, 31.5ms inference, 0.8ms "
               "postprocess per image at shape (1, 3, 640, 640)\") after images too; after videos "

@@ -202,6 +202,7 @@ std::string Predictor::unique_name(const std::string& path) {
 void Predictor::emit(nlohmann::json j, const std::string& label, const task::Prediction& p) {
   j.update(p.json);
   if (saved_lines_) saved_lines_->write(j);
+  if (args_.stream_out) return;  // stdout carries the frames
   if (args_.json)
     std::cout << j.dump() << std::endl;
   else
@@ -258,6 +259,20 @@ std::string annotated_video_name(const std::string& save, const std::string& bas
   return (fs::path(save) / (base + ext)).string();
 }
 
+// Where a video's annotated frames go: --save's video file, --stream-out's MJPEG on stdout.
+struct AnnotatedVideo {
+  std::unique_ptr<data::VideoWriter> file, piped;
+  bool any() const { return file || piped; }
+  void write(const data::Image& frame) {
+    if (file) file->write(frame);
+    if (piped) piped->write(frame);
+  }
+  void close() {
+    if (file) file->close();
+    if (piped) piped->close();
+  }
+};
+
 struct Frame {
   int64_t index = 0;
   data::Image image;
@@ -274,13 +289,17 @@ bool Predictor::video(const std::string& path) {
     return false;
   }
   const int64_t total = reader->frame_count(), stride = args_.vid_stride;
-  std::unique_ptr<data::VideoWriter> writer;
+  AnnotatedVideo writer;  // --save's file and --stream-out's MJPEG on stdout
   std::string out_file;
+  const double out_fps = reader->fps() / static_cast<double>(stride);
   if (!save_.empty()) {
     out_file = annotated_video_name(save_, unique_name(live ? stream_name(path) + ".mp4" : path), path);
-    writer = std::make_unique<data::VideoWriter>(out_file, reader->height(), reader->width(),
-                                                 reader->fps() / static_cast<double>(stride));
+    writer.file = std::make_unique<data::VideoWriter>(out_file, reader->height(), reader->width(),
+                                                      out_fps);
   }
+  if (args_.stream_out)
+    writer.piped = std::make_unique<data::VideoWriter>("-", reader->height(), reader->width(),
+                                                       out_fps);
   const Clock::time_point start = Clock::now();
   // A live stream does not wait for the model: the newest frame wins, the others are counted.
   BoundedQueue<Frame> decoded(live ? 1 : 4), drawn(4);
@@ -303,13 +322,13 @@ bool Predictor::video(const std::string& path) {
     decoded.close();
   });
   std::thread encoder([&] {
-    if (!writer) return;  // nothing to draw
+    if (!writer.any()) return;  // nothing to draw
     try {
       while (std::optional<Frame> f = drawn.pop()) {
         task_.annotate(f->image, f->outputs, 0, model_.classes, po_);
-        writer->write(f->image);
+        writer.write(f->image);
       }
-      writer->close();
+      writer.close();
     } catch (...) {
       write_error = std::current_exception();
       drawn.close();
@@ -322,7 +341,7 @@ bool Predictor::video(const std::string& path) {
     emit({{"video", path}, {"frame", f->index}},
          path + " (frame " + std::to_string(f->index + 1) + "/" + count + ")", r.prediction);
     ++frames;
-    if (writer) {
+    if (writer.any()) {
       f->outputs = std::move(r.outputs);
       drawn.push(std::move(*f));
     }
@@ -334,7 +353,7 @@ bool Predictor::video(const std::string& path) {
   if (write_error) std::rethrow_exception(write_error);
   const double seconds = ms_since(start) / 1000.0;
   std::string notes;
-  if (writer) notes += ", annotated video " + out_file;
+  if (writer.file) notes += ", annotated video " + out_file;
   if (reader->bad_packets() > 0)
     notes += ", " + std::to_string(reader->bad_packets()) + " damaged packets skipped";
   if (decoded.dropped() > 0)
@@ -401,6 +420,10 @@ int cmd_predict(const PredictArgs& a) {
                    "--save " + save + ": cannot create the folder (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
   }
+  for (const std::string& p : inputs)
+    HPCNET_REQUIRE(!a.stream_out || data::is_video_name(p) || data::is_stream_url(p),
+                   "--stream-out writes the frames of videos and streams; " + p +
+                       " is an image (--save writes its picture)");
   NoGradGuard no_grad;
   Predictor predictor(a, m, *task, dev, save);
   int64_t failed = 0;

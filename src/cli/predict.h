@@ -17,7 +17,7 @@ struct PredictArgs {
   int top = 3, threads = 0;
   int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1;
   double stream_timeout = 10.0;  // seconds a network stream may stay silent
-  bool json = false, exist_ok = false, speed = false;
+  bool json = false, exist_ok = false, speed = false, stream_out = false;
   task::PredictOptions options;
 };
 

@@ -285,7 +285,14 @@ struct VideoWriter::Impl {
 
   InputError fail(const std::string& what) const { return InputError(path + ": " + what); }
 
+  bool to_stdout() const { return path == "-"; }
+
   const AVCodec* pick_encoder() const {
+    if (to_stdout()) {
+      const AVCodec* c = avcodec_find_encoder(AV_CODEC_ID_MJPEG);
+      if (c == nullptr) throw fail("this FFmpeg has no MJPEG encoder");
+      return c;
+    }
     const std::string ext = lower_extension(path);
     const bool h264_container = ext == ".mp4" || ext == ".mkv" || ext == ".mov" || ext == ".m4v";
     if (!h264_container && ext != ".avi")
@@ -298,7 +305,9 @@ struct VideoWriter::Impl {
 
   void open(double fps) {
     const AVCodec* codec = pick_encoder();
-    int err = avformat_alloc_output_context2(&format, nullptr, nullptr, path.c_str());
+    int err = to_stdout()
+                  ? avformat_alloc_output_context2(&format, nullptr, "mjpeg", "pipe:1")
+                  : avformat_alloc_output_context2(&format, nullptr, nullptr, path.c_str());
     if (err < 0 || format == nullptr)
       throw fail("no container for this file name (" + av_message(err) + ")");
     stream = avformat_new_stream(format, nullptr);
@@ -307,12 +316,16 @@ struct VideoWriter::Impl {
     const AVRational rate = av_d2q(fps > 0 ? fps : 25.0, 100000);
     encoder->width = static_cast<int>(width);
     encoder->height = static_cast<int>(height);
-    encoder->pix_fmt = AV_PIX_FMT_YUV420P;
+    encoder->pix_fmt = to_stdout() ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;  // MJPEG: full range
     encoder->time_base = av_inv_q(rate);
     encoder->framerate = rate;
     encoder->gop_size = 12;
     encoder->thread_count = 1;  // one encoding thread, beside the model's threads
     if (codec->id == AV_CODEC_ID_MPEG4) encoder->bit_rate = 4'000'000;
+    if (codec->id == AV_CODEC_ID_MJPEG) {  // fixed quality, as ffmpeg -q:v 3
+      encoder->flags |= AV_CODEC_FLAG_QSCALE;
+      encoder->global_quality = FF_QP2LAMBDA * 3;
+    }
     if (format->oformat->flags & AVFMT_GLOBALHEADER) encoder->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     AVDictionary* options = nullptr;
     if (std::strcmp(codec->name, "libx264") == 0) {
@@ -328,7 +341,7 @@ struct VideoWriter::Impl {
     stream->time_base = encoder->time_base;
     stream->avg_frame_rate = rate;
     if (!(format->oformat->flags & AVFMT_NOFILE)) {
-      err = avio_open(&format->pb, path.c_str(), AVIO_FLAG_WRITE);
+      err = avio_open(&format->pb, to_stdout() ? "pipe:1" : path.c_str(), AVIO_FLAG_WRITE);
       if (err < 0) throw fail("cannot create the file (" + av_message(err) + ")");
     }
     err = avformat_write_header(format, nullptr);
@@ -384,7 +397,7 @@ void VideoWriter::write(const Image& im) {
                      std::to_string(im.height) + " for a video of " + std::to_string(d.width) +
                      "x" + std::to_string(d.height));
   const int w = static_cast<int>(d.width), h = static_cast<int>(d.height);
-  d.from_rgb = sws_getCachedContext(d.from_rgb, w, h, AV_PIX_FMT_RGB24, w, h, AV_PIX_FMT_YUV420P,
+  d.from_rgb = sws_getCachedContext(d.from_rgb, w, h, AV_PIX_FMT_RGB24, w, h, d.encoder->pix_fmt,
                                     SWS_BILINEAR, nullptr, nullptr, nullptr);
   HPCNET_CHECK(d.from_rgb != nullptr, "video: no conversion from RGB to yuv420p");
   const int err = av_frame_make_writable(d.frame.get());

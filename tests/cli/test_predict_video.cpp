@@ -297,3 +297,28 @@ TEST(PredictVideo, AStreamThatNeverAnswersTimesOut) {
   EXPECT_EQ(split_lines(r.err).size(), 1u) << r.err;
   EXPECT_LT(r.seconds, 15.0);
 }
+
+// --stream-out: the annotated frames as MJPEG on standard output, one JPEG per frame.
+TEST(PredictVideo, StreamOutWritesMjpegFrames) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_stream_out");
+  const RunResult r = predict({"--stream-out", "--vid-stride", "5", s.video.string()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  write_file(tmp / "out.mjpeg", r.out);
+  data::VideoReader frames(tmp.str("out.mjpeg"));
+  EXPECT_EQ(frames.codec(), "mjpeg");
+  data::Image frame;
+  int64_t n = 0;
+  while (frames.next(frame)) {
+    EXPECT_EQ(frame.width, s.kWidth);
+    EXPECT_EQ(frame.height, s.kHeight);
+    ++n;
+  }
+  EXPECT_EQ(n, 10);
+  // An image among the inputs is refused in one line: there is no video to stream.
+  write_file(tmp / "a.png", string_of(data::encode_png_rgb(frame.pixels.data(), 480, 640)));
+  const RunResult image = predict({"--stream-out", tmp.str("a.png")}, tmp.path());
+  EXPECT_EQ(image.rc, 2);
+  EXPECT_NE(image.err.find("--stream-out writes the frames of videos"), std::string::npos)
+      << image.err;
+}
