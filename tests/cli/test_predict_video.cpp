@@ -322,3 +322,49 @@ TEST(PredictVideo, StreamOutWritesMjpegFrames) {
   EXPECT_NE(image.err.find("--stream-out writes the frames of videos"), std::string::npos)
       << image.err;
 }
+
+// Segmentation and classification models on a video: one line per frame and an annotated video
+// (class overlays; the top classes as text).
+TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_tasks");
+  struct Case {
+    const char* model;
+    const char* task;
+    int64_t imgsz;
+  };
+  for (const Case& c : {Case{"unet_resnet18", "segment", 64}, Case{"lenet", "classify", 32}}) {
+    manual_seed(3);
+    auto model = nn::make_model(c.model, 3);
+    train::ModelMeta meta;
+    meta.model = c.model;
+    meta.task = c.task;
+    meta.classes = {"background", "red", "green"};
+    meta.imgsz = c.imgsz;
+    const std::string weights = tmp.str(std::string(c.model) + ".safetensors");
+    train::save_model(weights, *model, meta);
+    const std::string out = tmp.str(std::string("out_") + c.model);
+    const RunResult r = run_hpcnet({"predict", "--weights", weights, "--threads", "2", "--json",
+                                    "--vid-stride", "10", "--save", out, s.video.string()},
+                                   tmp.path());
+    ASSERT_EQ(r.rc, 0) << c.model << ": " << r.err;
+    EXPECT_EQ(json_lines(r.out).size(), 5u) << c.model;
+    data::VideoReader annotated(out + "/clip.mp4");
+    data::VideoReader source(s.video.string());
+    data::Image drawn, original;
+    int64_t n = 0;
+    double diff = 0;
+    while (annotated.next(drawn)) {
+      ASSERT_TRUE(source.next(original));
+      for (int k = 1; k < 10; ++k) source.next(original);  // frames 0, 10, 20, ...
+      if (n == 0)
+        for (size_t i = 0; i < drawn.pixels.size(); ++i)
+          diff += std::abs(drawn.pixels[i] - original.pixels[i]);
+      ++n;
+    }
+    EXPECT_EQ(n, 5) << c.model;
+    // Something was drawn on the first frame (an overlay, or the text band), beyond the codec's
+    // loss (a few levels per pixel).
+    EXPECT_GT(diff / static_cast<double>(drawn.pixels.size()), 3.0) << c.model;
+  }
+}
