@@ -21,13 +21,20 @@ bool is_video_name(const std::string& name);
 // file: (rtsp://, rtmp://, http://, https://, tcp://, udp://, srt://, ...).
 bool is_stream_url(const std::string& source);
 
+// A V4L2 camera: "/dev/videoN", or "N" alone as Ultralytics' source=0.
+bool is_camera(const std::string& source);
+// A source read as it comes, where the newest frame wins while the model is busy: a network
+// stream, a camera, or "-" (standard input: a video or MJPEG frames piped in).
+bool is_live_source(const std::string& source);
+
 struct VideoOptions {
   // Network streams: how long opening, or waiting for the next packet, may take before the
   // stream counts as gone (seconds; FFmpeg's rw_timeout / timeout, and an interrupt while opening).
   double timeout_s = 10.0;
 };
 
-// Decodes the best video stream of a file (or anything libavformat opens) frame by frame.
+// Decodes the best video stream of a file (or anything libavformat opens: a network stream, a
+// camera, "-" for standard input) frame by frame.
 // Packets the decoder rejects (a corrupt or truncated file) are skipped and counted; the frames
 // around them are still returned. InputError (one line, naming the file) when the file cannot be
 // opened or holds no decodable video stream.

@@ -239,9 +239,12 @@ bool Predictor::image(const std::string& path) {
   return true;
 }
 
-// The name a stream's results are saved under: its URL after the scheme, every character other
-// than a letter, digit, '-' or '.' made '_' (rtsp://cam/live -> cam_live).
+// The name a live source's results are saved under: a URL after its scheme, every character
+// other than a letter, digit, '-' or '.' made '_' (rtsp://cam/live -> cam_live); videoN for a
+// camera; stdin for "-".
 std::string stream_name(const std::string& url) {
+  if (url == "-") return "stdin";
+  if (data::is_camera(url)) return "video" + url.substr(url.find_first_of("0123456789"));
   std::string name = url.substr(url.find("://") + 3);
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
@@ -252,7 +255,7 @@ std::string stream_name(const std::string& url) {
 // container (.mp4, .mkv, .mov, .m4v, .avi), else NAME.mp4.
 std::string annotated_video_name(const std::string& save, const std::string& base,
                                  const std::string& source) {
-  std::string ext = data::is_stream_url(source) ? "" : fs::path(source).extension().string();
+  std::string ext = data::is_live_source(source) ? "" : fs::path(source).extension().string();
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (ext != ".mp4" && ext != ".mkv" && ext != ".mov" && ext != ".m4v" && ext != ".avi")
     ext = ".mp4";
@@ -281,7 +284,7 @@ struct Frame {
 
 bool Predictor::video(const std::string& path) {
   std::unique_ptr<data::VideoReader> reader;
-  const bool live = data::is_stream_url(path);
+  const bool live = data::is_live_source(path);
   try {
     reader = std::make_unique<data::VideoReader>(path, data::VideoOptions{args_.stream_timeout});
   } catch (const InputError& e) {
@@ -404,7 +407,7 @@ int cmd_predict(const PredictArgs& a) {
   const std::unique_ptr<task::Task> task = task_of(m);
   std::vector<std::string> inputs;
   for (const std::string& p : a.images) {
-    if (data::is_stream_url(p)) {  // a network stream: opened as it is read
+    if (data::is_live_source(p)) {  // a stream, a camera, stdin: opened as it is read
       inputs.push_back(p);
       continue;
     }
@@ -421,20 +424,20 @@ int cmd_predict(const PredictArgs& a) {
                        (ec ? ec.message() : std::string("not a directory")) + ")");
   }
   for (const std::string& p : inputs)
-    HPCNET_REQUIRE(!a.stream_out || data::is_video_name(p) || data::is_stream_url(p),
+    HPCNET_REQUIRE(!a.stream_out || data::is_video_name(p) || data::is_live_source(p),
                    "--stream-out writes the frames of videos and streams; " + p +
                        " is an image (--save writes its picture)");
   NoGradGuard no_grad;
   Predictor predictor(a, m, *task, dev, save);
   int64_t failed = 0;
   for (const std::string& path : inputs)
-    if (!(data::is_video_name(path) || data::is_stream_url(path) ? predictor.video(path)
-                                                                  : predictor.image(path)))
+    if (!(data::is_video_name(path) || data::is_live_source(path) ? predictor.video(path)
+                                                                   : predictor.image(path)))
       ++failed;
   // The timing line after videos (as Ultralytics'), and after images with --speed (scripts
   // reading predict's stderr on images see nothing new).
   const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const std::string& p) {
-    return data::is_video_name(p) || data::is_stream_url(p);
+    return data::is_video_name(p) || data::is_live_source(p);
   });
   if (a.speed || videos) predictor.print_speed();
   if (!save.empty()) {

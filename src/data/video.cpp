@@ -5,6 +5,7 @@
 
 extern "C" {
 #include <libavcodec/avcodec.h>
+#include <libavdevice/avdevice.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
@@ -80,6 +81,18 @@ bool is_stream_url(const std::string& source) {
   return source.compare(0, colon, "file") != 0;
 }
 
+bool is_camera(const std::string& source) {
+  std::string digits = source;
+  if (source.rfind("/dev/video", 0) == 0) digits = source.substr(10);
+  return !digits.empty() && digits.size() <= 3 &&
+         std::all_of(digits.begin(), digits.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+bool is_live_source(const std::string& source) {
+  return source == "-" || is_camera(source) || is_stream_url(source);
+}
+
 bool is_video_name(const std::string& name) {
   static const char* const kExtensions[] = {".mp4", ".m4v", ".mkv", ".mov", ".avi", ".webm",
                                             ".mpg", ".mpeg", ".ts", ".flv", ".wmv"};
@@ -119,7 +132,22 @@ struct VideoReader::Impl {
     // network addresses or devices. (URLs are opened with FFmpeg's network protocols.)
     AVDictionary* options = nullptr;
     const bool stream_url = is_stream_url(path);
-    if (!stream_url) av_dict_set(&options, "protocol_whitelist", "file", 0);
+    std::string url = path;
+    const AVInputFormat* input_format = nullptr;
+    if (path == "-") {  // standard input: a container FFmpeg probes, or MJPEG frames
+      url = "pipe:0";
+      av_dict_set(&options, "protocol_whitelist", "pipe", 0);
+    } else if (is_camera(path)) {
+      url = path.rfind("/dev/", 0) == 0 ? path : "/dev/video" + path;
+      std::error_code ec;
+      if (!std::filesystem::exists(url, ec))
+        throw fail("no camera at " + url + " (V4L2; `ls /dev/video*` lists the cameras)");
+      avdevice_register_all();
+      input_format = av_find_input_format("video4linux2");
+      if (input_format == nullptr) throw fail("this FFmpeg has no V4L2 input (libavdevice)");
+    } else if (!stream_url) {
+      av_dict_set(&options, "protocol_whitelist", "file", 0);
+    }
     if (stream_url) {  // a stream that never answers: a timeout, not a hang
       const std::string us = std::to_string(static_cast<int64_t>(timeout_s * 1e6));
       av_dict_set(&options, "rw_timeout", us.c_str(), 0);
@@ -130,7 +158,7 @@ struct VideoReader::Impl {
                       std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
       format->interrupt_callback = {&Impl::interrupted, this};
     }
-    int err = avformat_open_input(&format, path.c_str(), nullptr, &options);
+    int err = avformat_open_input(&format, url.c_str(), input_format, &options);
     av_dict_free(&options);
     if (err < 0) throw fail("cannot open as a video (" + open_error(err) + ")");
     err = avformat_find_stream_info(format, nullptr);

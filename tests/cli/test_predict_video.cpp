@@ -368,3 +368,29 @@ TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
     EXPECT_GT(diff / static_cast<double>(drawn.pixels.size()), 3.0) << c.model;
   }
 }
+
+// Standard input: a video piped in ("-") is predicted as a live source.
+TEST(PredictVideo, StandardInputAndCameras) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_stdin");
+  const std::string mkv = tmp.str("clip.mkv");
+  write_file(mkv, clip_mkv());
+  const RunResult r = run_shell(
+      "{ cat " + shell_quote(mkv) + " | ( " +
+      hpcnet_command_line({"predict", "--weights", s.weights.string(), "--threads", "2", "--conf",
+                           "0", "--json", "--save", tmp.str("out"), "-"},
+                          tmp.path()) +
+      " ); }");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_GT(json_lines(r.out).size(), 0u) << r.err;
+  EXPECT_TRUE(fs::exists(tmp / "out" / "stdin.mp4")) << r.err;
+  // A camera that does not exist: one line naming it, exit 2.
+  const RunResult cam = predict({"/dev/video97"}, tmp.path());
+  EXPECT_EQ(cam.rc, 2);
+  EXPECT_NE(cam.err.find("no camera at /dev/video97"), std::string::npos) << cam.err;
+  EXPECT_EQ(split_lines(cam.err).size(), 1u) << cam.err;
+  EXPECT_TRUE(data::is_camera("0"));
+  EXPECT_TRUE(data::is_camera("/dev/video2"));
+  EXPECT_FALSE(data::is_camera("/dev/videos"));
+  EXPECT_FALSE(data::is_camera("video.mp4"));
+}
