@@ -614,6 +614,9 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
               "print the timing line (\"Speed: 1.2ms preprocess, 31.5ms inference, 0.8ms "
               "postprocess per image at shape (1, 3, 640, 640)\") after images too; after videos "
               "it is always printed");
+  p->add_option("--batch", a.batch,
+                "videos: frames per forward pass (live sources: 1, they do not wait for more)")
+      ->capture_default_str();
   p->add_option("--stream-timeout", a.stream_timeout,
                 "network streams: seconds opening or a silence may last before the stream counts "
                 "as gone")

@@ -138,11 +138,12 @@ class Predictor {
 
  private:
   struct Result {
-    task::Outputs outputs;
+    task::Outputs outputs;  // of the batch, on the CPU
+    int64_t index = 0;      // in the batch
     task::Prediction prediction;
   };
-  // The model on one decoded image (timed): outputs on the CPU and the prediction.
-  Result run(const data::Image& im);
+  // The model on decoded images of one size, as one batch (timed): outputs and predictions.
+  std::vector<Result> run(const std::vector<const data::Image*>& images);
   std::string unique_name(const std::string& path);
   void emit(nlohmann::json j, const std::string& label, const task::Prediction& p);
 
@@ -160,28 +161,38 @@ class Predictor {
   Shape last_shape_;
 };
 
-Predictor::Result Predictor::run(const data::Image& im) {
+std::vector<Predictor::Result> Predictor::run(const std::vector<const data::Image*>& images) {
   Clock::time_point t = Clock::now();
-  data::Example ex{im.pixels.data(), im.height, im.width, 0};
-  const auto shape = tf_.output_shape(im.height, im.width);
-  Tensor x = Tensor::empty({1, shape[0], shape[1], shape[2]});
-  tf_.apply(ex, 0, x.data<float>());
-  last_shape_ = x.shape();
+  const data::Image& first = *images.front();
+  const auto shape = tf_.output_shape(first.height, first.width);
+  const int64_t n = static_cast<int64_t>(images.size()), per = shape[0] * shape[1] * shape[2];
+  Tensor x = Tensor::empty({n, shape[0], shape[1], shape[2]});
+  for (int64_t i = 0; i < n; ++i) {  // frames of one video: one size
+    const data::Image& im = *images[static_cast<size_t>(i)];
+    data::Example ex{im.pixels.data(), im.height, im.width, 0};
+    tf_.apply(ex, 0, x.data<float>() + i * per);
+  }
+  if (last_shape_.empty() || n >= last_shape_[0]) last_shape_ = x.shape();  // the fullest batch
   x = x.to(dev_);
   pre_ms_ += ms_since(t);
   t = Clock::now();
-  Result r;
-  r.outputs = task_.infer(*model_.module, x, false);
-  for (Tensor& o : r.outputs) o = o.to(cpu_device());
+  task::Outputs outputs = task_.infer(*model_.module, x, false);
+  for (Tensor& o : outputs) o = o.to(cpu_device());
   infer_ms_ += ms_since(t);
   t = Clock::now();
-  task::PredictOptions po = po_;
-  po.height = im.height;  // results in the input's pixels
-  po.width = im.width;
-  r.prediction = task_.predict(r.outputs, 0, model_.classes, po);
+  std::vector<Result> results(images.size());
+  for (int64_t i = 0; i < n; ++i) {
+    task::PredictOptions po = po_;
+    po.height = images[static_cast<size_t>(i)]->height;  // results in the input's pixels
+    po.width = images[static_cast<size_t>(i)]->width;
+    Result& r = results[static_cast<size_t>(i)];
+    r.outputs = outputs;
+    r.index = i;
+    r.prediction = task_.predict(outputs, i, model_.classes, po);
+  }
   post_ms_ += ms_since(t);
-  ++runs_;
-  return r;
+  runs_ += n;
+  return results;
 }
 
 // NAME from the file's stem; x.jpg beside x.png, or a second folder's x.jpg, gets x_jpg (then
@@ -217,7 +228,7 @@ bool Predictor::image(const std::string& path) {
     report_error(e.what());
     return false;
   }
-  const Result r = run(im);
+  const Result r = std::move(run({&im}).front());
   nlohmann::json j = {{"image", path}};
   if (!save_.empty()) {
     const std::string base = unique_name(path);
@@ -279,7 +290,8 @@ struct AnnotatedVideo {
 struct Frame {
   int64_t index = 0;
   data::Image image;
-  task::Outputs outputs;  // filled by the model, for drawing
+  task::Outputs outputs;  // filled by the model, for drawing: the batch's
+  int64_t batch_index = 0;  // the frame's place in that batch
 };
 
 bool Predictor::video(const std::string& path) {
@@ -328,7 +340,7 @@ bool Predictor::video(const std::string& path) {
     if (!writer.any()) return;  // nothing to draw
     try {
       while (std::optional<Frame> f = drawn.pop()) {
-        task_.annotate(f->image, f->outputs, 0, model_.classes, po_);
+        task_.annotate(f->image, f->outputs, f->batch_index, model_.classes, po_);
         writer.write(f->image);
       }
       writer.close();
@@ -338,16 +350,32 @@ bool Predictor::video(const std::string& path) {
     }
   });
   int64_t frames = 0;
-  while (std::optional<Frame> f = decoded.pop()) {
-    Result r = run(f->image);
-    const std::string count = total > 0 ? std::to_string(total) : std::string("?");
-    emit({{"video", path}, {"frame", f->index}},
-         path + " (frame " + std::to_string(f->index + 1) + "/" + count + ")", r.prediction);
-    ++frames;
-    if (writer.any()) {
-      f->outputs = std::move(r.outputs);
-      drawn.push(std::move(*f));
+  // --batch frames per forward pass (a live source: one, it does not wait for more).
+  const size_t batch = live ? 1 : static_cast<size_t>(args_.batch);
+  std::vector<Frame> pending;
+  for (bool more = true; more;) {
+    std::optional<Frame> next = decoded.pop();
+    more = next.has_value();
+    if (more) pending.push_back(std::move(*next));
+    if (pending.size() < batch && more) continue;
+    if (pending.empty()) break;
+    std::vector<const data::Image*> images;
+    for (const Frame& f : pending) images.push_back(&f.image);
+    std::vector<Result> results = run(images);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Frame& f = pending[i];
+      const std::string count = total > 0 ? std::to_string(total) : std::string("?");
+      emit({{"video", path}, {"frame", f.index}},
+           path + " (frame " + std::to_string(f.index + 1) + "/" + count + ")",
+           results[i].prediction);
+      ++frames;
+      if (writer.any()) {
+        f.outputs = std::move(results[i].outputs);
+        f.batch_index = results[i].index;
+        drawn.push(std::move(f));
+      }
     }
+    pending.clear();
   }
   drawn.close();
   decoder.join();
@@ -397,6 +425,7 @@ int cmd_predict(const PredictArgs& a) {
   HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   HPCNET_REQUIRE(a.vid_stride >= 1, "--vid-stride must be at least 1 (1: every frame)");
   HPCNET_REQUIRE(a.stream_timeout > 0, "--stream-timeout must be positive (seconds)");
+  HPCNET_REQUIRE(a.batch >= 1, "--batch must be at least 1");
   const task::PredictOptions& po = a.options;
   HPCNET_REQUIRE(po.conf >= 0 && po.conf <= 1, "--conf must be in [0, 1]");
   HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");

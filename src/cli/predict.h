@@ -15,7 +15,8 @@ struct PredictArgs {
   std::string weights, model, device = "auto", save, precision = "fp32";
   std::vector<std::string> images;  // files or folders: images and videos
   int top = 3, threads = 0;
-  int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1;
+  int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1,
+          batch = 1;
   double stream_timeout = 10.0;  // seconds a network stream may stay silent
   bool json = false, exist_ok = false, speed = false, stream_out = false;
   task::PredictOptions options;

@@ -394,3 +394,32 @@ TEST(PredictVideo, StandardInputAndCameras) {
   EXPECT_FALSE(data::is_camera("/dev/videos"));
   EXPECT_FALSE(data::is_camera("video.mp4"));
 }
+
+// --batch: several frames per forward pass, the same detections as one at a time.
+TEST(PredictVideo, BatchedFramesGiveTheSameDetections) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_batch");
+  const RunResult one = predict({"--vid-stride", "3", s.video.string()}, tmp.path());
+  const RunResult four =
+      predict({"--vid-stride", "3", "--batch", "4", "--save", tmp.str("out"), s.video.string()},
+              tmp.path());
+  ASSERT_EQ(one.rc, 0) << one.err;
+  ASSERT_EQ(four.rc, 0) << four.err;
+  EXPECT_NE(four.err.find("at shape (4, 3, 128, 128)"), std::string::npos) << four.err;
+  const auto a = json_lines(one.out), b = json_lines(four.out);
+  ASSERT_EQ(a.size(), 17u);  // frames 0, 3, ..., 48: the last batch holds one
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].at("frame"), b[k].at("frame"));
+    const auto &x = a[k].at("boxes"), &y = b[k].at("boxes");
+    ASSERT_EQ(x.size(), y.size()) << "frame " << k;
+    for (size_t j = 0; j < x.size(); ++j)
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(x[j].at("box")[c].get<double>(), y[j].at("box")[c].get<double>(), 1e-3);
+  }
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, 17);
+}
