@@ -20,6 +20,7 @@
 // clang-format on
 
 #include "hpcnet/data.h"
+#include "hpcnet/video.h"
 #include "hpcnet/io.h"
 #include "src/train/checkpoint.h"
 
@@ -318,6 +319,22 @@ int main(int argc, char** argv) {
   seed("tar_index", "pax_long_path.tar",
        tar({{deep + std::string(200, 'p') + "/x.bin", cifar_records(1), false}, members[1]}, false,
            pax));
+
+  // Videos: four 16x16 frames in each container the writer makes (H.264 and MPEG-4).
+  for (const char* name : {"h264.mp4", "h264.mkv", "mpeg4.avi"}) {
+    const fs::path file = tmp / name;
+    {
+      data::VideoWriter writer(file.string(), 16, 16, 10.0);
+      data::Image frame{16, 16, std::vector<uint8_t>(16 * 16 * 3)};
+      for (int k = 0; k < 4; ++k) {
+        for (size_t i = 0; i < frame.pixels.size(); ++i)
+          frame.pixels[i] = static_cast<uint8_t>(i * 7 + static_cast<size_t>(k) * 40);
+        writer.write(frame);
+      }
+      writer.close();
+    }
+    seed("video", name, file_bytes(file));
+  }
 
   // Config files: train's keys in both spellings, a comment, every JSON value kind allowed.
   seed("config", "recipe.json",

@@ -24,10 +24,11 @@ declare -A max_len=(
   [safetensors]=65536 [run_file]=65536 [cifar10]=16384 [image]=65536
   [mask]=65536 [archive]=65536 [tar_index]=65536 [config]=16384 [data_yaml]=8192
   [yolo_labels]=8192 [coco_json]=65536 [shard_keys]=16384 [cache_index]=16384 [exif]=4096
+  [video]=65536
 )
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(safetensors run_file cifar10 image mask archive tar_index
-  config data_yaml yolo_labels coco_json shard_keys cache_index exif)
+  config data_yaml yolo_labels coco_json shard_keys cache_index exif video)
 runs="${HPCNET_FUZZ_RUNS:-0}"
 jobs="${HPCNET_FUZZ_JOBS:-1}"
 for t in "${targets[@]}"; do

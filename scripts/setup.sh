@@ -11,6 +11,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers    # Debian's oneDNN CMake config requires OpenCL
   libjpeg62-turbo-dev libpng-dev       # image decoding
   libarchive-dev                       # .tar / .tar.gz datasets
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libavdevice-dev  # predict: video
   libcurl4-openssl-dev libssl-dev      # --download over HTTPS, MD5 check
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libyaml-cpp-dev                      # dataset YAML (data.yaml names)

@@ -402,22 +402,41 @@ std::vector<uint8_t> encode_png_rgb(const uint8_t* rgb, int64_t height, int64_t 
 std::vector<uint8_t> encode_png_index(const uint8_t* index, int64_t height, int64_t width,
                                       const std::vector<std::array<uint8_t, 3>>& palette);
 // Drawing on (height, width, 3) RGB pixels in place (src/data/draw.cpp): text in a built-in 5x7
-// font (upper case, digits, a few signs) scaled by `scale`, its width; a box outline (x1, y1,
-// x2, y2 in pixels, clipped) with a filled label tab in its colour above it (inside when there is
-// no room), the label in black or white.
+// font (upper case, digits, a few signs) scaled by `scale`, its width; box outlines with label
+// tabs.
 int64_t text_width(const std::string& text, int64_t scale);
 void draw_text(uint8_t* px, int64_t height, int64_t width, int64_t x, int64_t y,
                const std::string& text, const std::array<uint8_t, 3>& color, int64_t scale);
-void draw_box(uint8_t* px, int64_t height, int64_t width, float x1, float y1, float x2, float y2,
-              const std::array<uint8_t, 3>& color, const std::string& label);
+
+// A box to draw: corners in pixels (clipped to the image), its colour and label ("" for none).
+struct LabeledBox {
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  std::array<uint8_t, 3> color{};
+  std::string label;
+};
+struct PixelRect {
+  int64_t x = 0, y = 0, width = 0, height = 0;
+};
+// The line width boxes are drawn with on a height x width image, as Ultralytics' annotator:
+// max(round((height + width) / 2 * 0.003), 2) (round half to even, as Python's round); 1 on
+// images under 256 pixels on their longer side. Label text is scaled by the same number.
+int64_t box_line_width(int64_t height, int64_t width);
+// Draws every box's outline, then every label in a filled tab of the box's colour (text in black
+// or white, whichever stands out), in order (give the most confident first): each tab goes above
+// its box, else inside its top, below it, or inside its bottom, the first of these that lies in
+// the image and overlaps no tab placed before it (where every place overlaps, the least).
+// Returns the tabs' rectangles, in the boxes' order (width 0 for a box without a label).
+std::vector<PixelRect> draw_boxes(uint8_t* px, int64_t height, int64_t width,
+                                  const std::vector<LabeledBox>& boxes);
 // n class colours: PASCAL VOC's colour map (0 black, 1 dark red, 2 dark green, ...; 255 white).
 std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
 
 // The image files a prediction reads from `path`: the file itself, or every JPEG/PNG file in the
 // folder (not its sub-folders; hidden names skipped), sorted by name. InputError when the path
 // does not exist or a folder holds no image. An entry with an image's name that is a link leading
-// nowhere is listed too: reading it then says so (predict reports it on its own line).
-std::vector<std::string> list_image_files(const std::string& path);
+// nowhere is listed too: reading it then says so (predict reports it on its own line). With
+// with_videos, a folder's videos (is_video_name, include/hpcnet/video.h) are listed too.
+std::vector<std::string> list_image_files(const std::string& path, bool with_videos = false);
 
 // ---------------------------------------------------------------------------------------------
 // Validation split

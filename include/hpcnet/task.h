@@ -197,6 +197,12 @@ class Task {
   virtual Prediction predict(const Outputs& outputs, int64_t i,
                              const std::vector<std::string>& classes,
                              const PredictOptions& options) const = 0;
+  // Draws image i's prediction on `frame` (the decoded input, of any size) in place: the frames
+  // of an annotated video (`predict --save` on a video). detect: the boxes with class and score;
+  // segment: the class overlay; classify (the default): the prediction's line of text.
+  virtual void annotate(data::Image& frame, const Outputs& outputs, int64_t i,
+                        const std::vector<std::string>& classes,
+                        const PredictOptions& options) const;
   // Pictures of image i's prediction for `predict --save`, as PNG files in memory by file-name
   // suffix ("_mask.png"), at the size of `original` (the decoded input image, of any size: the
   // model saw it through eval_transform()). None for tasks whose result is a line of text.

@@ -26,6 +26,7 @@
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
 #include "src/cli/build_info.h"
+#include "src/cli/predict.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/omp_wait.h"
 #include "src/ops/ops.h"
@@ -34,6 +35,9 @@
 
 namespace fs = std::filesystem;
 using namespace hpcnet;
+using hpcnet::cli::cmd_predict;
+using hpcnet::cli::PredictArgs;
+using hpcnet::cli::task_of;
 
 namespace {
 
@@ -246,14 +250,6 @@ void check_eval_classes(const train::LoadedModel& m, const data::Dataset& ds,
                    "the model's in its order");
 }
 
-// The task of a loaded model, at the size it was trained at.
-std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
-  task::TaskOptions o;
-  o.imgsz = m.imgsz;
-  o.augment = m.eval_policy;  // its evaluation transform follows (imagenet's Resize + CenterCrop)
-  return task::make_task(m.task, o);
-}
-
 int cmd_eval(const EvalArgs& given) {
   const Device dev = train::resolve_device(given.device);
   HPCNET_REQUIRE(given.threads >= 0, "--threads must be >= 0 (0 = all cores)");
@@ -328,132 +324,6 @@ int cmd_eval(const EvalArgs& given) {
   }
   if (a.tta_flip) std::printf("(test-time augmentation: each image and its mirror image)\n");
   std::fputs(r->report(a.split).c_str(), stdout);
-  return 0;
-}
-
-// --save DIR, as Ultralytics' increment_path: DIR itself when it does not exist or is empty (or
-// with --exist-ok), else the first of DIR2, DIR3, ... that does not exist, so that the pictures
-// of an earlier predict are never overwritten (*renamed says which).
-std::string fresh_save_dir(std::string dir, bool exist_ok, bool* renamed) {
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  std::error_code ec;
-  *renamed = false;
-  if (exist_ok || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
-    return dir;
-  *renamed = true;
-  for (int n = 2;; ++n)
-    if (std::string d = dir + std::to_string(n); !fs::exists(d, ec)) return d;
-}
-
-struct PredictArgs {
-  std::string weights, model, device = "auto", save;
-  std::vector<std::string> images;  // files or folders
-  int top = 3, threads = 0;
-  int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels;
-  bool json = false, exist_ok = false;
-  task::PredictOptions options;
-};
-
-// Predicts every image of every path (a file, or a folder's images in sorted order). An image
-// that cannot be read is reported on its own line and the others are still predicted; the exit
-// code is then 2.
-int cmd_predict(const PredictArgs& a) {
-  const Device dev = train::resolve_device(a.device);
-  HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
-  ops::set_num_threads(a.threads);
-  HPCNET_REQUIRE(a.top >= 1, "--top must be at least 1");
-  HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
-  train::LoadedModel m = train::load_model(a.weights, a.model);
-  m.module->to_(dev);
-  if (a.imgsz > 0) m.imgsz = a.imgsz;
-  const std::unique_ptr<task::Task> task = task_of(m);
-  const data::Compose tf = task->eval_transform();
-  task::PredictOptions po = a.options;
-  po.top = a.top;
-  HPCNET_REQUIRE(po.conf >= 0 && po.conf <= 1, "--conf must be in [0, 1]");
-  HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");
-  HPCNET_REQUIRE(po.max_det >= 1, "--max-det must be at least 1");
-  std::vector<std::string> images;
-  for (const std::string& p : a.images) {
-    std::vector<std::string> files = data::list_image_files(p);
-    images.insert(images.end(), files.begin(), files.end());
-  }
-  std::optional<MetricsLog> saved_lines;  // --save: predictions.jsonl beside the pictures
-  bool renamed = false;
-  const std::string save = a.save.empty() ? "" : fresh_save_dir(a.save, a.exist_ok, &renamed);
-  if (!save.empty()) {
-    std::error_code ec;
-    fs::create_directories(save, ec);
-    HPCNET_REQUIRE(!ec && fs::is_directory(save),
-                   "--save " + save + ": cannot create the folder (" +
-                       (ec ? ec.message() : std::string("not a directory")) + ")");
-    saved_lines.emplace((fs::path(save) / "predictions.jsonl").string(), false);
-  }
-  NoGradGuard no_grad;
-  int64_t failed = 0;
-  std::set<std::string> used_names;  // --save: one picture name per image, even for equal stems
-  for (const std::string& path : images) {
-    data::Image im;
-    try {
-      im = data::read_image_file(path, task->decode_min_side());
-    } catch (const InputError& e) {
-      std::fflush(stdout);
-      std::fprintf(stderr, "hpcnet: error: %s\n", e.what());
-      ++failed;
-      continue;
-    }
-    data::Example ex{im.pixels.data(), im.height, im.width, 0};
-    const auto shape = tf.output_shape(im.height, im.width);
-    Tensor x = Tensor::empty({1, shape[0], shape[1], shape[2]});
-    tf.apply(ex, 0, x.data<float>());
-    task::Outputs out = task->infer(*m.module, x.to(dev), false);
-    for (Tensor& t : out) t = t.to(cpu_device());
-    po.height = im.height;  // results in the photograph's pixels
-    po.width = im.width;
-    task::Prediction p = task->predict(out, 0, m.classes, po);
-    nlohmann::json j = {{"image", path}};
-    j.update(p.json);
-    if (saved_lines) {
-      // NAME from the file's stem; x.jpg beside x.png, or a second folder's x.jpg, gets
-      // x_jpg (then x_jpg_2, ...) instead of overwriting the first one's pictures.
-      std::string base = fs::path(path).stem().string();
-      if (used_names.count(base)) {
-        std::string ext = fs::path(path).extension().string();
-        if (!ext.empty()) base += "_" + ext.substr(1);
-        for (int k = 2; used_names.count(base); ++k)
-          base = fs::path(path).stem().string() + "_" + ext.substr(ext.empty() ? 0 : 1) + "_" + std::to_string(k);
-      }
-      used_names.insert(base);
-      for (auto& [suffix, bytes] : task->pictures(im, out, 0, m.classes, po)) {
-        const std::string file = (fs::path(save) / (base + suffix)).string();
-        write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
-                                                 bytes.size()));
-        j["saved"].push_back(file);
-      }
-      if (const std::optional<std::string> rows = task->label_file(p, im.height, im.width)) {
-        const std::string file = (fs::path(save) / (base + ".txt")).string();
-        write_file_atomic(file, *rows);
-        j["saved"].push_back(file);
-      }
-      saved_lines->write(j);
-    }
-    if (a.json)
-      std::cout << j.dump() << std::endl;
-    else
-      std::printf("%s:%s\n", path.c_str(), p.line.c_str());
-  }
-  if (!save.empty()) {
-    std::fflush(stdout);
-    const std::string why =
-        renamed ? " (" + a.save + " holds earlier results; --exist-ok writes into it)" : "";
-    std::fprintf(stderr, "hpcnet: results saved to %s%s\n", save.c_str(), why.c_str());
-  }
-  if (failed > 0 && images.size() > 1) {  // one image: its own line says it all
-    std::fflush(stdout);
-    std::fprintf(stderr, "hpcnet: error: %lld of %zu images could not be read (see above)\n",
-                 static_cast<long long>(failed), images.size());
-  }
-  if (failed > 0) return 2;
   return 0;
 }
 
@@ -702,7 +572,8 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
 }
 
 CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
-  CLI::App* p = app.add_subcommand("predict", "predict images (JPEG or PNG): files or folders");
+  CLI::App* p = app.add_subcommand(
+      "predict", "predict images (JPEG or PNG) and videos (MP4, MKV, MOV, AVI, ...): files or folders");
   p->add_option("--weights", a.weights, "model.safetensors")->required();
   p->add_option("--model", a.model, "model name (default: from the weights file)");
   p->add_option("--top", a.top, "classes to show per image")->capture_default_str();
@@ -720,12 +591,39 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("--save", a.save,
                 "write pictures of the predictions there (segment: NAME_mask.png, an index PNG, "
                 "and NAME_overlay.png; detect: NAME_boxes.png, the boxes drawn with class and "
-                "score) and predictions.jsonl; a folder that holds files is kept and the "
-                "results go into a new one beside it, NAME2, NAME3, ... (as Ultralytics)");
+                "score; a video: the annotated video NAME.mp4, in the source's container where "
+                "hpcnet writes it) and predictions.jsonl (one line per image or video frame); a "
+                "folder that holds files is kept and the results go into a new one beside it, "
+                "NAME2, NAME3, ... (as Ultralytics)");
+  p->add_option("--vid-stride", a.vid_stride,
+                "videos: predict every N-th frame (the annotated video has those frames, at the "
+                "source's frame rate / N)")
+      ->capture_default_str();
   p->add_flag("--exist-ok", a.exist_ok,
               "--save into the folder given even when it holds earlier results (files of the "
               "same names are replaced)");
-  p->add_option("images", a.images, "image files, or folders (every image in them, sorted)")
+  p->add_option("--precision", a.precision,
+                "fp32, or bf16: bfloat16 convolutions with float32 accumulation (CPUs with "
+                "AVX-512; AMX where the CPU has it)")
+      ->capture_default_str();
+  p->add_flag("--stream-out", a.stream_out,
+              "videos and streams: write the annotated frames to standard output as MJPEG (one "
+              "JPEG per frame), e.g. `hpcnet predict ... --stream-out | ffplay -f mjpeg -`; the "
+              "per-frame lines then go only to --save's predictions.jsonl");
+  p->add_flag("--speed", a.speed,
+              "print the timing line (\"Speed: 1.2ms preprocess, 31.5ms inference, 0.8ms "
+              "postprocess per image at shape (1, 3, 640, 640)\") after images too; after videos "
+              "it is always printed");
+  p->add_option("--batch", a.batch,
+                "videos: frames per forward pass (live sources: 1, they do not wait for more)")
+      ->capture_default_str();
+  p->add_option("--stream-timeout", a.stream_timeout,
+                "network streams: seconds opening or a silence may last before the stream counts "
+                "as gone")
+      ->capture_default_str();
+  p->add_option("images", a.images,
+                "image and video files, folders (every image and video in them, sorted), or "
+                "network streams (rtsp://, http(s)://, tcp://, ...)")
       ->required();
   return p;
 }

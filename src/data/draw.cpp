@@ -1,6 +1,7 @@
-// Drawing on RGB images for pictures people look at: box outlines with a filled label tab, text in
-// a built-in 5x7 pixel font (upper-case letters, digits and a few signs; lower case is drawn as
-// upper case, anything else as a blank), scaled by 2 on images of 256 pixels and more.
+// Drawing on RGB images for pictures people look at: box outlines with filled label tabs placed so
+// that they do not cover each other, text in a built-in 5x7 pixel font (upper-case letters, digits
+// and a few signs; lower case is drawn as upper case, anything else as a blank), line width and
+// text size scaling with the image as Ultralytics' annotator.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -99,37 +100,86 @@ void draw_text(uint8_t* px, int64_t h, int64_t w, int64_t x, int64_t y, const st
   }
 }
 
-void draw_box(uint8_t* px, int64_t h, int64_t w, float x1, float y1, float x2, float y2,
-              const std::array<uint8_t, 3>& color, const std::string& label) {
-  const int64_t scale = std::max<int64_t>(h, w) >= 256 ? 2 : 1;
-  const int64_t thick = std::max<int64_t>(1, std::max<int64_t>(h, w) / 320 + 1);
-  const int64_t a = std::clamp<int64_t>(std::lround(x1), 0, w - 1);
-  const int64_t b = std::clamp<int64_t>(std::lround(y1), 0, h - 1);
-  const int64_t c = std::clamp<int64_t>(std::lround(x2) - 1, 0, w - 1);
-  const int64_t d = std::clamp<int64_t>(std::lround(y2) - 1, 0, h - 1);
+int64_t box_line_width(int64_t h, int64_t w) {
+  if (std::max(h, w) < 256) return 1;
+  // Python's round: half to even (std::nearbyint in the default rounding mode).
+  const double lw = std::nearbyint(static_cast<double>(h + w) / 2.0 * 0.003);
+  return std::max<int64_t>(static_cast<int64_t>(lw), 2);
+}
+
+namespace {
+
+int64_t overlap_area(const PixelRect& p, const PixelRect& q) {
+  const int64_t dx = std::min(p.x + p.width, q.x + q.width) - std::max(p.x, q.x);
+  const int64_t dy = std::min(p.y + p.height, q.y + q.height) - std::max(p.y, q.y);
+  return dx > 0 && dy > 0 ? dx * dy : 0;
+}
+
+void outline(uint8_t* px, int64_t h, int64_t w, const LabeledBox& box, int64_t thick,
+             int64_t corners[4]) {
+  const int64_t a = std::clamp<int64_t>(std::lround(box.x1), 0, w - 1);
+  const int64_t b = std::clamp<int64_t>(std::lround(box.y1), 0, h - 1);
+  const int64_t c = std::clamp<int64_t>(std::lround(box.x2) - 1, 0, w - 1);
+  const int64_t d = std::clamp<int64_t>(std::lround(box.y2) - 1, 0, h - 1);
   for (int64_t t = 0; t < thick; ++t) {
     for (int64_t x = a; x <= c; ++x) {
-      put(px, h, w, b + t, x, color);
-      put(px, h, w, d - t, x, color);
+      put(px, h, w, b + t, x, box.color);
+      put(px, h, w, d - t, x, box.color);
     }
     for (int64_t y = b; y <= d; ++y) {
-      put(px, h, w, y, a + t, color);
-      put(px, h, w, y, c - t, color);
+      put(px, h, w, y, a + t, box.color);
+      put(px, h, w, y, c - t, box.color);
     }
   }
-  if (label.empty()) return;
-  // The tab: above the box where there is room, else inside its top edge.
-  const int64_t th = 9 * scale, tw = text_width(label, scale) + 2 * scale;
-  int64_t ty = b - th;
-  if (ty < 0) ty = b;
-  const int64_t tx = std::min<int64_t>(a, std::max<int64_t>(0, w - tw));
-  for (int64_t y = ty; y < ty + th; ++y)
-    for (int64_t x = tx; x < tx + tw; ++x) put(px, h, w, y, x, color);
-  // White or black text, whichever stands out on the colour.
-  const double lum = 0.299 * color[0] + 0.587 * color[1] + 0.114 * color[2];
-  const std::array<uint8_t, 3> ink =
-      lum > 140 ? std::array<uint8_t, 3>{0, 0, 0} : std::array<uint8_t, 3>{255, 255, 255};
-  draw_text(px, h, w, tx + scale, ty + scale, label, ink, scale);
+  corners[0] = a, corners[1] = b, corners[2] = c, corners[3] = d;
+}
+
+// Where a tab of tw x th goes for a box with corners a, b, c, d: the first candidate place inside
+// the image that overlaps no placed tab, else the one overlapping least.
+PixelRect place_tab(const int64_t k[4], int64_t tw, int64_t th, int64_t h, int64_t w,
+                    const std::vector<PixelRect>& placed) {
+  const int64_t x = std::min<int64_t>(k[0], std::max<int64_t>(0, w - tw));
+  const int64_t candidates[4] = {k[1] - th, k[1], k[3] + 1, k[3] + 1 - th};
+  PixelRect best{x, std::clamp<int64_t>(k[1], 0, std::max<int64_t>(0, h - th)), tw, th};
+  int64_t best_overlap = -1;
+  for (int64_t y : candidates) {
+    if (y < 0 || y + th > h) continue;
+    const PixelRect r{x, y, tw, th};
+    int64_t overlap = 0;
+    for (const PixelRect& p : placed) overlap += overlap_area(r, p);
+    if (best_overlap < 0 || overlap < best_overlap) {
+      best = r;
+      best_overlap = overlap;
+    }
+    if (overlap == 0) break;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<PixelRect> draw_boxes(uint8_t* px, int64_t h, int64_t w,
+                                  const std::vector<LabeledBox>& boxes) {
+  const int64_t lw = box_line_width(h, w);
+  std::vector<std::array<int64_t, 4>> corners(boxes.size());
+  for (size_t i = 0; i < boxes.size(); ++i) outline(px, h, w, boxes[i], lw, corners[i].data());
+  std::vector<PixelRect> tabs(boxes.size()), placed;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const LabeledBox& box = boxes[i];
+    if (box.label.empty()) continue;
+    const int64_t th = 9 * lw, tw = text_width(box.label, lw) + 2 * lw;
+    const PixelRect tab = place_tab(corners[i].data(), tw, th, h, w, placed);
+    for (int64_t y = tab.y; y < tab.y + tab.height; ++y)
+      for (int64_t x = tab.x; x < tab.x + tab.width; ++x) put(px, h, w, y, x, box.color);
+    // White or black text, whichever stands out on the colour.
+    const double lum = 0.299 * box.color[0] + 0.587 * box.color[1] + 0.114 * box.color[2];
+    const std::array<uint8_t, 3> ink =
+        lum > 140 ? std::array<uint8_t, 3>{0, 0, 0} : std::array<uint8_t, 3>{255, 255, 255};
+    draw_text(px, h, w, tab.x + lw, tab.y + lw, box.label, ink, lw);
+    tabs[i] = tab;
+    placed.push_back(tab);
+  }
+  return tabs;
 }
 
 }  // namespace hpcnet::data

@@ -18,6 +18,7 @@
 #include <png.h>
 
 #include "hpcnet/data.h"
+#include "hpcnet/video.h"
 #include "src/data/internal.h"
 
 namespace hpcnet::data {
@@ -345,7 +346,7 @@ Image read_image_file(const std::string& path, int64_t min_side) {
   return decode_image(bytes.data(), bytes.size(), path, min_side);
 }
 
-std::vector<std::string> list_image_files(const std::string& path) {
+std::vector<std::string> list_image_files(const std::string& path, bool with_videos) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
@@ -357,13 +358,15 @@ std::vector<std::string> list_image_files(const std::string& path) {
   while (!ec && it != end) {
     const std::string name = it->path().filename().string();
     std::error_code entry_ec;  // a dangling link is not a failure of the listing
-    if (!name.empty() && name[0] != '.' && detail::is_image_name(name) &&
+    if (!name.empty() && name[0] != '.' &&
+        (detail::is_image_name(name) || (with_videos && is_video_name(name))) &&
         (it->is_regular_file(entry_ec) || detail::is_broken_link(it->path().string())))
       files.push_back(it->path().string());  // a link leading nowhere: its read says so
     it.increment(ec);
   }
   HPCNET_REQUIRE(!ec, path + ": cannot list the folder (" + ec.message() + ")");
-  HPCNET_REQUIRE(!files.empty(), path + ": the folder holds no .jpg, .jpeg or .png file");
+  HPCNET_REQUIRE(!files.empty(), path + ": the folder holds no .jpg, .jpeg or .png file" +
+                                     std::string(with_videos ? " and no video" : ""));
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -42,6 +42,22 @@ std::unique_ptr<Task> make_task(const std::string& name, const TaskOptions& opti
   throw InputError("unknown task '" + name + "' (known: " + known + ")");
 }
 
+void Task::annotate(data::Image& frame, const Outputs& outputs, int64_t i,
+                    const std::vector<std::string>& classes, const PredictOptions& options) const {
+  // The line of text at the top left, on a dark band, its size scaling with the frame's.
+  const std::string line = predict(outputs, i, classes, options).line;
+  const int64_t scale = std::max<int64_t>(1, std::min(frame.height, frame.width) / 240);
+  const int64_t band = std::min<int64_t>(frame.height, 10 * scale);
+  for (int64_t y = 0; y < band; ++y)
+    for (int64_t x = 0; x < frame.width; ++x)
+      for (int c = 0; c < 3; ++c) {
+        uint8_t& v = frame.pixels[static_cast<size_t>((y * frame.width + x) * 3 + c)];
+        v = static_cast<uint8_t>(v / 3);
+      }
+  data::draw_text(frame.pixels.data(), frame.height, frame.width, scale, scale, line,
+                  {255, 255, 255}, scale);
+}
+
 Outputs Task::infer(nn::Module& model, const Tensor& images, bool flip_tta) const {
   HPCNET_REQUIRE(!flip_tta, "--tta-flip: the " + name() + " task has no test-time augmentation");
   return model.forward_all(images);

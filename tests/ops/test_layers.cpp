@@ -75,7 +75,8 @@ std::optional<LyLayer> ly_layer(const std::string& path) {
       {"profile.h", "core"},   {"autograd.h", "autograd"}, {"io.h", "io"},
       {"functional.h", "ops"}, {"dist.h", "dist"},         {"nn.h", "nn"},
       {"optim.h", "optim"},    {"data.h", "data"},         {"task.h", "task"},
-      {"train.h", "train"},    {"export.h", "export"},     {"shards.h", "data"}};
+      {"train.h", "train"},    {"export.h", "export"},     {"shards.h", "data"},
+      {"video.h", "data"}};
   std::string p = path;
   if (p.rfind("include/", 0) == 0) p = p.substr(8);
   if (p.rfind("hpcnet/", 0) == 0) {

@@ -376,22 +376,28 @@ class DetectTask : public Task {
     }
     return p;
   }
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
-      const data::Image& im, const Outputs& outputs, int64_t i,
-      const std::vector<std::string>& classes, const PredictOptions& po) const override {
+  void annotate(data::Image& frame, const Outputs& outputs, int64_t i,
+                const std::vector<std::string>& classes, const PredictOptions& po) const override {
     PredictOptions o = po;
-    o.height = im.height;
-    o.width = im.width;
-    std::vector<uint8_t> px(im.pixels);
+    o.height = frame.height;
+    o.width = frame.width;
     const auto palette = data::class_palette(static_cast<int64_t>(classes.size()) + 1);
-    for (const detect::Detection& d : detections(outputs, i, o)) {
+    std::vector<data::LabeledBox> boxes;
+    for (const detect::Detection& d : detections(outputs, i, o)) {  // most confident first
       char label[96];
       std::snprintf(label, sizeof label, "%s %.2f", classes.at(static_cast<size_t>(d.cls)).c_str(),
                     d.score);
-      data::draw_box(px.data(), im.height, im.width, d.box[0], d.box[1], d.box[2], d.box[3],
-                     palette[static_cast<size_t>(d.cls) + 1], label);
+      boxes.push_back({d.box[0], d.box[1], d.box[2], d.box[3],
+                       palette[static_cast<size_t>(d.cls) + 1], label});
     }
-    return {{"_boxes.png", data::encode_png_rgb(px.data(), im.height, im.width)}};
+    data::draw_boxes(frame.pixels.data(), frame.height, frame.width, boxes);
+  }
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
+      const data::Image& im, const Outputs& outputs, int64_t i,
+      const std::vector<std::string>& classes, const PredictOptions& po) const override {
+    data::Image drawn = im;
+    annotate(drawn, outputs, i, classes, po);
+    return {{"_boxes.png", data::encode_png_rgb(drawn.pixels.data(), im.height, im.width)}};
   }
   std::optional<std::string> label_file(const Prediction& prediction, int64_t height,
                                         int64_t width) const override {

@@ -265,27 +265,37 @@ class SegmentTask : public Task {
     }
     return p;
   }
+  void annotate(data::Image& frame, const Outputs& outputs, int64_t i,
+                const std::vector<std::string>& classes, const PredictOptions&) const override {
+    overlay(frame.pixels, mask_at(frame, outputs, i), classes);
+  }
   std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
       const data::Image& im, const Outputs& outputs, int64_t i,
       const std::vector<std::string>& classes, const PredictOptions&) const override {
-    const Tensor logits = outputs.at(0).contiguous();
-    const std::vector<uint8_t> small = argmax_mask(logits, i);
-    const int64_t h = logits.size(2), w = logits.size(3);
-    // Back to the photograph's size, nearest (pixel centres), as the input was resized.
-    const std::vector<uint8_t> mask = data::resize_nearest(small.data(), h, w, im.height, im.width);
+    const std::vector<uint8_t> mask = mask_at(im, outputs, i);
+    std::vector<uint8_t> drawn(im.pixels);
+    overlay(drawn, mask, classes);
     const auto palette = data::class_palette(static_cast<int64_t>(classes.size()));
-    // The overlay: half photograph, half class colour; class 0 (background) left as it is.
-    std::vector<uint8_t> overlay(im.pixels);
-    for (size_t p = 0; p < mask.size(); ++p)
-      if (mask[p] != 0)
-        for (int c = 0; c < 3; ++c)
-          overlay[p * 3 + c] =
-              static_cast<uint8_t>((overlay[p * 3 + c] + palette[mask[p]][c] + 1) / 2);
     return {{"_mask.png", data::encode_png_index(mask.data(), im.height, im.width, palette)},
-            {"_overlay.png", data::encode_png_rgb(overlay.data(), im.height, im.width)}};
+            {"_overlay.png", data::encode_png_rgb(drawn.data(), im.height, im.width)}};
   }
 
  private:
+  // Image i's class mask at the size of `im` (nearest, pixel centres, as the input was resized).
+  static std::vector<uint8_t> mask_at(const data::Image& im, const Outputs& outputs, int64_t i) {
+    const Tensor logits = outputs.at(0).contiguous();
+    const std::vector<uint8_t> small = argmax_mask(logits, i);
+    return data::resize_nearest(small.data(), logits.size(2), logits.size(3), im.height, im.width);
+  }
+  // The overlay: half photograph, half class colour; class 0 (background) left as it is.
+  static void overlay(std::vector<uint8_t>& px, const std::vector<uint8_t>& mask,
+                      const std::vector<std::string>& classes) {
+    const auto palette = data::class_palette(static_cast<int64_t>(classes.size()));
+    for (size_t p = 0; p < mask.size(); ++p)
+      if (mask[p] != 0)
+        for (int c = 0; c < 3; ++c)
+          px[p * 3 + c] = static_cast<uint8_t>((px[p * 3 + c] + palette[mask[p]][c] + 1) / 2);
+  }
   static constexpr data::Normalize kNormalize{{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
 };
 

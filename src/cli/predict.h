@@ -1,0 +1,32 @@
+// `hpcnet predict`: images (JPEG, PNG) and videos (whatever FFmpeg decodes), files or folders.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpcnet/data.h"
+#include "hpcnet/task.h"
+#include "hpcnet/train.h"
+
+namespace hpcnet::cli {
+
+struct PredictArgs {
+  std::string weights, model, device = "auto", save, precision = "fp32";
+  std::vector<std::string> images;  // files or folders: images and videos
+  int top = 3, threads = 0;
+  int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1,
+          batch = 1;
+  double stream_timeout = 10.0;  // seconds a network stream may stay silent
+  bool json = false, exist_ok = false, speed = false, stream_out = false;
+  task::PredictOptions options;
+};
+
+// The task of a loaded model, at the size it was trained at.
+std::unique_ptr<task::Task> task_of(const train::LoadedModel& m);
+
+// Predicts every image and video of every path, in order. An image or video that cannot be read is
+// reported on its own line and the others are still predicted; the exit code is then 2.
+int cmd_predict(const PredictArgs& a);
+
+}  // namespace hpcnet::cli

@@ -1,0 +1,425 @@
+// `hpcnet predict` on videos (the binary, as tests/cli/test_predict.cpp runs it): a 10-second
+// 640x480 MP4 made here with FFmpeg's libraries gives an annotated video of the same frame count
+// and rate, and on every frame the detections that predicting that frame, decoded to PNG, gives;
+// --vid-stride; a damaged video among good inputs; a network stream (served here over TCP) that
+// plays to its end, is killed halfway, or never answers.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hpcnet/autograd.h"
+#include "hpcnet/data.h"
+#include "hpcnet/nn.h"
+#include "hpcnet/train.h"
+#include "hpcnet/video.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hpcnet;
+using namespace hpcnet::test_util;
+
+namespace {
+
+// Frame k: two coloured rectangles moving over a noisy background.
+data::Image scene_frame(int64_t k, int64_t h, int64_t w) {
+  data::Image im;
+  im.height = h;
+  im.width = w;
+  im.pixels = noisy_pixels(static_cast<int>(w), static_cast<int>(h), 90, 110, 130,
+                           static_cast<uint64_t>(k % 3), 12, 20);
+  auto rect = [&](int64_t x0, int64_t y0, int64_t rw, int64_t rh, uint8_t r, uint8_t g, uint8_t b) {
+    for (int64_t y = std::max<int64_t>(y0, 0); y < std::min(y0 + rh, h); ++y)
+      for (int64_t x = std::max<int64_t>(x0, 0); x < std::min(x0 + rw, w); ++x) {
+        uint8_t* p = &im.pixels[static_cast<size_t>((y * w + x) * 3)];
+        p[0] = r;
+        p[1] = g;
+        p[2] = b;
+      }
+  };
+  rect(20 + 9 * k, 100, 120, 90, 230, 40, 40);
+  rect(500 - 7 * k, 300, 80, 140, 40, 220, 60);
+  return im;
+}
+
+struct VideoShared {
+  TempDir tmp{"predict_video"};
+  fs::path weights = tmp / "yolo.safetensors", video = tmp / "clip.mp4";
+  static constexpr int64_t kFrames = 50, kHeight = 480, kWidth = 640;
+  static constexpr double kFps = 5.0;  // 10 seconds
+  VideoShared() {
+    manual_seed(5);
+    auto model = nn::make_model("yolov8n", 2);
+    train::ModelMeta meta;
+    meta.model = "yolov8n";
+    meta.task = "detect";
+    meta.classes = {"red", "green"};
+    meta.imgsz = 128;
+    train::save_model(weights.string(), *model, meta);
+    data::VideoWriter writer(video.string(), kHeight, kWidth, kFps);
+    for (int64_t k = 0; k < kFrames; ++k) writer.write(scene_frame(k, kHeight, kWidth));
+    writer.close();
+  }
+};
+VideoShared& shared() {
+  static VideoShared s;
+  return s;
+}
+
+RunResult predict(std::vector<std::string> args, const fs::path& cwd) {
+  // conf 0: a model with fresh weights scores low, and every frame must have boxes to compare.
+  args.insert(args.begin(), {"predict", "--weights", shared().weights.string(), "--threads", "2",
+                             "--device", "cpu", "--conf", "0", "--max-det", "5", "--json"});
+  return run_hpcnet(args, cwd);
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : split_lines(out))
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+}  // namespace
+
+TEST(PredictVideo, AnnotatedVideoAndDetectionsEqualThoseOfTheDecodedFrames) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_run");
+  const RunResult r = predict({"--save", tmp.str("out"), s.video.string()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("Speed: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("50 frames in"), std::string::npos) << r.err;
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(s.kFrames)) << r.err;
+
+  // The annotated video: same frame count, rate and size; frames differ from the source (drawn).
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  EXPECT_EQ(annotated.width(), s.kWidth);
+  EXPECT_EQ(annotated.height(), s.kHeight);
+  EXPECT_NEAR(annotated.fps(), s.kFps, 1e-6);
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, s.kFrames);
+
+  // Every source frame decoded by FFmpeg and written as PNG, then predicted as images.
+  data::VideoReader source(s.video.string());
+  fs::create_directories(tmp / "frames");
+  for (int64_t k = 0; source.next(frame); ++k) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%03lld.png", static_cast<long long>(k));
+    const std::vector<uint8_t> png =
+        data::encode_png_rgb(frame.pixels.data(), frame.height, frame.width);
+    write_file(tmp / "frames" / name, string_of(png));
+  }
+  const RunResult images = predict({tmp.str("frames")}, tmp.path());
+  ASSERT_EQ(images.rc, 0) << images.err;
+  const std::vector<nlohmann::json> image_rows = json_lines(images.out);
+  ASSERT_EQ(image_rows.size(), rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(rows[k].at("frame"), static_cast<int64_t>(k));
+    const auto &a = rows[k].at("boxes"), &b = image_rows[k].at("boxes");
+    ASSERT_EQ(a.size(), b.size()) << "frame " << k;
+    ASSERT_GT(a.size(), 0u) << "frame " << k;
+    for (size_t j = 0; j < a.size(); ++j) {
+      EXPECT_EQ(a[j].at("class"), b[j].at("class")) << "frame " << k;
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(a[j].at("box")[c].get<double>(), b[j].at("box")[c].get<double>(), 1e-3)
+            << "frame " << k << " box " << j;
+    }
+  }
+}
+
+TEST(PredictVideo, VidStrideKeepsEveryNthFrame) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_stride");
+  const RunResult r =
+      predict({"--vid-stride", "4", "--save", tmp.str("out"), s.video.string()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  ASSERT_EQ(rows.size(), 13u);  // frames 0, 4, ..., 48
+  for (size_t k = 0; k < rows.size(); ++k) EXPECT_EQ(rows[k].at("frame"), 4 * k);
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  EXPECT_NEAR(annotated.fps(), s.kFps / 4, 1e-6);
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, 13);
+}
+
+TEST(PredictVideo, ADamagedVideoAmongGoodInputs) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_bad");
+  fs::create_directories(tmp / "in");
+  write_file(tmp / "in" / "bad.mp4", "not a video at all");
+  fs::copy_file(s.video, tmp / "in" / "good.mp4");
+  const RunResult r = predict({tmp.str("in")}, tmp.path());
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("bad.mp4: cannot open as a video"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 of 2 inputs could not be read"), std::string::npos) << r.err;
+  EXPECT_EQ(json_lines(r.out).size(), static_cast<size_t>(s.kFrames));
+  EXPECT_EQ(run_hpcnet({"predict", "--weights", s.weights.string(), "--vid-stride", "0",
+                        s.video.string()},
+                       tmp.path())
+                .rc,
+            2);
+}
+
+namespace {
+
+// A TCP server on 127.0.0.1 (an ephemeral port) for one client: it sends `bytes` (all of them,
+// or the first `cut` and then closes, as a source that is killed), or with `silent` accepts and
+// sends nothing until predict gives up.
+class StreamServer {
+ public:
+  StreamServer(std::string bytes, size_t cut, bool silent)
+      : bytes_(std::move(bytes)), cut_(std::min(cut, bytes_.size())), silent_(silent) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 1) != 0)
+      throw std::runtime_error("StreamServer: cannot listen");
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~StreamServer() {
+    done_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string url() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void serve() {
+    const int client = ::accept(fd_, nullptr, nullptr);
+    if (client < 0) return;
+    if (silent_) {
+      while (!done_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } else {
+      for (size_t sent = 0; sent < cut_;) {
+        const ssize_t n = ::send(client, bytes_.data() + sent, std::min<size_t>(cut_ - sent, 4096),
+                                 MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+    }
+    ::close(client);
+  }
+  std::string bytes_;
+  size_t cut_;
+  bool silent_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// The shared clip as Matroska (readable front to back, as a stream must be).
+const std::string& clip_mkv() {
+  static const std::string bytes = [] {
+    TempDir tmp("clip_mkv");
+    data::VideoWriter writer(tmp.str("clip.mkv"), VideoShared::kHeight, VideoShared::kWidth,
+                             VideoShared::kFps);
+    for (int64_t k = 0; k < VideoShared::kFrames; ++k)
+      writer.write(scene_frame(k, VideoShared::kHeight, VideoShared::kWidth));
+    writer.close();
+    return read_file(tmp / "clip.mkv");
+  }();
+  return bytes;
+}
+
+int64_t number_before(const std::string& text, const std::string& what) {
+  const size_t at = text.find(what);
+  if (at == std::string::npos) return -1;
+  size_t start = at;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(text[start - 1]))) --start;
+  return std::stoll(text.substr(start, at - start));
+}
+
+}  // namespace
+
+// A live stream: every frame is predicted or counted as dropped (the newest frame wins while the
+// model is busy), and the stream's end ends predict with its summary line.
+TEST(PredictVideo, ANetworkStreamKeepsUpOrCountsWhatItDropped) {
+  shared();
+  StreamServer server(clip_mkv(), std::string::npos, false);
+  TempDir tmp("predict_stream");
+  const RunResult r = predict({"--save", tmp.str("out"), server.url()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const int64_t predicted = static_cast<int64_t>(json_lines(r.out).size());
+  const int64_t dropped = std::max<int64_t>(number_before(r.err, " frames dropped"), 0);
+  EXPECT_GT(predicted, 0) << r.err;
+  EXPECT_EQ(predicted + dropped, VideoShared::kFrames) << r.err;
+  EXPECT_NE(r.err.find("the stream ended"), std::string::npos) << r.err;
+  data::VideoReader annotated(tmp.str("out/127.0.0.1_" +
+                                      server.url().substr(server.url().rfind(':') + 1) + ".mp4"));
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, predicted);
+}
+
+TEST(PredictVideo, AKilledSourceEndsPredictCleanly) {
+  shared();
+  StreamServer server(clip_mkv(), clip_mkv().size() / 2, false);
+  TempDir tmp("predict_stream_cut");
+  const RunResult r = predict({server.url()}, tmp.path());
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_GT(json_lines(r.out).size(), 0u) << r.err;
+  EXPECT_LT(json_lines(r.out).size(), static_cast<size_t>(VideoShared::kFrames)) << r.err;
+  EXPECT_NE(r.err.find("the stream ended"), std::string::npos) << r.err;
+}
+
+TEST(PredictVideo, AStreamThatNeverAnswersTimesOut) {
+  shared();
+  StreamServer server("", 0, true);
+  TempDir tmp("predict_stream_silent");
+  const RunResult r = predict({"--stream-timeout", "1", server.url()}, tmp.path());
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("no answer within 1 s"), std::string::npos) << r.err;
+  EXPECT_EQ(split_lines(r.err).size(), 1u) << r.err;
+  EXPECT_LT(r.seconds, 15.0);
+}
+
+// --stream-out: the annotated frames as MJPEG on standard output, one JPEG per frame.
+TEST(PredictVideo, StreamOutWritesMjpegFrames) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_stream_out");
+  const RunResult r = predict({"--stream-out", "--vid-stride", "5", s.video.string()}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  write_file(tmp / "out.mjpeg", r.out);
+  data::VideoReader frames(tmp.str("out.mjpeg"));
+  EXPECT_EQ(frames.codec(), "mjpeg");
+  data::Image frame;
+  int64_t n = 0;
+  while (frames.next(frame)) {
+    EXPECT_EQ(frame.width, s.kWidth);
+    EXPECT_EQ(frame.height, s.kHeight);
+    ++n;
+  }
+  EXPECT_EQ(n, 10);
+  // An image among the inputs is refused in one line: there is no video to stream.
+  write_file(tmp / "a.png", string_of(data::encode_png_rgb(frame.pixels.data(), 480, 640)));
+  const RunResult image = predict({"--stream-out", tmp.str("a.png")}, tmp.path());
+  EXPECT_EQ(image.rc, 2);
+  EXPECT_NE(image.err.find("--stream-out writes the frames of videos"), std::string::npos)
+      << image.err;
+}
+
+// Segmentation and classification models on a video: one line per frame and an annotated video
+// (class overlays; the top classes as text).
+TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_tasks");
+  struct Case {
+    const char* model;
+    const char* task;
+    int64_t imgsz;
+  };
+  for (const Case& c : {Case{"unet_resnet18", "segment", 64}, Case{"lenet", "classify", 32}}) {
+    manual_seed(3);
+    auto model = nn::make_model(c.model, 3);
+    train::ModelMeta meta;
+    meta.model = c.model;
+    meta.task = c.task;
+    meta.classes = {"background", "red", "green"};
+    meta.imgsz = c.imgsz;
+    const std::string weights = tmp.str(std::string(c.model) + ".safetensors");
+    train::save_model(weights, *model, meta);
+    const std::string out = tmp.str(std::string("out_") + c.model);
+    const RunResult r = run_hpcnet({"predict", "--weights", weights, "--threads", "2", "--json",
+                                    "--vid-stride", "10", "--save", out, s.video.string()},
+                                   tmp.path());
+    ASSERT_EQ(r.rc, 0) << c.model << ": " << r.err;
+    EXPECT_EQ(json_lines(r.out).size(), 5u) << c.model;
+    data::VideoReader annotated(out + "/clip.mp4");
+    data::VideoReader source(s.video.string());
+    data::Image drawn, original;
+    int64_t n = 0;
+    double diff = 0;
+    while (annotated.next(drawn)) {
+      ASSERT_TRUE(source.next(original));
+      for (int k = 1; k < 10; ++k) source.next(original);  // frames 0, 10, 20, ...
+      if (n == 0)
+        for (size_t i = 0; i < drawn.pixels.size(); ++i)
+          diff += std::abs(drawn.pixels[i] - original.pixels[i]);
+      ++n;
+    }
+    EXPECT_EQ(n, 5) << c.model;
+    // Something was drawn on the first frame (an overlay, or the text band), beyond the codec's
+    // loss (a few levels per pixel).
+    EXPECT_GT(diff / static_cast<double>(drawn.pixels.size()), 3.0) << c.model;
+  }
+}
+
+// Standard input: a video piped in ("-") is predicted as a live source.
+TEST(PredictVideo, StandardInputAndCameras) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_stdin");
+  const std::string mkv = tmp.str("clip.mkv");
+  write_file(mkv, clip_mkv());
+  const RunResult r = run_shell(
+      "{ cat " + shell_quote(mkv) + " | ( " +
+      hpcnet_command_line({"predict", "--weights", s.weights.string(), "--threads", "2", "--conf",
+                           "0", "--json", "--save", tmp.str("out"), "-"},
+                          tmp.path()) +
+      " ); }");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_GT(json_lines(r.out).size(), 0u) << r.err;
+  EXPECT_TRUE(fs::exists(tmp / "out" / "stdin.mp4")) << r.err;
+  // A camera that does not exist: one line naming it, exit 2.
+  const RunResult cam = predict({"/dev/video97"}, tmp.path());
+  EXPECT_EQ(cam.rc, 2);
+  EXPECT_NE(cam.err.find("no camera at /dev/video97"), std::string::npos) << cam.err;
+  EXPECT_EQ(split_lines(cam.err).size(), 1u) << cam.err;
+  EXPECT_TRUE(data::is_camera("0"));
+  EXPECT_TRUE(data::is_camera("/dev/video2"));
+  EXPECT_FALSE(data::is_camera("/dev/videos"));
+  EXPECT_FALSE(data::is_camera("video.mp4"));
+}
+
+// --batch: several frames per forward pass, the same detections as one at a time.
+TEST(PredictVideo, BatchedFramesGiveTheSameDetections) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_batch");
+  const RunResult one = predict({"--vid-stride", "3", s.video.string()}, tmp.path());
+  const RunResult four =
+      predict({"--vid-stride", "3", "--batch", "4", "--save", tmp.str("out"), s.video.string()},
+              tmp.path());
+  ASSERT_EQ(one.rc, 0) << one.err;
+  ASSERT_EQ(four.rc, 0) << four.err;
+  EXPECT_NE(four.err.find("at shape (4, 3, 128, 128)"), std::string::npos) << four.err;
+  const auto a = json_lines(one.out), b = json_lines(four.out);
+  ASSERT_EQ(a.size(), 17u);  // frames 0, 3, ..., 48: the last batch holds one
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].at("frame"), b[k].at("frame"));
+    const auto &x = a[k].at("boxes"), &y = b[k].at("boxes");
+    ASSERT_EQ(x.size(), y.size()) << "frame " << k;
+    for (size_t j = 0; j < x.size(); ++j)
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(x[j].at("box")[c].get<double>(), y[j].at("box")[c].get<double>(), 1e-3);
+  }
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, 17);
+}
