@@ -46,9 +46,9 @@ std::string some(const std::vector<std::string>& names) {
   return s;
 }
 
-// Why `state` does not fit the encoder's tensors `mine` (names relative to the encoder), or ""
-// when it fits exactly.
-std::string mismatch(const NamedTensors& mine, const State& state) {
+// Why `state` does not fit the tensors `mine` of the module called `encoder` (names relative to
+// it), or "" when it fits exactly.
+std::string mismatch(const NamedTensors& mine, const State& state, const std::string& encoder) {
   std::vector<std::string> missing, extra;
   std::string shape;
   std::set<std::string> seen;
@@ -60,8 +60,8 @@ std::string mismatch(const NamedTensors& mine, const State& state) {
     }
     seen.insert(name);
     if (shape.empty() && it->second.shape() != t.shape())
-      shape = "'" + name + "' has shape " + shape_str(it->second.shape()) + ", the encoder's " +
-              shape_str(t.shape());
+      shape = "'" + name + "' has shape " + shape_str(it->second.shape()) + ", the " + encoder +
+              "'s " + shape_str(t.shape());
   }
   for (const auto& [name, t] : state)
     if (!seen.count(name)) extra.push_back(name);
@@ -101,7 +101,7 @@ std::string load_encoder_weights(Module& model, const std::string& model_name, S
   }
   NamedTensors mine = encoder->named_parameters();
   for (auto& b : encoder->named_buffers()) mine.push_back(b);
-  if (const std::string why = mismatch(mine, state); !why.empty()) {
+  if (const std::string why = mismatch(mine, state, info.encoder); !why.empty()) {
     const std::string held = resnet_of(state);
     if (!held.empty() && held != want)
       throw InputError(source + ": holds torchvision's " + held + ", " + model_name + "'s " +
