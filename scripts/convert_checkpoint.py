@@ -42,7 +42,7 @@
       cannot open that: pip install ultralytics and convert again, or load it with
       DetectionModel('yolov8n.yaml', nc=K).load_state_dict(torch.load(OUT))).
 
-With --model (or hpcnet.model in the file) naming unet_resnet18/unet_resnet34,
+With --model (or hpcnet.model in the file) naming unet_resnet18/34/50,
 deeplabv3_resnet50, resnet18/34/50/101 or yolov8n/yolov8s, the keys and shapes are checked
 against smp.Unet(ENCODER, encoder_weights=None, classes=K), torchvision's
 deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=K, aux_loss=<aux_classifier.*
@@ -64,6 +64,12 @@ not a tensor, keys that do not match the model) are one line on stderr and exit 
         --model resnet50 --imgsz 224    # torchvision's ImageNet weights (or its train.py's
                                         # checkpoint.pth); then hpcnet train --model resnet50
                                         # --weights r50.safetensors fine-tunes to any class count
+    python3 -c "import torch, torchvision; torch.save(torchvision.models.resnet34( \\
+        weights='IMAGENET1K_V1').state_dict(), 'resnet34.pth')"   # on a machine with network
+    python3 scripts/convert_checkpoint.py to-safetensors resnet34.pth r34.safetensors \\
+        --model resnet34     # then hpcnet train --model unet_resnet34 --encoder-weights
+                             # r34.safetensors: the U-Net's encoder from ImageNet (smp's
+                             # encoder_weights="imagenet"; deeplabv3_resnet50 takes a resnet50)
     python3 scripts/convert_checkpoint.py to-safetensors runs/detect/train/weights/best.pt \\
         best.safetensors --allow-pickle          # an Ultralytics .pt: model, names, imgsz read
     python3 scripts/convert_checkpoint.py to-pth runs/det/best.safetensors best.pt
@@ -92,6 +98,7 @@ INHERITED = ("hpcnet.model", "hpcnet.task", "hpcnet.classes", "hpcnet.imgsz", "h
 KNOWN_MODELS = {
     "unet_resnet18": ("segment", "segmentation_head.0.weight", "smp:resnet18"),
     "unet_resnet34": ("segment", "segmentation_head.0.weight", "smp:resnet34"),
+    "unet_resnet50": ("segment", "segmentation_head.0.weight", "smp:resnet50"),
     "deeplabv3_resnet50": ("segment", "classifier.4.weight", "torchvision:deeplabv3_resnet50"),
     "lenet": ("classify", "fc3.weight", None),
     "resnet20": ("classify", "linear.weight", None),
@@ -576,8 +583,9 @@ def main(argv=None):
     s.add_argument("input", metavar="IN.pth")
     s.add_argument("output", metavar="OUT.safetensors")
     s.add_argument("--model", metavar="NAME",
-                   help="hpcnet model name, written as hpcnet.model (unet_resnet18, unet_resnet34, "
-                   "deeplabv3_resnet50, yolov8n, yolov8s: keys checked against smp / "
+                   help="hpcnet model name, written as hpcnet.model (unet_resnet18/34/50, "
+                   "resnet18/34/50/101, deeplabv3_resnet50, yolov8n, yolov8s: keys checked "
+                   "against smp / "
                    "torchvision / ultralytics)")
     s.add_argument("--classes", metavar="C",
                    help="class names for hpcnet.classes: classes.txt, data.yaml ('background' + "

@@ -228,6 +228,10 @@ struct ModelInfo {
   // metadata: "imagenet" for torchvision's ImageNet classifiers, whose class names are then
   // 0..K-1 (K from the classifier); "" keeps hpcnet's defaults (CIFAR-10's names, Resize).
   std::string unnamed_eval_policy = "";
+  // The module holding a torchvision ImageNet ResNet under torchvision's names less fc
+  // ("encoder": the U-Nets, "backbone": DeepLabV3) and which ResNet it is ("resnet34"):
+  // --encoder-weights loads that ResNet's state dict into it. Empty: the model has none.
+  std::string encoder = "", encoder_resnet = "";
 };
 
 // The model registered under name (model_names() lists them: the tutorial's "lenet", the CIFAR
@@ -240,5 +244,16 @@ inline std::shared_ptr<Module> make_model(const std::string& name, int64_t num_c
 std::vector<std::string> model_names();
 // The registry's entry for name (InputError listing the known names when there is none).
 const ModelInfo& model_info(const std::string& name);
+
+// smp's encoder_weights="imagenet" (torchvision's weights_backbone) from a state dict already read
+// (`source` names it in messages, e.g. "--encoder-weights r34.safetensors"): torchvision's
+// state_dict of the ResNet model_info(model_name).encoder_resnet names (conv1.weight ...
+// layer4.*, fc.*), every tensor but fc.* loaded into the model's encoder module, strictly (the
+// same names and shapes, BatchNorm buffers included; float types converted). Returns one line
+// saying what was loaded. InputError, one line, for a model without such an encoder and for a
+// state dict that is not that ResNet: naming the torchvision ResNet it holds when it is another
+// depth, else the keys missing, those left over and the first shape that differs.
+std::string load_encoder_weights(Module& model, const std::string& model_name,
+                                 std::map<std::string, Tensor> state, const std::string& source);
 
 }  // namespace hpcnet::nn

@@ -36,6 +36,9 @@ struct SegmentOptions {
   std::vector<double> class_weights;    // per-class loss weights (empty: all 1)
   double aux_weight = 0.5;              // weight of an auxiliary head's loss
   double scale_min = 1, scale_max = 1;  // RandomScale range when augmenting (1, 1 = off)
+  // Normalize with ImageNet's mean and std (an encoder with ImageNet weights, as smp's
+  // preprocessing for them) instead of 0.5 and 0.5.
+  bool imagenet_normalize = false;
 };
 // Augmenting (Ultralytics' hyperparameters): Mosaic, RandomAffine, RandomHSV, flip.
 struct DetectOptions {

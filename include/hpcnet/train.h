@@ -45,6 +45,10 @@ struct TrainConfig {
   std::string out;     // run directory
   std::string resume;  // run directory to continue from ("" = fresh run)
   std::string weights;  // a fresh run starts from these weights ("" = initialised)
+  // A fresh run's encoder (unet_resnet*) or backbone (deeplabv3_resnet50) from torchvision's
+  // ImageNet ResNet state_dict in this file, fc left out (smp's encoder_weights="imagenet"); the
+  // inputs then take ImageNet's mean and std (task::SegmentOptions::imagenet_normalize).
+  std::string encoder_weights;
   // Parameter-name prefixes kept fixed ("encoder", "backbone", "conv1,bn1,layer1"): no gradient,
   // no optimizer state, not all-reduced. Their batch-norm statistics still follow the data in
   // training mode, as in PyTorch and Ultralytics' freeze.

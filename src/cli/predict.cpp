@@ -35,6 +35,7 @@ std::unique_ptr<task::Task> task_of(const train::LoadedModel& m) {
   task::TaskOptions o;
   o.imgsz = m.imgsz;
   o.augment = m.eval_policy;  // its evaluation transform follows (imagenet's Resize + CenterCrop)
+  o.segment.imagenet_normalize = m.eval_policy == "imagenet";  // segment: ImageNet's mean, std
   return task::make_task(m.task, o);
 }
 

@@ -391,6 +391,15 @@ void load_initial_weights(const TrainConfig& c, nn::Module& model, bool say) {
   }
 }
 
+// --encoder-weights: torchvision's ImageNet ResNet into the model's encoder (nn::load_encoder_weights),
+// said in one line on stderr by the lead rank.
+void load_encoder_weights(const TrainConfig& c, nn::Module& model, bool say) {
+  RunFile w = read_run_file(c.encoder_weights);
+  const std::string line = nn::load_encoder_weights(model, c.model, std::move(w.model),
+                                                    "--encoder-weights " + c.encoder_weights);
+  if (say) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 // A checkpoint written between two optimizer steps of an accumulation: the gradients summed so
 // far become the parameters' gradients again, so the next step sums exactly what it would have.
 void restore_accumulated_grads(const RunFile& ckpt, const nn::NamedTensors& trainable,
@@ -712,11 +721,13 @@ void Trainer::build_model() {
                      cfg_.dataset + " holds " +
                      data::target_kind_name(data_.train->target_kind()));
   if (!cfg_.weights.empty() && !ckpt_) load_initial_weights(cfg_, *model_, lead_);
+  if (!cfg_.encoder_weights.empty() && !ckpt_) load_encoder_weights(cfg_, *model_, lead_);
   meta_.model = cfg_.model;
   meta_.task = task_->name();
   meta_.classes = data_.classes;
   meta_.imgsz = task_->options().imgsz;
-  if (task_->options().augment == "imagenet") meta_.eval_policy = "imagenet";
+  if (task_->options().augment == "imagenet" || task_->options().segment.imagenet_normalize)
+    meta_.eval_policy = "imagenet";
   meta_.val_split = cfg_.val_split;
   model_->to_(device_);
   trainable_ = apply_freeze(cfg_, *model_);

@@ -106,6 +106,26 @@ const std::vector<RecipeField> kFields = {
      "start from these weights (a model file, checkpoint or PyTorch-saved safetensors of the same "
      "model and class count; fine-tuning)",
      kRecipe, 0},
+    {"encoder_weights", &TrainConfig::encoder_weights,
+     "torchvision's ImageNet ResNet weights for the encoder of unet_resnet18/34/50 or the backbone "
+     "of deeplabv3_resnet50 (its resnet18/34/50 state_dict as safetensors, e.g. from "
+     "scripts/convert_checkpoint.py; fc left out): smp's encoder_weights=\"imagenet\"; the "
+     "inputs then take ImageNet's mean and std",
+     kRecipe, 0,
+     [](const TrainConfig& c) {
+       if (c.encoder_weights.empty()) return std::string();
+       if (!c.weights.empty())
+         return "--encoder-weights " + c.encoder_weights + " and --weights " + c.weights +
+                ": --weights sets every tensor, the encoder's too; give one";
+       if (nn::model_info(c.model).encoder.empty()) {
+         std::string with;
+         for (const std::string& m : nn::model_names())
+           if (!nn::model_info(m).encoder.empty()) with += (with.empty() ? "" : ", ") + m;
+         return "--encoder-weights: model " + c.model +
+                " has no ImageNet ResNet encoder (models with one: " + with + ")";
+       }
+       return std::string();
+     }},
     {"freeze", &TrainConfig::freeze,
      "parameter-name prefixes to keep fixed, comma-separated (e.g. encoder, backbone, "
      "conv1,bn1,layer1): the trunk of a fine-tuning run",
@@ -543,6 +563,7 @@ task::TaskOptions task_options(const TrainConfig& c) {
   o.segment.class_weights = parse_class_weights(c.class_weights);
   o.segment.scale_min = c.scale_min;
   o.segment.scale_max = c.scale_max;
+  o.segment.imagenet_normalize = !c.encoder_weights.empty();
   task::DetectOptions& d = o.detect;
   d.degrees = c.degrees;
   d.translate = c.translate;

@@ -57,6 +57,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"out", &C::out},
       {"resume", &C::resume},
       {"weights", &C::weights},
+      {"encoder_weights", &C::encoder_weights},
       {"freeze", &C::freeze},
       {"epochs", &C::epochs},
       {"batch_size", &C::batch_size},

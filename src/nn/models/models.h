@@ -89,15 +89,19 @@ class ImageNetResNetTrunk : public Trunk {
 };
 
 // segmentation_models_pytorch's Unet(encoder, encoder_weights=None, classes=K) under its names:
-// encoder.* (the trunk above), decoder.blocks.{0..4}.conv{1,2}.{0,1} (conv 3x3 without bias +
-// BatchNorm + ReLU; each block upsamples 2x nearest and concatenates the encoder's feature map of
-// that stride; decoder channels 256, 128, 64, 32, 16), segmentation_head.0 (conv 3x3 -> K with
-// bias). Input sides must be multiples of 32. forward returns logits (N, K, H, W).
+// encoder.* (a torchvision ResNet trunk: the ImageNetResNetTrunk above for resnet18/34, the
+// DilatedResNetTrunk below without dilation for resnet50), decoder.blocks.{0..4}.conv{1,2}.{0,1}
+// (conv 3x3 without bias + BatchNorm + ReLU; each block upsamples 2x nearest and concatenates the
+// encoder's feature map of that stride; decoder channels 256, 128, 64, 32, 16; block 0 reads the
+// encoder's last map, 512 or 2048 channels), segmentation_head.0 (conv 3x3 -> K with bias). Input
+// sides must be multiples of 32. forward returns logits (N, K, H, W).
 class Unet : public Module {
  public:
-  Unet(const std::vector<int64_t>& encoder_blocks, int64_t num_classes);
+  // encoder_blocks: blocks per stage (resnet18: 2, 2, 2, 2; resnet34 and resnet50: 3, 4, 6, 3);
+  // bottleneck: Bottleneck blocks (resnet50) instead of basic ones.
+  Unet(const std::vector<int64_t>& encoder_blocks, int64_t num_classes, bool bottleneck = false);
   Tensor forward(const Tensor& x) override;
-  std::shared_ptr<ImageNetResNetTrunk> encoder;
+  std::shared_ptr<Trunk> encoder;  // feature maps at strides 2, 4, 8, 16, 32
   struct DecoderBlock {
     std::shared_ptr<Conv2d> conv1, conv2;
     std::shared_ptr<BatchNorm2d> bn1, bn2;

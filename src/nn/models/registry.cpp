@@ -69,22 +69,48 @@ const std::vector<Entry>& registry() {
                  .classifier = "fc",
                  .unnamed_eval_policy = "imagenet"},
        .make = [](auto& o) { return torchvision_resnet({3, 4, 23, 3}, true, o); }},
-      {.info = {.name = "unet_resnet18", .task = "segment", .imgsz = 128, .size_multiple = 32},
+      // smp.Unet("resnet18/34/50", encoder_weights=None); --encoder-weights: torchvision's resnet.
+      {.info = {.name = "unet_resnet18",
+                 .task = "segment",
+                 .imgsz = 128,
+                 .size_multiple = 32,
+                 .encoder = "encoder",
+                 .encoder_resnet = "resnet18"},
        .make =
            [](auto& o) {
              return std::make_shared<Unet>(std::vector<int64_t>{2, 2, 2, 2}, o.num_classes);
            }},
-      {.info = {.name = "unet_resnet34", .task = "segment", .imgsz = 128, .size_multiple = 32},
+      {.info = {.name = "unet_resnet34",
+                 .task = "segment",
+                 .imgsz = 128,
+                 .size_multiple = 32,
+                 .encoder = "encoder",
+                 .encoder_resnet = "resnet34"},
        .make =
            [](auto& o) {
              return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes);
+           }},
+      {.info = {.name = "unet_resnet50",
+                 .task = "segment",
+                 .imgsz = 128,
+                 .size_multiple = 32,
+                 .encoder = "encoder",
+                 .encoder_resnet = "resnet50"},
+       .make =
+           [](auto& o) {
+             return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes,
+                                           /*bottleneck=*/true);
            }},
       // YOLOv8 scales as Ultralytics' yolov8.yaml: [depth, width, max_channels].
       {.info = {.name = "yolov8n", .task = "detect", .imgsz = 128, .size_multiple = 32},
        .make = [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.25, 1024, o.num_classes); }},
       {.info = {.name = "yolov8s", .task = "detect", .imgsz = 128, .size_multiple = 32},
        .make = [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.50, 1024, o.num_classes); }},
-      {.info = {.name = "deeplabv3_resnet50", .task = "segment", .imgsz = 128},
+      {.info = {.name = "deeplabv3_resnet50",
+                 .task = "segment",
+                 .imgsz = 128,
+                 .encoder = "backbone",
+                 .encoder_resnet = "resnet50"},
        .make = [](auto& o) { return std::make_shared<DeepLabV3>(o.num_classes, o.aux_loss); }},
   };
   return entries;

@@ -71,11 +71,22 @@ Outputs ImageNetResNetTrunk::forward_features(const Tensor& input) {
   return torchvision_resnet_features(*conv1, *bn1, *maxpool, layers, input);
 }
 
-Unet::Unet(const std::vector<int64_t>& encoder_blocks, int64_t num_classes) {
-  encoder = register_module("encoder", std::make_shared<ImageNetResNetTrunk>(encoder_blocks));
-  // Decoder block i: in (previous output) + skip (encoder map of the next finer stride) -> out.
-  const int64_t in[5] = {512, 256, 128, 64, 32}, skip[5] = {256, 128, 64, 64, 0},
-                out[5] = {256, 128, 64, 32, 16};
+Unet::Unet(const std::vector<int64_t>& encoder_blocks, int64_t num_classes, bool bottleneck) {
+  if (bottleneck)
+    encoder =
+        register_module("encoder", std::make_shared<DilatedResNetTrunk>(
+                                       encoder_blocks, std::vector<bool>{false, false, false}));
+  else
+    encoder = register_module("encoder", std::make_shared<ImageNetResNetTrunk>(encoder_blocks));
+  // Decoder block i: in (previous output; block 0: the encoder's last map) + skip (the encoder
+  // map of the next finer stride, none for the last block) -> out, as smp's UnetDecoder.
+  const std::vector<int64_t> ch = encoder->feature_channels();  // strides 2, 4, 8, 16, 32
+  const int64_t out[5] = {256, 128, 64, 32, 16};
+  int64_t in[5], skip[5];
+  for (int i = 0; i < 5; ++i) {
+    in[i] = i == 0 ? ch[4] : out[i - 1];
+    skip[i] = i < 4 ? ch[static_cast<size_t>(3 - i)] : 0;
+  }
   auto decoder = register_module("decoder", std::make_shared<ModuleDict>());
   auto list = decoder->add("blocks", std::make_shared<ModuleDict>());
   for (int i = 0; i < 5; ++i) {
