@@ -45,16 +45,7 @@ const std::vector<std::string> kPrClasses = {"apple", "banana", "cherry"};
 struct PrShared {
   TempDir tmp{"predict_shared"};
   fs::path weights = tmp / "model.safetensors";
-  PrShared() {
-    manual_seed(11);
-    auto model = nn::make_model("lenet", 3);
-    train::ModelMeta meta;
-    meta.model = "lenet";
-    meta.task = "classify";
-    meta.classes = kPrClasses;
-    meta.imgsz = 32;
-    train::save_model(weights.string(), *model, meta);
-  }
+  PrShared() { save_fresh_model(weights, "lenet", "classify", kPrClasses, 32, 11); }
 };
 PrShared& pr_shared() {
   static PrShared s;

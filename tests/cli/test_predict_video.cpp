@@ -59,14 +59,7 @@ struct VideoShared {
   static constexpr int64_t kFrames = 50, kHeight = 480, kWidth = 640;
   static constexpr double kFps = 5.0;  // 10 seconds
   VideoShared() {
-    manual_seed(5);
-    auto model = nn::make_model("yolov8n", 2);
-    train::ModelMeta meta;
-    meta.model = "yolov8n";
-    meta.task = "detect";
-    meta.classes = {"red", "green"};
-    meta.imgsz = 128;
-    train::save_model(weights.string(), *model, meta);
+    save_fresh_model(weights, "yolov8n", "detect", {"red", "green"}, 128, 5);
     data::VideoWriter writer(video.string(), kHeight, kWidth, kFps);
     for (int64_t k = 0; k < kFrames; ++k) writer.write(scene_frame(k, kHeight, kWidth));
     writer.close();
@@ -334,15 +327,8 @@ TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
     int64_t imgsz;
   };
   for (const Case& c : {Case{"unet_resnet18", "segment", 64}, Case{"lenet", "classify", 32}}) {
-    manual_seed(3);
-    auto model = nn::make_model(c.model, 3);
-    train::ModelMeta meta;
-    meta.model = c.model;
-    meta.task = c.task;
-    meta.classes = {"background", "red", "green"};
-    meta.imgsz = c.imgsz;
     const std::string weights = tmp.str(std::string(c.model) + ".safetensors");
-    train::save_model(weights, *model, meta);
+    save_fresh_model(weights, c.model, c.task, {"background", "red", "green"}, c.imgsz, 3);
     const std::string out = tmp.str(std::string("out_") + c.model);
     const RunResult r = run_hpcnet({"predict", "--weights", weights, "--threads", "2", "--json",
                                     "--vid-stride", "10", "--save", out, s.video.string()},

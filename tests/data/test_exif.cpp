@@ -222,14 +222,7 @@ TEST(Exif, DatasetsReadTheUprightPictureAndItsLabels) {
 // --conf 1 nothing is drawn on it), and the YOLO rows it writes are relative to that size.
 TEST(ExifCli, PredictDrawsOnTheUprightPicture) {
   TempDir tmp("exif_predict");
-  manual_seed(5);
-  auto model = nn::make_model("yolov8n", nn::ModelOptions{2});
-  train::ModelMeta meta;
-  meta.model = "yolov8n";
-  meta.task = "detect";
-  meta.classes = {"a", "b"};
-  meta.imgsz = 64;
-  train::save_model((tmp / "m.safetensors").string(), *model, meta);
+  save_fresh_model(tmp / "m.safetensors", "yolov8n", "detect", {"a", "b"}, 64, 5);
   fs::copy_file(kFix / "o6.jpg", tmp / "photo.jpg");
   RunResult r = run_hpcnet({"predict", "--weights", (tmp / "m.safetensors").string(), "--threads",
                             "1", "--conf", "1", "--save", (tmp / "pred").string(), "photo.jpg"},

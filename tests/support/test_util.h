@@ -39,8 +39,10 @@
 #include "hpcnet/data.h"
 #include "hpcnet/error.h"
 #include "hpcnet/io.h"
+#include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
 #include "hpcnet/tensor.h"
+#include "hpcnet/train.h"
 
 namespace hpcnet::test_util {
 
@@ -544,6 +546,21 @@ inline double rel_err(const Tensor& a, const Tensor& b) {
     m = std::max(m, std::abs(y[i]));
   }
   return m > 0 ? d / m : d;
+}
+
+// A model file of a fresh `model` (its weights drawn after manual_seed(seed)) with the metadata
+// predict and eval read: task, class names, input size.
+inline void save_fresh_model(const fs::path& file, const std::string& model, const std::string& task,
+                             const std::vector<std::string>& classes, int64_t imgsz,
+                             uint64_t seed) {
+  manual_seed(seed);
+  auto module = nn::make_model(model, nn::ModelOptions{static_cast<int64_t>(classes.size())});
+  train::ModelMeta meta;
+  meta.model = model;
+  meta.task = task;
+  meta.classes = classes;
+  meta.imgsz = imgsz;
+  train::save_model(file.string(), *module, meta);
 }
 
 }  // namespace hpcnet::test_util
