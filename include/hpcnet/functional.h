@@ -36,6 +36,13 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         int64_t dilation = 1);
 // x (N, C, H, W) -> (N, C, P, Q); stride defaults to kernel_size as in PyTorch.
 Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
+// Depthwise convolution (torch's conv2d with groups = C, Ultralytics' DWConv): x (N, C, H, W),
+// weight (C, 1, R, S), bias (C,) or undefined -> (N, C, P, Q), P as conv2d's; channel c is
+// correlated with its own filter. float32 or float64; x may be blocked (the output is row-major).
+// InputError for wrong ranks, a weight other than (C, 1, R, S), mismatched dtypes or devices,
+// stride < 1, padding < 0, dilation < 1, or a kernel larger than the padded input.
+Tensor depthwise_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1);
 // x (N, IN), weight (OUT, IN), bias (OUT,) or undefined -> (N, OUT).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias);
@@ -46,6 +53,16 @@ Tensor sigmoid(const Tensor& x);
 // torch.nn.functional.gelu: x Phi(x) (approximate "none", erf) or its tanh approximation
 // (approximate "tanh"); any shape, float32 or float64. Another `approximate` is an InputError.
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// torch.softmax(x, dim): e^(x - max) / sum along dim (-rank <= dim < rank; a 0-d x has dims 0
+// and -1), any rank, float32 or float64 (no bfloat16). Backward dx = y (dy - sum(dy y, dim)).
+// InputError for an undefined or integer input or dim out of range.
+Tensor softmax(const Tensor& x, int64_t dim);
+// torch.bmm(op(a), op(b)) -> (B, M, N), where op transposes the last two dims of a when
+// transpose_a and of b when transpose_b: a (B, M, K) (or (B, K, M) transposed), b (B, K, N) (or
+// (B, N, K) transposed). float32 or float64; views are copied to contiguous first. YOLO11's
+// attention: q^T k is bmm(q, k, true, false), v attn^T is bmm(v, attn, false, true). InputError
+// for ranks other than 3, mismatched batch or inner sizes, dtypes or devices.
+Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 Tensor add(const Tensor& a, const Tensor& b);
 // a * b elementwise (torch.mul without broadcasting: same shapes and dtypes).
 Tensor mul(const Tensor& a, const Tensor& b);

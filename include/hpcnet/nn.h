@@ -76,16 +76,18 @@ class Module {
   bool training_ = true;
 };
 
-// torch.nn.Conv2d(in, out, kernel_size, stride, padding, bias, dilation): weight (out, in, k, k),
-// bias (out,) initialised uniform in +-1/sqrt(in * k * k) (kaiming_uniform with a = sqrt(5)).
+// torch.nn.Conv2d(in, out, kernel_size, stride, padding, bias, dilation, groups): weight (out,
+// in / groups, k, k), bias (out,) initialised uniform in +-1/sqrt(in / groups * k * k)
+// (kaiming_uniform with a = sqrt(5)). groups is 1 or depthwise (groups == in == out, which runs
+// F::depthwise_conv2d); another groups is an InputError at construction.
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
-         int64_t padding = 0, bool bias = true, int64_t dilation = 1);
+         int64_t padding = 0, bool bias = true, int64_t dilation = 1, int64_t groups = 1);
   Tensor forward(const Tensor& x) override;
   Tensor forward_relu(const Tensor& x);  // relu(forward(x)) in one fused kernel
   Tensor weight, bias;
-  int64_t stride, padding, dilation;
+  int64_t stride, padding, dilation, groups;
 };
 
 // torch.nn.ConvTranspose2d(in, out, kernel_size, stride, padding, output_padding, bias):

@@ -1,6 +1,7 @@
 // Module bookkeeping (names, state_dict, modes) and the basic layers.
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
@@ -128,22 +129,31 @@ Tensor uniform_tensor(const Shape& shape, double bound) {
 }  // namespace
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
-               int64_t padding_, bool has_bias, int64_t dilation_)
-    : stride(stride_), padding(padding_), dilation(dilation_) {
+               int64_t padding_, bool has_bias, int64_t dilation_, int64_t groups_)
+    : stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
   HPCNET_REQUIRE(
       in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride_ > 0 && padding_ >= 0 &&
           dilation_ > 0,
       "Conv2d: channels, kernel_size, stride and dilation must be positive, padding >= 0");
-  double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * kernel_size * kernel_size));
+  HPCNET_REQUIRE(groups_ == 1 || (groups_ == in_channels && groups_ == out_channels),
+                 "Conv2d: groups " + std::to_string(groups_) + " with " +
+                     std::to_string(in_channels) + " -> " + std::to_string(out_channels) +
+                     " channels is not served: only groups 1 and depthwise (groups == "
+                     "in_channels == out_channels)");
+  const int64_t fan_in = in_channels / groups_ * kernel_size * kernel_size;
+  double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
   weight = register_parameter(
-      "weight", uniform_tensor({out_channels, in_channels, kernel_size, kernel_size}, bound));
+      "weight",
+      uniform_tensor({out_channels, in_channels / groups_, kernel_size, kernel_size}, bound));
   if (has_bias) bias = register_parameter("bias", uniform_tensor({out_channels}, bound));
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
+  if (groups != 1) return F::depthwise_conv2d(x, weight, bias, stride, padding, dilation);
   return F::conv2d(x, weight, bias, stride, padding, dilation);
 }
 Tensor Conv2d::forward_relu(const Tensor& x) {
+  if (groups != 1) return F::relu(F::depthwise_conv2d(x, weight, bias, stride, padding, dilation));
   return F::conv2d_relu(x, weight, bias, stride, padding, dilation);
 }
 

@@ -45,7 +45,10 @@
   X(dfl_expect)            \
   X(ciou_loss)             \
   X(dfl_loss)              \
-  X(gelu)
+  X(gelu)                  \
+  X(softmax)               \
+  X(bmm)                   \
+  X(depthwise_conv2d)
 
 // Ops without a gradient (no record, no gradient check): their names only.
 #define HPCNET_OP_TABLE_NO_GRAD(X) X(argmax)

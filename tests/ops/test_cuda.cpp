@@ -109,7 +109,10 @@ const std::set<std::string> kParityTested = {"conv2d",
                                              "gather_anchors",
                                              "dfl_expect",
                                              "ciou_loss",
-                                             "dfl_loss"};
+                                             "dfl_loss",
+                                             "softmax",
+                                             "bmm",
+                                             "depthwise_conv2d"};
 
 }  // namespace
 
@@ -1074,6 +1077,20 @@ std::vector<ParityCase> parity_cases() {
          return F::dfl_loss(v[0], t, on(Tensor::full({4}, 0.5), v[0]));
        },
        {{4, 16}}},
+      // softmax, bmm, depthwise_conv2d (YOLO11's attention and DWConv).
+      {"softmax", [](auto& v) { return F::softmax(v[0], -1); }, {{8, 64, 256}}},
+      {"softmax", [](auto& v) { return F::softmax(v[0], 1); }, {{3, 37, 300}}},
+      {"softmax", [](auto& v) { return F::softmax(v[0], 0); }, {{5, 7}}},
+      {"bmm", [](auto& v) { return F::bmm(v[0], v[1]); }, {{3, 17, 33}, {3, 33, 9}}},
+      {"bmm", [](auto& v) { return F::bmm(v[0], v[1], true, false); }, {{8, 32, 64}, {8, 32, 64}}},
+      {"bmm", [](auto& v) { return F::bmm(v[0], v[1], false, true); }, {{8, 64, 64}, {8, 16, 64}}},
+      {"bmm", [](auto& v) { return F::bmm(v[0], v[1], true, true); }, {{2, 5, 3}, {2, 7, 5}}},
+      {"depthwise_conv2d",
+       [](auto& v) { return F::depthwise_conv2d(v[0], v[1], v[2], 1, 1); },
+       {{2, 64, 20, 20}, {64, 1, 3, 3}, {64}}},
+      {"depthwise_conv2d",
+       [](auto& v) { return F::depthwise_conv2d(v[0], v[1], Tensor(), 2, 2, 2); },
+       {{2, 5, 13, 11}, {5, 1, 5, 3}}},
   };
 }
 

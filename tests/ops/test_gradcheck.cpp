@@ -419,6 +419,63 @@ std::map<std::string, std::vector<Case>> all_cases() {
   add(
       "gelu", "gelu approximate tanh", [](auto& v) { return F::gelu(v[0], "tanh"); },
       [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r, 3.0)}; });
+  // softmax, bmm, depthwise_conv2d (YOLO11's attention and DWConv).
+  auto r64 = [](Shape s) {
+    return [s](Rng& r) { return std::vector<Tensor>{randn64(s, r, 2.0)}; };
+  };
+  add(
+      "softmax", "softmax dim -1 (rows)", [](auto& v) { return F::softmax(v[0], -1); },
+      r64({2, 3, 5}));
+  add(
+      "softmax", "softmax dim 1 of 3", [](auto& v) { return F::softmax(v[0], 1); }, r64({2, 4, 3}));
+  add(
+      "softmax", "softmax dim 0", [](auto& v) { return F::softmax(v[0], 0); }, r64({3, 4}));
+  add(
+      "softmax", "softmax dim -3 of 4-D", [](auto& v) { return F::softmax(v[0], -3); },
+      r64({2, 3, 2, 2}));
+  auto two = [](Shape a, Shape b) {
+    return [a, b](Rng& r) { return std::vector<Tensor>{randn64(a, r), randn64(b, r)}; };
+  };
+  add(
+      "bmm", "bmm", [](auto& v) { return F::bmm(v[0], v[1]); }, two({2, 3, 4}, {2, 4, 5}));
+  add(
+      "bmm", "bmm a transposed (q^T k)", [](auto& v) { return F::bmm(v[0], v[1], true, false); },
+      two({3, 4, 5}, {3, 4, 2}));
+  add(
+      "bmm", "bmm b transposed (v attn^T)", [](auto& v) { return F::bmm(v[0], v[1], false, true); },
+      two({2, 3, 4}, {2, 5, 4}));
+  add(
+      "bmm", "bmm both transposed", [](auto& v) { return F::bmm(v[0], v[1], true, true); },
+      two({2, 4, 3}, {2, 5, 4}));
+  add(
+      "bmm", "bmm of narrowed operands",
+      [](auto& v) {
+        return F::bmm(F::narrow(v[0], 1, 1, 3), F::narrow(v[0], 1, 4, 3), true, false);
+      },
+      r64({2, 7, 4}));
+  auto dw = [](Shape x, Shape w, bool bias) {
+    return [x, w, bias](Rng& r) {
+      std::vector<Tensor> v{randn64(x, r), randn64(w, r)};
+      if (bias) v.push_back(randn64({w[0]}, r));
+      return v;
+    };
+  };
+  add(
+      "depthwise_conv2d", "depthwise_conv2d 3x3 pad 1 bias",
+      [](auto& v) { return F::depthwise_conv2d(v[0], v[1], v[2], 1, 1); },
+      dw({2, 3, 5, 6}, {3, 1, 3, 3}, true));
+  add(
+      "depthwise_conv2d", "depthwise_conv2d stride 2 no bias",
+      [](auto& v) { return F::depthwise_conv2d(v[0], v[1], Tensor(), 2, 1); },
+      dw({2, 2, 7, 6}, {2, 1, 3, 3}, false));
+  add(
+      "depthwise_conv2d", "depthwise_conv2d dilation 2 pad 2 5x5",
+      [](auto& v) { return F::depthwise_conv2d(v[0], v[1], v[2], 1, 2, 2); },
+      dw({1, 3, 6, 7}, {3, 1, 5, 5}, true));
+  add(
+      "depthwise_conv2d", "depthwise_conv2d 2x3 filter stride 3 pad 0",
+      [](auto& v) { return F::depthwise_conv2d(v[0], v[1], v[2], 3, 0); },
+      dw({2, 2, 8, 8}, {2, 1, 2, 3}, true));
   add(
       "sigmoid", "sigmoid", [](auto& v) { return F::sigmoid(v[0]); },
       [](Rng& r) { return std::vector<Tensor>{randn64({3, 5}, r, 3.0)}; });

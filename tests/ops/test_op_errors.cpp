@@ -952,6 +952,81 @@ const std::vector<Row>& rows() {
           [](D d) { return F::gelu(f32({2, 3}, d), "erf"); }, {"'none' or 'tanh'", "'erf'"}),
       ok("gelu", "empty input (torch: an empty output)", [](D d) { return F::gelu(f32({0, 3}, d)); },
          {0, 3}),
+      // ---- softmax, bmm, depthwise_conv2d (YOLO11's attention and DWConv) ----
+      err("softmax", "int64 input", [](D d) { return F::softmax(i64({2, 3}, d), -1); },
+          {"int64", "(2, 3)"}),
+      err("softmax", "undefined input", [](D) { return F::softmax(kNone, 0); }, {"undefined"}),
+      err("softmax", "dim 2 of a 2-D input", [](D d) { return F::softmax(f32({2, 3}, d), 2); },
+          {"dim 2", "(2, 3)", "-2 <= dim < 2"}),
+      err("softmax", "dim -3 of a 2-D input", [](D d) { return F::softmax(f32({2, 3}, d), -3); },
+          {"dim -3", "-2 <= dim < 2"}),
+      ok("softmax", "empty input (torch: an empty output)",
+         [](D d) { return F::softmax(f32({0, 3}, d), 1); }, {0, 3}),
+      ok("softmax", "a 0-d input (torch: 1)", [](D d) { return F::softmax(f32({}, d), -1); }, {}),
+      err("bmm", "a of rank 2", [](D d) { return F::bmm(f32({3, 4}, d), f32({2, 4, 5}, d)); },
+          {"3-D", "(3, 4)"}),
+      err("bmm", "inner sizes differ",
+          [](D d) { return F::bmm(f32({2, 3, 4}, d), f32({2, 5, 6}, d)); },
+          {"inner sizes differ", "(2, 3, 4)", "(2, 5, 6)"}),
+      err("bmm", "inner sizes differ once a is transposed",
+          [](D d) { return F::bmm(f32({2, 3, 4}, d), f32({2, 4, 5}, d), true, false); },
+          {"inner sizes differ", "transposed to (2, 4, 3)"}),
+      err("bmm", "batch sizes differ",
+          [](D d) { return F::bmm(f32({2, 3, 4}, d), f32({3, 4, 5}, d)); }, {"batch sizes differ"}),
+      err("bmm", "float64 b with a float32 a",
+          [](D d) { return F::bmm(f32({2, 3, 4}, d), f64({2, 4, 5}, d)); },
+          {"float64", "float32"}),
+      err("bmm", "int64 operands",
+          [](D d) { return F::bmm(i64({2, 3, 4}, d), i64({2, 4, 5}, d)); }, {"int64"}),
+      err("bmm", "undefined b", [](D d) { return F::bmm(f32({2, 3, 4}, d), kNone); },
+          {"undefined"}),
+      ok("bmm", "empty inner size (torch: zeros)",
+         [](D d) { return F::bmm(f32({2, 3, 0}, d), f32({2, 0, 5}, d)); }, {2, 3, 5}),
+      ok("bmm", "empty batch", [](D d) { return F::bmm(f32({0, 3, 4}, d), f32({0, 4, 5}, d)); },
+         {0, 3, 5}),
+      err("depthwise_conv2d", "weight (C, 2, R, S)",
+          [](D d) {
+            return F::depthwise_conv2d(f32({1, 4, 8, 8}, d), f32({4, 2, 3, 3}, d), kNone);
+          },
+          {"(C, 1, R, S)", "C = 4", "(4, 2, 3, 3)"}),
+      err("depthwise_conv2d", "weight channels differ from the input's",
+          [](D d) {
+            return F::depthwise_conv2d(f32({1, 4, 8, 8}, d), f32({3, 1, 3, 3}, d), kNone);
+          },
+          {"(C, 1, R, S)", "(3, 1, 3, 3)"}),
+      err("depthwise_conv2d", "input of rank 3",
+          [](D d) { return F::depthwise_conv2d(f32({4, 8, 8}, d), f32({4, 1, 3, 3}, d), kNone); },
+          {"(N, C, H, W)", "(4, 8, 8)"}),
+      err("depthwise_conv2d", "bias of the wrong size",
+          [](D d) {
+            return F::depthwise_conv2d(f32({1, 4, 8, 8}, d), f32({4, 1, 3, 3}, d), f32({3}, d));
+          },
+          {"bias", "(4,)", "(3,)"}),
+      err("depthwise_conv2d", "float64 weight with a float32 input",
+          [](D d) {
+            return F::depthwise_conv2d(f32({1, 4, 8, 8}, d), f64({4, 1, 3, 3}, d), kNone);
+          },
+          {"float64", "float32"}),
+      err("depthwise_conv2d", "int64 input",
+          [](D d) {
+            return F::depthwise_conv2d(i64({1, 4, 8, 8}, d), i64({4, 1, 3, 3}, d), kNone);
+          },
+          {"int64"}),
+      err("depthwise_conv2d", "stride 0",
+          [](D d) {
+            return F::depthwise_conv2d(f32({1, 4, 8, 8}, d), f32({4, 1, 3, 3}, d), kNone, 0);
+          },
+          {"stride 0"}),
+      err("depthwise_conv2d", "kernel larger than the padded input",
+          [](D d) {
+            return F::depthwise_conv2d(f32({1, 4, 2, 2}, d), f32({4, 1, 5, 5}, d), kNone);
+          },
+          {"larger than the padded input"}),
+      ok("depthwise_conv2d", "empty batch",
+         [](D d) {
+           return F::depthwise_conv2d(f32({0, 4, 8, 8}, d), f32({4, 1, 3, 3}, d), kNone, 2, 1);
+         },
+         {0, 4, 4, 4}),
       err("sigmoid", "uint8 input", [](D d) { return F::sigmoid(u8({4}, d)); }, {"uint8", "(4,)"}),
       err("sigmoid", "undefined input", [](D) { return F::sigmoid(kNone); }, {"undefined"}),
       ok("sigmoid", "empty input (torch: an empty output)",

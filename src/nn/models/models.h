@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hpcnet/nn.h"
+#include "src/nn/models/yolo.h"
 
 namespace hpcnet::nn {
 
@@ -192,110 +193,6 @@ class DeepLabV3 : public Module {
 };
 
 
-// ---- YOLOv8 (src/nn/models/yolo.cpp), under Ultralytics' names ----
-
-// Ultralytics' Conv: conv (k x k, stride s, padding k / 2, no bias), bn (eps 1e-3, momentum
-// 0.03), SiLU unless act is false. In eval mode without a graph on the CPU the BatchNorm is
-// folded into the convolution's weights and a bias (Ultralytics' fuse()), recomputed at each
-// call (a few microseconds per layer), so changed weights never leave a stale copy.
-class YoloConv : public Module {
- public:
-  YoloConv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, bool act = true);
-  Tensor forward(const Tensor& x) override;
-  // Whether forward runs folded (inference: eval mode, no graph, CPU float32 weights, not
-  // tracing for export, fusion on): BatchNorm folded into the convolution, SiLU fused after it.
-  bool folds() const;
-  // The folded forward written into `out` (a dense tensor of the output's shape, in either
-  // layout, e.g. a view of a larger buffer). Only where folds().
-  void forward_into(const Tensor& x, Tensor& out);
-  // The folded (weight, bias) of conv and bn (float32, CPU).
-  std::pair<Tensor, Tensor> folded_weights() const;
-  std::shared_ptr<Conv2d> conv;
-  std::shared_ptr<BatchNorm2d> bn;
-  bool act;
-};
-// Whether YoloConv folds in inference (default on; HPCNET_FUSE=0 starts it off): for benchmarks
-// and tests.
-void set_inference_fusion(bool on);
-// Whether yolov8 at predict time (one image, folded) writes the pieces of every C2f's and every
-// neck concatenation side by side into its buffer instead of concatenating copies (default on):
-// for benchmarks and tests.
-void set_concat_in_place(bool on);
-
-// Bottleneck(c, c, shortcut, k=(3, 3), e=1.0): cv2(cv1(x)), plus x with the shortcut.
-class YoloBottleneck : public Module {
- public:
-  YoloBottleneck(int64_t c, bool shortcut);
-  Tensor forward(const Tensor& x) override;
-  // forward written into `out` (as YoloConv::forward_into; only where cv1->folds()).
-  void forward_into(const Tensor& x, Tensor& out);
-  std::shared_ptr<YoloConv> cv1, cv2;
-  bool add;
-};
-
-// C2f(c1, c2, n, shortcut): cv1 1x1 to 2c (c = c2 / 2), chunked in two; n bottlenecks m.0..,
-// each on the last piece; cv2 1x1 over the concatenation of all (2 + n) c channels.
-class C2f : public Module {
- public:
-  C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut);
-  Tensor forward(const Tensor& x) override;
-  // Predict time (one image, folded): forward written into `out` (see YoloConv::forward_into),
-  // and the buffer of the concatenation with every piece written in place.
-  void forward_into(const Tensor& x, Tensor& out);
-  Tensor concat_in_place(const Tensor& x);
-  std::shared_ptr<YoloConv> cv1, cv2;
-  std::vector<std::shared_ptr<YoloBottleneck>> m;
-  int64_t c;
-};
-
-// SPPF(c1, c2, k): cv1 1x1 to c1 / 2 (with SiLU: the v8 YAML row; YOLO26's has none), three max pools
-// k x k stride 1 in a row, cv2 1x1 over the four maps concatenated.
-class Sppf : public Module {
- public:
-  Sppf(int64_t c1, int64_t c2, int64_t k);
-  Tensor forward(const Tensor& x) override;
-  void forward_into(const Tensor& x, Tensor& out);  // (where cv2->folds())
-  // cv1's output and its three pools, concatenated: what cv2 reads.
-  Tensor pyramid(const Tensor& x);
-  std::shared_ptr<YoloConv> cv1, cv2;
-  std::shared_ptr<MaxPool2d> pool;
-};
-
-// The v8 ("legacy") Detect head: per level i, cv2.i = Conv 3x3, Conv 3x3, conv 1x1 -> 4 x 16
-// box-distribution logits, cv3.i = Conv 3x3, Conv 3x3, conv 1x1 -> nc class logits; dfl.conv
-// holds the fixed integral 0..15 (not trained). forward_levels(P3, P4, P5) -> {boxes (B, 64, A),
-// scores (B, nc, A)}, levels concatenated along A (channel = side * 16 + bin, sides l, t, r, b).
-class YoloDetect : public Module {
- public:
-  static constexpr int64_t kRegMax = 16;
-  static constexpr int64_t kStrides[3] = {8, 16, 32};
-  YoloDetect(int64_t nc, const std::vector<int64_t>& ch);
-  Outputs forward_levels(const Outputs& feats);
-  Tensor forward(const Tensor& x) override;  // an InputError: the head takes three maps
-  struct Branch {
-    std::shared_ptr<YoloConv> box1, box2, cls1, cls2;
-    std::shared_ptr<Conv2d> box_out, cls_out;
-  };
-  std::vector<Branch> branches;
-  std::shared_ptr<Conv2d> dfl_conv;
-  int64_t nc;
-};
-
-// DetectionModel("yolov8<scale>.yaml", nc): model.0 .. model.22 (scales n: depth 0.33, width
-// 0.25; s: 0.33, 0.50; max channels 1024). forward_all(x (B, 3, H, W), H and W multiples of
-// 32) returns the head's {boxes, scores}; forward returns scores alone.
-class YoloV8 : public Module {
- public:
-  YoloV8(double depth, double width, int64_t max_channels, int64_t num_classes);
-  Outputs forward_all(const Tensor& x) override;
-  Tensor forward(const Tensor& x) override;
-  // forward_all's neck and head at predict time (one image, folded), from layer 2's output y,
-  // with the neck's concatenations written in place.
-  Outputs predict_in_place(const Tensor& y);
-  std::shared_ptr<YoloConv> l0, l1, l3, l5, l7, l16, l19;
-  std::shared_ptr<C2f> l2, l4, l6, l8, l12, l15, l18, l21;
-  std::shared_ptr<Sppf> l9;
-  std::shared_ptr<YoloDetect> detect;
-};
+// YOLO models (YOLOv8, YOLO11 and model YAMLs): src/nn/models/yolo.h.
 
 }  // namespace hpcnet::nn

@@ -1,6 +1,8 @@
 // Model factory: the one place that maps a model name to its constructor, its task and its
 // default input size. Adding a model is one line here (and its files in src/nn/models/).
 #include <functional>
+#include <map>
+#include <mutex>
 
 #include "src/nn/models/models.h"
 
@@ -21,6 +23,17 @@ std::shared_ptr<Module> torchvision_resnet(const std::vector<int64_t>& blocks, b
                                            const ModelOptions& options) {
   return std::make_shared<TorchvisionResNet>(blocks, bottleneck, options.num_classes,
                                              options.zero_init_residual);
+}
+// A detection model built from a YOLO description at one scale.
+ModelInfo yolo_info(const std::string& name) {
+  return {.name = name, .task = "detect", .imgsz = 128, .size_multiple = 32};
+}
+Entry yolo_entry(const char* name, YoloDescription (*describe)(), const char* scale) {
+  return {.info = yolo_info(name), .make = [describe, scale](const ModelOptions& o) {
+            YoloDescription d = describe();
+            d.scale = scale;
+            return std::make_shared<YoloModel>(d, o.num_classes);
+          }};
 }
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
@@ -79,23 +92,47 @@ const std::vector<Entry>& registry() {
            [](auto& o) {
              return std::make_shared<Unet>(std::vector<int64_t>{3, 4, 6, 3}, o.num_classes);
            }},
-      // YOLOv8 scales as Ultralytics' yolov8.yaml: [depth, width, max_channels].
-      {.info = {.name = "yolov8n", .task = "detect", .imgsz = 128, .size_multiple = 32},
-       .make = [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.25, 1024, o.num_classes); }},
-      {.info = {.name = "yolov8s", .task = "detect", .imgsz = 128, .size_multiple = 32},
-       .make = [](auto& o) { return std::make_shared<YoloV8>(0.33, 0.50, 1024, o.num_classes); }},
+      // YOLOv8 and YOLO11 scales from hpcnet's descriptions of Ultralytics' yolov8.yaml and
+      // yolo11.yaml (yolo_describe.cpp); a path ending in .yaml/.yml is a model YAML (find()).
+      yolo_entry("yolov8n", yolov8_description, "n"),
+      yolo_entry("yolov8s", yolov8_description, "s"),
+      yolo_entry("yolov8m", yolov8_description, "m"),
+      yolo_entry("yolov8l", yolov8_description, "l"),
+      yolo_entry("yolov8x", yolov8_description, "x"),
+      yolo_entry("yolo11n", yolo11_description, "n"),
+      yolo_entry("yolo11s", yolo11_description, "s"),
+      yolo_entry("yolo11m", yolo11_description, "m"),
+      yolo_entry("yolo11l", yolo11_description, "l"),
+      yolo_entry("yolo11x", yolo11_description, "x"),
       {.info = {.name = "deeplabv3_resnet50", .task = "segment", .imgsz = 128},
        .make = [](auto& o) { return std::make_shared<DeepLabV3>(o.num_classes, o.aux_loss); }},
   };
   return entries;
 }
 
+// A model YAML (a path ending in .yaml or .yml): read when first named (InputError for a file
+// that cannot be read or parsed), its model built from the file at each make_model.
+const Entry& yaml_entry(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, Entry> entries;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = entries.find(path);
+  if (it != entries.end()) return it->second;
+  read_yolo_yaml(path);  // fails here for a missing or malformed file
+  Entry e{.info = yolo_info(path), .make = [path](const ModelOptions& o) {
+            return std::make_shared<YoloModel>(read_yolo_yaml(path), o.num_classes);
+          }};
+  return entries.emplace(path, std::move(e)).first->second;
+}
+
 const Entry& find(const std::string& name) {
   for (auto& e : registry())
     if (e.info.name == name) return e;
+  if (is_yolo_yaml_path(name)) return yaml_entry(name);
   std::string known;
   for (auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError("unknown model '" + name + "' (known: " + known + ")");
+  throw InputError("unknown model '" + name + "' (known: " + known +
+                   ", or a YOLO model YAML: a path ending in .yaml)");
 }
 }  // namespace
 

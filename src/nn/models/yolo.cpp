@@ -1,10 +1,10 @@
-// YOLOv8 detection models as Ultralytics builds them from yolov8.yaml (DetectionModel, 8.4):
-// the layer list model.0 .. model.22 with Ultralytics' parameter names and shapes, so a
-// state_dict converts both ways by name. Conv = conv (no bias) + BatchNorm (eps 1e-3, momentum
-// 0.03) + SiLU; C2f; SPPF; nearest 2x
-// upsample and concat; the legacy (v8) Detect head with reg_max 16 at strides 8, 16, 32.
-// forward_all returns the head's raw outputs {boxes (B, 64, A), scores (B, nc, A)} (A anchors of
-// the three levels, row-major per level, stride 8 first), as Ultralytics' training dict.
+// The modules of Ultralytics' YOLO vocabulary (8.4) under its parameter names: Conv (DWConv with
+// groups), Bottleneck, C2f, C3k2, C3 / C3k, SPPF and the Detect head (legacy v8 and yolo11's);
+// Attention, PSABlock and C2PSA are in yolo_attention.cpp, the graph in yolo_graph.cpp.
+// At predict time (eval, no graph, CPU float32) every Conv runs with its BatchNorm folded and
+// SiLU fused, and for one image the concatenations inside C2f/C3k2 are written in place: each
+// piece is written by the layer that makes it into its slice of the buffer cv2 reads.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +13,7 @@
 
 #include "hpcnet/autograd.h"
 #include "src/nn/models/models.h"
+#include "src/nn/models/yolo_internal.h"
 #include "src/ops/conv2d/functional.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
@@ -31,20 +32,62 @@ std::atomic<bool>& fuse_flag() {
 }
 bool fuse_enabled() { return fuse_flag().load(std::memory_order_relaxed); }
 
-// Ultralytics' make_divisible(x, 8): the next multiple of 8 at or above x.
-int64_t make_divisible(double x) { return static_cast<int64_t>(std::ceil(x / 8.0)) * 8; }
+std::atomic<bool> g_concat_in_place{true};
+
+ops::Conv2dParams conv_params(const Conv2d& c) {
+  return {c.stride, c.stride, c.padding, c.padding, c.dilation, c.dilation};
+}
 
 }  // namespace
 
 void set_inference_fusion(bool on) { fuse_flag().store(on); }
-
-namespace {
-std::atomic<bool> g_concat_in_place{true};
-}  // namespace
 void set_concat_in_place(bool on) { g_concat_in_place.store(on); }
 
-YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act) : act(act) {
-  conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, k / 2, false));
+namespace yolo_detail {
+
+int64_t make_divisible(double x) { return static_cast<int64_t>(std::ceil(x / 8.0)) * 8; }
+
+bool in_place(const Tensor& x, const YoloConv& conv) {
+  return x.dim() == 4 && x.size(0) == 1 && conv.folds() &&
+         g_concat_in_place.load(std::memory_order_relaxed);
+}
+
+Tensor concat_buffer(Layout layout, const std::vector<int64_t>& pieces, int64_t h, int64_t w,
+                     const Tensor& like) {
+  int64_t channels = 0;
+  for (int64_t c : pieces) {
+    channels += c;
+    if (c % 16 != 0) layout = Layout::kStrided;
+  }
+  return Tensor::empty_layout({1, channels, h, w}, like.dtype(), like.device(), layout);
+}
+
+Tensor channel_slice(const Tensor& buf, int64_t start, int64_t length) {
+  Tensor v = F::narrow(buf, 1, start, length);
+  HPCNET_CHECK(v.impl()->storage == buf.impl()->storage, "yolo: a slice of a buffer is not a view");
+  return v;
+}
+
+void copy_into(const Tensor& y, Tensor& out) { ops::cat_forward({ops::as_layout(y, out)}, out, 1); }
+
+}  // namespace yolo_detail
+
+using yolo_detail::channel_slice;
+using yolo_detail::concat_buffer;
+using yolo_detail::in_place;
+
+void YoloLayer::forward_into(const Tensor& x, Tensor& out) {
+  yolo_detail::copy_into(forward(x), out);
+}
+
+YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act, int64_t g, int64_t p,
+                   int64_t d)
+    : act(act), groups(g) {
+  HPCNET_REQUIRE(g >= 1 && c1 % g == 0 && c2 % g == 0,
+                 "Conv: groups " + std::to_string(g) + " must divide " + std::to_string(c1) +
+                     " and " + std::to_string(c2) + " channels");
+  const int64_t pad = p >= 0 ? p : (d > 1 ? d * (k - 1) + 1 : k) / 2;  // Ultralytics' autopad
+  conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, pad, false, d, g));
   bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
 }
 
@@ -60,6 +103,10 @@ Tensor YoloConv::forward(const Tensor& x) {
   if (folds()) {
     // SiLU runs as the convolution's post-op (HPCNET_FUSE=0 turns both off).
     const auto [w, b] = folded_weights();
+    if (groups > 1) {  // depthwise (DWConv): the folded weights, SiLU after
+      Tensor y = F::depthwise_conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
+      return act ? F::silu(y) : y;
+    }
     return act ? F::conv2d_silu(x, w, b, conv->stride, conv->padding, conv->dilation)
                : F::conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
   }
@@ -67,14 +114,8 @@ Tensor YoloConv::forward(const Tensor& x) {
   return act ? F::silu(y) : y;
 }
 
-namespace {
-ops::Conv2dParams conv_params(const Conv2d& c) {
-  return {c.stride, c.stride, c.padding, c.padding, c.dilation, c.dilation};
-}
-}  // namespace
-
 void YoloConv::forward_into(const Tensor& x, Tensor& out) {
-  HPCNET_CHECK(folds(), "YoloConv::forward_into: only for folded inference");
+  if (!folds() || groups > 1) return YoloLayer::forward_into(x, out);
   const auto [w, b] = folded_weights();
   ops::conv2d_into(x.is_dense() ? x : x.contiguous(), w, b, conv_params(*conv),
                    act ? ops::Act::kSilu : ops::Act::kNone, out);
@@ -99,9 +140,28 @@ std::pair<Tensor, Tensor> YoloConv::folded_weights() const {
   return {fw, fb};
 }
 
-YoloBottleneck::YoloBottleneck(int64_t c, bool shortcut) : add(shortcut) {
-  cv1 = register_module("cv1", std::make_shared<YoloConv>(c, c, 3));
-  cv2 = register_module("cv2", std::make_shared<YoloConv>(c, c, 3));
+void YoloSequential::add(std::shared_ptr<YoloLayer> m) {
+  items.push_back(register_module(std::to_string(items.size()), std::move(m)));
+}
+
+Tensor YoloSequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& m : items) y = m->forward(y);
+  return y;
+}
+
+void YoloSequential::forward_into(const Tensor& x, Tensor& out) {
+  Tensor y = x;
+  for (size_t i = 0; i + 1 < items.size(); ++i) y = items[i]->forward(y);
+  items.back()->forward_into(y, out);
+}
+
+YoloBottleneck::YoloBottleneck(int64_t c1, int64_t c2, bool shortcut, int64_t g, int64_t k1,
+                               int64_t k2, double e)
+    : add(shortcut && c1 == c2) {
+  const auto c_ = static_cast<int64_t>(static_cast<double>(c2) * e);
+  cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, c_, k1));
+  cv2 = register_module("cv2", std::make_shared<YoloConv>(c_, c2, k2, 1, true, g));
 }
 
 Tensor YoloBottleneck::forward(const Tensor& x) {
@@ -115,49 +175,46 @@ void YoloBottleneck::forward_into(const Tensor& x, Tensor& out) {
   ops::add(x, ops::as_layout(y, out), out);  // x: a slice of out's buffer, in its layout
 }
 
-C2f::C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut) : c(c2 / 2) {
+C2f::C2f(int64_t c1, int64_t c2, int64_t n, double e)
+    : c(static_cast<int64_t>(static_cast<double>(c2) * e)) {
   cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, 2 * c, 1));
   cv2 = register_module("cv2", std::make_shared<YoloConv>((2 + n) * c, c2, 1));
-  auto list = register_module("m", std::make_shared<ModuleDict>());
+  register_module("m", std::make_shared<ModuleDict>());
+}
+
+void C2f::add_block(std::shared_ptr<YoloLayer> b) {
+  auto list = std::static_pointer_cast<ModuleDict>(children().back().second);
+  m.push_back(list->add(std::to_string(m.size()), std::move(b)));
+}
+
+C2f::C2f(int64_t c1, int64_t c2, int64_t n, bool shortcut, int64_t g, double e)
+    : C2f(c1, c2, n, e) {
   for (int64_t i = 0; i < n; ++i)
-    m.push_back(list->add(std::to_string(i), std::make_shared<YoloBottleneck>(c, shortcut)));
+    add_block(std::make_shared<YoloBottleneck>(c, c, shortcut, g, 3, 3, 1.0));
 }
 
-namespace {
-// Whether the predict path writes concatenations in place: one image, folded convolutions (see
-// C2f::concat_in_place), not turned off by set_concat_in_place.
-bool in_place(const Tensor& x, const YoloConv& conv) {
-  return x.dim() == 4 && x.size(0) == 1 && conv.folds() &&
-         g_concat_in_place.load(std::memory_order_relaxed);
-}
-
-// A buffer (1, sum of pieces, h, w) whose pieces are written in place: in `layout` when every
-// piece is whole 16-channel blocks, else row-major (a partial block is not a run of memory).
-Tensor concat_buffer(Layout layout, const std::vector<int64_t>& pieces, int64_t h, int64_t w,
-                     const Tensor& like) {
-  int64_t channels = 0;
-  for (int64_t c : pieces) {
-    channels += c;
-    if (c % 16 != 0) layout = Layout::kStrided;
+C3k2::C3k2(int64_t c1, int64_t c2, int64_t n, bool c3k, double e, bool attn, int64_t g,
+           bool shortcut)
+    : C2f(c1, c2, n, e) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (attn) {
+      auto pair = std::make_shared<YoloSequential>();
+      pair->add(std::make_shared<YoloBottleneck>(c, c, shortcut, g));
+      pair->add(std::make_shared<PsaBlock>(c, 0.5, std::max<int64_t>(c / 64, 1)));
+      add_block(pair);
+    } else if (c3k) {
+      add_block(std::make_shared<C3>(c, c, 2, shortcut, g, 0.5, 3, 3));
+    } else {
+      add_block(std::make_shared<YoloBottleneck>(c, c, shortcut, g));
+    }
   }
-  return Tensor::empty_layout({1, channels, h, w}, like.dtype(), like.device(), layout);
 }
-
-// Channels [start, start + length) of a buffer of one image: a view (narrow of one run).
-Tensor channel_slice(const Tensor& buf, int64_t start, int64_t length) {
-  Tensor v = F::narrow(buf, 1, start, length);
-  HPCNET_CHECK(v.impl()->storage == buf.impl()->storage, "yolov8: a slice of a buffer is not a view");
-  return v;
-}
-
-int64_t out_channels(const YoloConv& c) { return c.conv->weight.size(0); }
-}  // namespace
 
 Tensor C2f::concat_in_place(const Tensor& x) {
   // Predict time, one image: the concatenation without a copy. Its (2 + n) c channels are
   // allocated first and every piece is written in its place: cv1's two halves at the start,
-  // each bottleneck's output after them (channel slices of one image are runs of memory, in
-  // NCHW and, in whole 16-channel blocks, in the blocked layout). The buffer is the cat.
+  // each block's output after them (channel slices of one image are runs of memory, in NCHW
+  // and, in whole 16-channel blocks, in the blocked layout). The buffer is the cat.
   const int64_t n = static_cast<int64_t>(m.size());
   Tensor cat = concat_buffer(
       ops::conv2d_output_layout(x, cv1->conv->weight.shape(), conv_params(*cv1->conv)),
@@ -175,8 +232,8 @@ Tensor C2f::concat_in_place(const Tensor& x) {
 
 Tensor C2f::forward(const Tensor& x) {
   // Ultralytics chunks cv1's output (B, 2c, H, W) in two and concatenates both halves with the
-  // bottlenecks' outputs. The two halves side by side are that output itself, so it goes into
-  // the concatenation whole; only the second half, the first bottleneck's input, is sliced out.
+  // blocks' outputs. The two halves side by side are that output itself, so it goes into the
+  // concatenation whole; only the second half, the first block's input, is sliced out.
   if (in_place(x, *cv1)) return cv2->forward(concat_in_place(x));
   Tensor y = cv1->forward(x);
   std::vector<Tensor> ys = {y};
@@ -186,47 +243,81 @@ Tensor C2f::forward(const Tensor& x) {
 }
 
 void C2f::forward_into(const Tensor& x, Tensor& out) {
-  HPCNET_CHECK(in_place(x, *cv1), "C2f::forward_into: only at predict time");
+  if (!in_place(x, *cv1)) return YoloLayer::forward_into(x, out);
   cv2->forward_into(concat_in_place(x), out);
 }
 
-Sppf::Sppf(int64_t c1, int64_t c2, int64_t k) {
+C3::C3(int64_t c1, int64_t c2, int64_t n, bool shortcut, int64_t g, double e, int64_t k1,
+       int64_t k2) {
+  const auto c_ = static_cast<int64_t>(static_cast<double>(c2) * e);
+  cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, c_, 1));
+  cv2 = register_module("cv2", std::make_shared<YoloConv>(c1, c_, 1));
+  cv3 = register_module("cv3", std::make_shared<YoloConv>(2 * c_, c2, 1));
+  m = register_module("m", std::make_shared<YoloSequential>());
+  for (int64_t i = 0; i < n; ++i)
+    m->add(std::make_shared<YoloBottleneck>(c_, c_, shortcut, g, k1, k2, 1.0));
+}
+
+Tensor C3::pieces(const Tensor& x) {
+  return F::cat({m->forward(cv1->forward(x)), cv2->forward(x)}, 1);
+}
+Tensor C3::forward(const Tensor& x) { return cv3->forward(pieces(x)); }
+void C3::forward_into(const Tensor& x, Tensor& out) { cv3->forward_into(pieces(x), out); }
+
+Sppf::Sppf(int64_t c1, int64_t c2, int64_t k, int64_t n, bool shortcut, bool cv1_act)
+    : n(n), add(shortcut && c1 == c2) {
   const int64_t h = c1 / 2;
-  cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, h, 1));
-  cv2 = register_module("cv2", std::make_shared<YoloConv>(h * 4, c2, 1));
+  cv1 = register_module("cv1", std::make_shared<YoloConv>(c1, h, 1, 1, cv1_act));
+  cv2 = register_module("cv2", std::make_shared<YoloConv>(h * (n + 1), c2, 1));
   pool = register_module("m", std::make_shared<MaxPool2d>(k, 1, k / 2));
 }
 
 Tensor Sppf::pyramid(const Tensor& x) {
   std::vector<Tensor> ys = {cv1->forward(x)};
-  for (int i = 0; i < 3; ++i) ys.push_back(pool->forward(ys.back()));
+  for (int64_t i = 0; i < n; ++i) ys.push_back(pool->forward(ys.back()));
   return F::cat(ys, 1);
 }
 
-Tensor Sppf::forward(const Tensor& x) { return cv2->forward(pyramid(x)); }
+Tensor Sppf::forward(const Tensor& x) {
+  Tensor y = cv2->forward(pyramid(x));
+  return add ? F::add(y, x) : y;
+}
 
-void Sppf::forward_into(const Tensor& x, Tensor& out) { cv2->forward_into(pyramid(x), out); }
+void Sppf::forward_into(const Tensor& x, Tensor& out) {
+  if (add) return YoloLayer::forward_into(x, out);
+  cv2->forward_into(pyramid(x), out);
+}
 
-YoloDetect::YoloDetect(int64_t nc, const std::vector<int64_t>& ch) : nc(nc) {
+YoloDetect::YoloDetect(int64_t nc, const std::vector<int64_t>& ch, bool legacy)
+    : nc(nc), legacy(legacy) {
   const int64_t c2 = std::max<int64_t>({16, ch[0] / 4, 4 * kRegMax});
   const int64_t c3 = std::max<int64_t>(ch[0], std::min<int64_t>(nc, 100));
   auto l2 = register_module("cv2", std::make_shared<ModuleDict>());
   auto l3 = register_module("cv3", std::make_shared<ModuleDict>());
   for (size_t i = 0; i < ch.size(); ++i) {
+    // Built level by level, box branch then class branch (the order of hpcnet's first yolov8,
+    // which fixes the initial weights' random draws).
     Branch b;
     auto s2 = l2->add(std::to_string(i), std::make_shared<Sequential>());
-    b.box1 = std::make_shared<YoloConv>(ch[i], c2, 3);
-    b.box2 = std::make_shared<YoloConv>(c2, c2, 3);
+    b.box = {std::make_shared<YoloConv>(ch[i], c2, 3), std::make_shared<YoloConv>(c2, c2, 3)};
     b.box_out = std::make_shared<Conv2d>(c2, 4 * kRegMax, 1);
-    s2->add(b.box1);
-    s2->add(b.box2);
+    for (auto& cv : b.box) s2->add(cv);
     s2->add(b.box_out);
     auto s3 = l3->add(std::to_string(i), std::make_shared<Sequential>());
-    b.cls1 = std::make_shared<YoloConv>(ch[i], c3, 3);
-    b.cls2 = std::make_shared<YoloConv>(c3, c3, 3);
+    if (legacy) {
+      b.cls = {std::make_shared<YoloConv>(ch[i], c3, 3), std::make_shared<YoloConv>(c3, c3, 3)};
+      for (auto& cv : b.cls) s3->add(cv);
+    } else {  // (DWConv 3x3, Conv 1x1) twice
+      for (int64_t cin : {ch[i], c3}) {
+        auto pair = std::make_shared<Sequential>();
+        b.cls.push_back(std::make_shared<YoloConv>(cin, cin, 3, 1, true, cin));
+        b.cls.push_back(std::make_shared<YoloConv>(cin, c3, 1));
+        pair->add(b.cls[b.cls.size() - 2]);
+        pair->add(b.cls.back());
+        s3->add(pair);
+      }
+    }
     b.cls_out = std::make_shared<Conv2d>(c3, nc, 1);
-    s3->add(b.cls1);
-    s3->add(b.cls2);
     s3->add(b.cls_out);
     branches.push_back(b);
   }
@@ -249,19 +340,18 @@ YoloDetect::YoloDetect(int64_t nc, const std::vector<int64_t>& ch) : nc(nc) {
 }
 
 Outputs YoloDetect::forward_levels(const Outputs& feats) {
-  HPCNET_REQUIRE(feats.size() == branches.size(), "yolo Detect: expected " +
-                                                      std::to_string(branches.size()) +
-                                                      " feature maps, got " +
-                                                      std::to_string(feats.size()));
+  HPCNET_REQUIRE(feats.size() == branches.size(),
+                 "yolo Detect: expected " + std::to_string(branches.size()) +
+                     " feature maps, got " + std::to_string(feats.size()));
   std::vector<Tensor> boxes, scores;
   for (size_t i = 0; i < branches.size(); ++i) {
     const Branch& b = branches[i];
-    const Tensor& x = feats[i];
-    const int64_t B = x.size(0), hw = x.size(2) * x.size(3);
-    Tensor box = b.box_out->forward(b.box2->forward(b.box1->forward(x)));
-    Tensor cls = b.cls_out->forward(b.cls2->forward(b.cls1->forward(x)));
-    boxes.push_back(F::reshape(box, {B, 4 * kRegMax, hw}));
-    scores.push_back(F::reshape(cls, {B, nc, hw}));
+    const int64_t B = feats[i].size(0), hw = feats[i].size(2) * feats[i].size(3);
+    Tensor box = feats[i], cls = feats[i];
+    for (auto& cv : b.box) box = cv->forward(box);
+    for (auto& cv : b.cls) cls = cv->forward(cls);
+    boxes.push_back(F::reshape(b.box_out->forward(box), {B, 4 * kRegMax, hw}));
+    scores.push_back(F::reshape(b.cls_out->forward(cls), {B, nc, hw}));
   }
   return {F::cat(boxes, 2), F::cat(scores, 2)};
 }
@@ -269,90 +359,5 @@ Outputs YoloDetect::forward_levels(const Outputs& feats) {
 Tensor YoloDetect::forward(const Tensor&) {
   throw InputError("yolo Detect takes the three feature maps: call forward_levels");
 }
-
-YoloV8::YoloV8(double depth, double width, int64_t max_channels, int64_t num_classes) {
-  auto ch = [&](int64_t c) { return make_divisible(static_cast<double>(std::min(c, max_channels)) * width); };
-  auto rep = [&](int64_t n) { return std::max<int64_t>(std::llround(static_cast<double>(n) * depth), 1); };
-  auto model = register_module("model", std::make_shared<ModuleDict>());
-  auto conv = [&](int idx, int64_t c1, int64_t c2, int64_t k, int64_t s) {
-    return model->add(std::to_string(idx), std::make_shared<YoloConv>(c1, c2, k, s));
-  };
-  auto c2f = [&](int idx, int64_t c1, int64_t c2, int64_t n, bool shortcut) {
-    return model->add(std::to_string(idx), std::make_shared<C2f>(c1, c2, n, shortcut));
-  };
-  const int64_t w64 = ch(64), w128 = ch(128), w256 = ch(256), w512 = ch(512), w1024 = ch(1024);
-  // backbone
-  l0 = conv(0, 3, w64, 3, 2);
-  l1 = conv(1, w64, w128, 3, 2);
-  l2 = c2f(2, w128, w128, rep(3), true);
-  l3 = conv(3, w128, w256, 3, 2);
-  l4 = c2f(4, w256, w256, rep(6), true);  // P3/8
-  l5 = conv(5, w256, w512, 3, 2);
-  l6 = c2f(6, w512, w512, rep(6), true);  // P4/16
-  l7 = conv(7, w512, w1024, 3, 2);
-  l8 = c2f(8, w1024, w1024, rep(3), true);
-  l9 = model->add("9", std::make_shared<Sppf>(w1024, w1024, 5));  // P5/32
-  // head (10 and 13 upsample, 11/14/17/20 concat: no parameters)
-  l12 = c2f(12, w1024 + w512, w512, rep(3), false);
-  l15 = c2f(15, w512 + w256, w256, rep(3), false);  // P3 out
-  l16 = conv(16, w256, w256, 3, 2);
-  l18 = c2f(18, w256 + w512, w512, rep(3), false);  // P4 out
-  l19 = conv(19, w512, w512, 3, 2);
-  l21 = c2f(21, w512 + w1024, w1024, rep(3), false);  // P5 out
-  detect = model->add("22", std::make_shared<YoloDetect>(num_classes,
-                                                          std::vector<int64_t>{w256, w512, w1024}));
-}
-
-Outputs YoloV8::forward_all(const Tensor& x) {
-  HPCNET_REQUIRE(x.dim() == 4 && x.size(1) == 3 && x.size(2) % 32 == 0 && x.size(3) % 32 == 0,
-                 "yolov8 takes (N, 3, H, W) images with H and W multiples of 32, got " +
-                     shape_str(x.shape()));
-  Tensor y = l2->forward(l1->forward(l0->forward(x)));
-  if (in_place(x, *l0)) return predict_in_place(y);
-  Tensor p3 = l4->forward(l3->forward(y));
-  Tensor p4 = l6->forward(l5->forward(p3));
-  Tensor p5 = l9->forward(l8->forward(l7->forward(p4)));
-  Tensor h12 = l12->forward(F::cat({F::upsample_nearest2d(p5, 2), p4}, 1));
-  Tensor h15 = l15->forward(F::cat({F::upsample_nearest2d(h12, 2), p3}, 1));
-  Tensor h18 = l18->forward(F::cat({l16->forward(h15), h12}, 1));
-  Tensor h21 = l21->forward(F::cat({l19->forward(h18), p5}, 1));
-  return detect->forward_levels({h15, h18, h21});
-}
-
-Outputs YoloV8::predict_in_place(const Tensor& y) {
-  // The neck's four concatenations at predict time (one image): each buffer is allocated before
-  // its pieces are made, and each piece is written in its place by the layer that makes it (p3,
-  // p4 and p5 by the last convolutions of layers 4, 6 and 9; the upsampled maps; layers 12, 16
-  // and 19), so no concatenation is copied. Layers 15, 18 and 21 read the buffers.
-  const int64_t H = y.size(2), W = y.size(3);  // y: stride 4
-  const int64_t c3 = out_channels(*l4->cv2), c4 = out_channels(*l6->cv2),
-                c5 = out_channels(*l9->cv2), c12 = out_channels(*l12->cv2),
-                c16 = out_channels(*l16), c19 = out_channels(*l19);
-  const Layout layout = y.layout();  // the layout the backbone's convolutions leave
-  Tensor cat11 = concat_buffer(layout, {c5, c4}, H / 4, W / 4, y),
-         cat14 = concat_buffer(layout, {c12, c3}, H / 2, W / 2, y),
-         cat17 = concat_buffer(layout, {c16, c12}, H / 4, W / 4, y),
-         cat20 = concat_buffer(layout, {c19, c5}, H / 8, W / 8, y);
-  auto upsample_into = [](const Tensor& src, Tensor dst) {
-    ops::upsample_nearest2d_forward(ops::as_layout(src, dst), dst, 2);
-  };
-  Tensor p3 = channel_slice(cat14, c12, c3), p4 = channel_slice(cat11, c5, c4),
-         p5 = channel_slice(cat20, c19, c5), h12 = channel_slice(cat17, c16, c12);
-  l4->forward_into(l3->forward(y), p3);
-  l6->forward_into(l5->forward(p3), p4);
-  l9->forward_into(l8->forward(l7->forward(p4)), p5);
-  upsample_into(p5, channel_slice(cat11, 0, c5));
-  l12->forward_into(cat11, h12);
-  upsample_into(h12, channel_slice(cat14, 0, c12));
-  Tensor h15 = l15->forward(cat14);
-  Tensor d16 = channel_slice(cat17, 0, c16), d19 = channel_slice(cat20, 0, c19);
-  l16->forward_into(h15, d16);
-  Tensor h18 = l18->forward(cat17);
-  l19->forward_into(h18, d19);
-  Tensor h21 = l21->forward(cat20);
-  return detect->forward_levels({h15, h18, h21});
-}
-
-Tensor YoloV8::forward(const Tensor& x) { return forward_all(x)[1]; }
 
 }  // namespace hpcnet::nn

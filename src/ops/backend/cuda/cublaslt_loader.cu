@@ -111,4 +111,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l
   HPCNET_LT_FORWARD(cublasLtMatrixLayoutDestroy, CUBLAS_STATUS_NOT_INITIALIZED, layout);
 }
 
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
+                                                             cublasLtMatrixLayoutAttribute_t attr,
+                                                             const void* buf, size_t bytes) {
+  HPCNET_LT_FORWARD(cublasLtMatrixLayoutSetAttribute, CUBLAS_STATUS_NOT_INITIALIZED, layout, attr,
+                    buf, bytes);
+}
+
 }  // extern "C"
