@@ -80,7 +80,10 @@ its neck (1e-6 at model.8, 4e-5 at C2PSA, 4e-4 at model.22), training-mode Batch
 32 values at P5 and P4 (a 128x128 input only brings it to 2.4e-4). An implementation's float32
 result is as far from exact as Ultralytics' is, so the C++ test allows about 10x those figures for
 whole tensors, and for each parameter's norm and dot 10 x max(|f32 - f64| of that parameter,
-the model's median relative difference x |f64|).
+the model's 90th percentile of the relative differences x |f64|): another float32
+implementation's error on a parameter is not Ultralytics' (the dots' errors are long-tailed,
+yolo11n's 90th percentile is 7x its median). hpcnet's yolov8m does not meet this (it is about
+20x less accurate than PyTorch in training-mode float32): see kYolov8m in the test.
 
 Zero gradients. A parameter whose float64 gradient norm is below ZERO_GRAD (1e-15) times the
 model's largest is zero in exact arithmetic (yolo11n: three BatchNorm biases in C2PSA, see

@@ -14,7 +14,10 @@
 // is not (outputs 4e-4, gradient norms 6.8e-3: training-mode BatchNorm over 8 and 32 values at
 // P5 and P4 loses digits through its neck). A float32 implementation is as far from exact as
 // Ultralytics is, so whole tensors get about 10x the measured figure; each parameter's norm and
-// projection gets 10x max(its own float32-float64 difference in the fixture, the model's median).
+// projection gets 10x max(its own float32-float64 difference in the fixture, the model's 90th
+// percentile of those): a parameter Ultralytics happened to get nearly exact is not held to that
+// luck (the projections' errors are long-tailed: yolo11n's median 3.7e-4, 90th percentile 2.6e-3,
+// largest 2.5e-2, relative to ||g|| rms(u)).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +53,7 @@ struct Case {
   double out_eval;    // eval raw outputs             [2.4e-6, 6.2e-6]
   double pred_eval;   // decoded eval predictions     [1.5e-7, 0 (saturated, see below)]
   // 0: each parameter's gradient norm and projection within 10x max(Ultralytics' own float32
-  // error on it, the model's median) of Ultralytics' float32 value. Else: within this fraction of
+  // error on it, the model's 90th percentile) of Ultralytics' float32 value. Else: within this fraction of
   // the float64 value (dots: of ||g|| rms(u)), and the median relative error of the norms within
   // grad_median; the yolov8m case, see kYolov8m.
   double grad_vs_f64 = 0, grad_median = 0;
@@ -65,7 +68,7 @@ const Case kYolo11n{"yolo11n", 23, 4e-3, 1e-5, 6e-4, 2.5e-4, 2.5e-3, 3e-2, 3e-5,
 // accuracy (7.6e-6 against 6.2e-6): the digits are lost in training-mode BatchNorm. Until that is
 // fixed, the gradients are held to 2e-2 per parameter and 1e-3 median (about 2x and 4x the
 // present figures, 10x to 100x Ultralytics'), and the full gradients to 3e-3 (hpcnet 1.35e-3).
-// The strict rule of yolo11n fails here by up to 26x (norms) and 36x (projections).
+// The strict rule of yolo11n fails here by up to 16x (norms) and 18x (projections).
 const Case kYolov8m{"yolov8m", 22, 1e-4, 1e-5, 2e-5, 5e-6, 1e-4, 3e-3, 6e-5, 1e-5, 2e-2, 1e-3};
 
 const SafetensorsFile& golden() {
@@ -169,8 +172,9 @@ void check_parameter_gradients(const Case& c, nn::Module& m, const nn::Outputs& 
   const auto digest = g.at(p + "grad_digest").to_vector_f64();  // (P, 4): norm, dot, norm64, dot64
   const size_t P = names.size();
   ASSERT_EQ(digest.size(), 4 * P);
-  // The model's median float32-float64 differences (norms relative to the norm, dots relative to
-  // ||g|| rms(u)) over the parameters whose gradient is not zero in exact arithmetic.
+  // The model's float32-float64 differences (norms relative to the norm, dots relative to
+  // ||g|| rms(u)) over the parameters whose gradient is not zero in exact arithmetic: their median
+  // (printed) and 90th percentile (the floor of the tolerances).
   double max_norm = 0;
   for (size_t i = 0; i < P; ++i) max_norm = std::max(max_norm, digest[4 * i + 2]);
   auto is_zero = [&](size_t i) { return digest[4 * i + 2] <= 1e-15 * max_norm; };
@@ -189,11 +193,13 @@ void check_parameter_gradients(const Case& c, nn::Module& m, const nn::Outputs& 
     dot_rel.push_back(std::abs(digest[4 * i + 1] - digest[4 * i + 3]) / scale);
   }
   ASSERT_FALSE(norm_rel.empty());
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
+  auto quantile = [](std::vector<double> v, double q) {
+    const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
   };
-  const double norm_med = median(norm_rel), dot_med = median(dot_rel);
+  const double norm_med = quantile(norm_rel, 0.5), norm_p90 = quantile(norm_rel, 0.9),
+               dot_p90 = quantile(dot_rel, 0.9);
 
   std::map<std::string, const Tensor*> grads;
   auto params = m.named_parameters();
@@ -225,8 +231,8 @@ void check_parameter_gradients(const Case& c, nn::Module& m, const nn::Outputs& 
       tol_norm = tol_dot = 1e-6 * max_norm;
     } else {
       const double scale = digest[4 * i + 2] * rms_u(static_cast<int64_t>(gv.size()));
-      tol_norm = 10 * std::max(std::abs(ref_norm - digest[4 * i + 2]), norm_med * digest[4 * i + 2]);
-      tol_dot = 10 * std::max(std::abs(ref_dot - digest[4 * i + 3]), dot_med * scale);
+      tol_norm = 10 * std::max(std::abs(ref_norm - digest[4 * i + 2]), norm_p90 * digest[4 * i + 2]);
+      tol_dot = 10 * std::max(std::abs(ref_dot - digest[4 * i + 3]), dot_p90 * scale);
       if (c.grad_vs_f64 > 0) {  // against the float64 values instead (see kYolov8m)
         tol_norm = std::abs(ref_norm - digest[4 * i + 2]) + c.grad_vs_f64 * digest[4 * i + 2];
         tol_dot = std::abs(ref_dot - digest[4 * i + 3]) + c.grad_vs_f64 * scale;
