@@ -1,8 +1,9 @@
 // A small reference interpreter of ONNX graphs for the export tests: runs a ModelProto on the
 // host in plain float32 loops, straight from the operator specification (opset 17), for
 // the node types hpcnet's exporter writes for YOLOv8 (Conv, BatchNormalization, Sigmoid, Relu,
-// Add, Sub, Mul, Div with numpy broadcasting, Erf, Tanh (GELU), MaxPool, Resize nearest, Concat, Slice, Reshape,
-// Softmax, ReduceSum). Written for correctness, not speed; an unknown node type is a test failure.
+// Add, Sub, Mul, Div with numpy broadcasting, Erf, Tanh (GELU), MaxPool, Resize nearest, Concat,
+// Slice, Reshape, Softmax, ReduceSum; grouped Conv, 3-D MatMul and Transpose for YOLO11's attention
+// and DWConv). Written for correctness, not speed; an unknown node type is a test failure.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -98,11 +99,12 @@ Value broadcast(const Value& a, const Value& b, Fn fn) {
 }
 
 inline Value conv(const onnx::NodeProto& n, const Value& x, const Value& w, const Value* b) {
-  if (attr_i(n, "group", 1) != 1) throw std::runtime_error("Conv: group != 1");
+  const int64_t G = attr_i(n, "group", 1);  // output k reads input channels of its group
   const auto st = attr_ints(n, "strides", {1, 1}), pd = attr_ints(n, "pads", {0, 0, 0, 0}),
              dl = attr_ints(n, "dilations", {1, 1});
   const int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
-  const int64_t K = w.dims[0], R = w.dims[2], S = w.dims[3];
+  const int64_t K = w.dims[0], R = w.dims[2], S = w.dims[3], CG = w.dims[1];
+  if (CG * G != C || K % G != 0) throw std::runtime_error("Conv: weight does not fit the groups");
   const int64_t P = (H + pd[0] + pd[2] - dl[0] * (R - 1) - 1) / st[0] + 1;
   const int64_t Q = (W + pd[1] + pd[3] - dl[1] * (S - 1) - 1) / st[1] + 1;
   Value y;
@@ -113,15 +115,16 @@ inline Value conv(const onnx::NodeProto& n, const Value& x, const Value& w, cons
       for (int64_t p = 0; p < P; ++p)
         for (int64_t q = 0; q < Q; ++q) {
           float acc = b ? b->f[static_cast<size_t>(k)] : 0.f;
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t cg = 0; cg < CG; ++cg)
             for (int64_t r = 0; r < R; ++r) {
+              const int64_t c = k / (K / G) * CG + cg;
               const int64_t h = p * st[0] - pd[0] + r * dl[0];
               if (h < 0 || h >= H) continue;
               for (int64_t s = 0; s < S; ++s) {
                 const int64_t ww = q * st[1] - pd[1] + s * dl[1];
                 if (ww < 0 || ww >= W) continue;
                 acc += x.f[static_cast<size_t>(((nn * C + c) * H + h) * W + ww)] *
-                       w.f[static_cast<size_t>(((k * C + c) * R + r) * S + s)];
+                       w.f[static_cast<size_t>(((k * CG + cg) * R + r) * S + s)];
               }
             }
           y.f[static_cast<size_t>(((nn * K + k) * P + p) * Q + q)] = acc;
@@ -251,6 +254,44 @@ inline Value softmax(const onnx::NodeProto& n, const Value& x) {
   return y;
 }
 
+// MatMul of two 3-D values with one batch size (numpy's matmul for that case).
+inline Value matmul(const Value& a, const Value& b) {
+  if (a.dims.size() != 3 || b.dims.size() != 3 || a.dims[0] != b.dims[0] || a.dims[2] != b.dims[1])
+    throw std::runtime_error("MatMul: only (B, M, K) x (B, K, N)");
+  const int64_t B = a.dims[0], M = a.dims[1], K = a.dims[2], N = b.dims[2];
+  Value y;
+  y.dims = {B, M, N};
+  y.f.assign(static_cast<size_t>(y.numel()), 0.f);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t nn = 0; nn < N; ++nn) {
+        float acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += a.f[static_cast<size_t>((i * M + m) * K + k)] *
+                 b.f[static_cast<size_t>((i * K + k) * N + nn)];
+        y.f[static_cast<size_t>((i * M + m) * N + nn)] = acc;
+      }
+  return y;
+}
+
+// Transpose of a 3-D value by perm.
+inline Value transpose(const onnx::NodeProto& n, const Value& x) {
+  const auto perm = attr_ints(n, "perm", {2, 1, 0});
+  if (x.dims.size() != 3 || perm.size() != 3) throw std::runtime_error("Transpose: 3-D only");
+  Value y;
+  for (int64_t p : perm) y.dims.push_back(x.dims[static_cast<size_t>(p)]);
+  y.f.resize(x.f.size());
+  int64_t at[3];
+  for (at[0] = 0; at[0] < x.dims[0]; ++at[0])
+    for (at[1] = 0; at[1] < x.dims[1]; ++at[1])
+      for (at[2] = 0; at[2] < x.dims[2]; ++at[2]) {
+        const int64_t i = at[perm[0]], j = at[perm[1]], k = at[perm[2]];
+        y.f[static_cast<size_t>((i * y.dims[1] + j) * y.dims[2] + k)] =
+            x.f[static_cast<size_t>((at[0] * x.dims[1] + at[1]) * x.dims[2] + at[2])];
+      }
+  return y;
+}
+
 inline Value reduce_sum(const onnx::NodeProto& n, const Value& x, const Value& axes) {
   if (axes.i.size() != 1) throw std::runtime_error("ReduceSum: one axis only");
   const int64_t axis = norm_axis(axes.i[0], x.dims.size());
@@ -341,6 +382,10 @@ inline std::map<std::string, Value> run(const onnx::ModelProto& m, const Value& 
       y = slice(in(0), in(1), in(2), in(3), opt(4));
     } else if (t == "Reshape") {
       y = reshape(in(0), in(1));
+    } else if (t == "MatMul") {
+      y = matmul(in(0), in(1));
+    } else if (t == "Transpose") {
+      y = transpose(n, in(0));
     } else if (t == "Softmax") {
       y = softmax(n, in(0));
     } else if (t == "ReduceSum") {

@@ -385,3 +385,86 @@ TEST(Export, RefusesAnOpThatIsNotExportableWithItsReason) {
                           "detection loss"));
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }
+
+namespace {
+// softmax, bmm and depthwise_conv2d (YOLO11's attention and DWConv): each exported graph, run
+// from the ONNX specification, gives what hpcnet computed for the traced input (1, 3, 6, 6).
+onnx::ModelProto yolo11_op_round_trip(nn::Module& model, const std::string& op,
+                                      const std::map<std::string, int>& want_nodes) {
+  TempDir dir("export_" + op);
+  exporting::OnnxOptions o;
+  o.height = o.width = 6;
+  const fs::path file = dir / (op + ".onnx");
+  const exporting::OnnxResult r = exporting::export_onnx(model, o, file.string());
+  onnx::ModelProto m = read_model(file);
+  EXPECT_EQ(check(m), "") << op;
+  const auto ops = op_types(m);
+  for (const auto& [type, n] : want_nodes) EXPECT_EQ(count(ops, type), n) << op << " " << type;
+  test_util::onnx_eval::Value in;
+  in.dims = r.sample_input.shape();
+  const float* px = r.sample_input.data<float>();
+  in.f.assign(px, px + r.sample_input.numel());
+  const auto out = test_util::onnx_eval::run(m, in).at("output");
+  EXPECT_EQ(out.dims, r.sample_output.shape()) << op;
+  if (out.dims != r.sample_output.shape()) return m;
+  const float* want = r.sample_output.data<float>();
+  double worst = 0;
+  for (size_t i = 0; i < out.f.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(out.f[i] - want[i])));
+  EXPECT_LT(worst, 1e-5) << op;
+  return m;
+}
+
+// softmax over the last dim, then over the channels.
+struct SoftmaxNet : nn::Module {
+  Tensor forward(const Tensor& x) override {
+    return F::softmax(F::mul_scalar(F::softmax(F::mul_scalar(x, 4.0), -1), 3.0), 1);
+  }
+};
+// YOLO11's attention products on (3, 6, 6): q^T k, then v attn^T, then a plain product.
+struct BmmNet : nn::Module {
+  Tensor forward(const Tensor& x) override {
+    const Tensor a = F::reshape(x, {3, 6, 6});
+    const Tensor attn = F::bmm(a, F::mul_scalar(a, 0.5), true, false);
+    return F::reshape(F::bmm(F::bmm(a, attn, false, true), a), {1, 3, 6, 6});
+  }
+};
+// Depthwise Conv2d modules (groups = 3): 3x3 with bias, then stride 2, dilation 2, no bias.
+struct DepthwiseNet : nn::Module {
+  std::shared_ptr<nn::Conv2d> a, b;
+  DepthwiseNet() {
+    a = register_module("a", std::make_shared<nn::Conv2d>(3, 3, 3, 1, 1, true, 1, 3));
+    b = register_module("b", std::make_shared<nn::Conv2d>(3, 3, 3, 2, 2, false, 2, 3));
+  }
+  Tensor forward(const Tensor& x) override { return b->forward(a->forward(x)); }
+};
+
+const bool kYolo11OpsRoundTripRegistered = [] {
+  test_util::register_op_check(
+      "softmax", "OnnxRoundTrip",
+      [] {
+        SoftmaxNet m;
+        yolo11_op_round_trip(m, "softmax", {{"Softmax", 2}});
+      },
+      __FILE__, __LINE__);
+  test_util::register_op_check(
+      "bmm", "OnnxRoundTrip",
+      [] {
+        BmmNet m;
+        yolo11_op_round_trip(m, "bmm", {{"MatMul", 3}, {"Transpose", 2}});
+      },
+      __FILE__, __LINE__);
+  test_util::register_op_check(
+      "depthwise_conv2d", "OnnxRoundTrip",
+      [] {
+        DepthwiseNet m;
+        m.eval();
+        const onnx::ModelProto g = yolo11_op_round_trip(m, "depthwise_conv2d", {{"Conv", 2}});
+        for (const auto& n : g.graph().node())
+          for (const auto& a : n.attribute())
+            if (a.name() == "group") EXPECT_EQ(a.i(), 3);
+      },
+      __FILE__, __LINE__);
+  return true;
+}();
+}  // namespace

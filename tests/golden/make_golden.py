@@ -353,6 +353,18 @@ def make_ops():
     # GELU (drawn last, so every entry above keeps its values).
     record("gelu", [("x", rand(3, 5, 4) * 3)], lambda x: F.gelu(x))
     record("gelu_tanh", [("x", rand(3, 5, 4) * 3)], lambda x: F.gelu(x, approximate="tanh"))
+    # YOLO11's attention and DWConv ops (drawn after GELU, so every entry above keeps its values).
+    record("softmax_last", [("x", rand(2, 3, 6) * 2)], lambda x: torch.softmax(x, dim=-1))
+    record("softmax_dim1", [("x", rand(2, 4, 3, 2) * 2)], lambda x: torch.softmax(x, dim=1))
+    record("bmm", [("a", rand(2, 3, 4)), ("b", rand(2, 4, 5))], torch.bmm)
+    record("bmm_ta", [("a", rand(3, 4, 5)), ("b", rand(3, 4, 2))],
+           lambda a, b: torch.bmm(a.transpose(1, 2), b))
+    record("bmm_tb", [("a", rand(2, 3, 4)), ("b", rand(2, 5, 4))],
+           lambda a, b: torch.bmm(a, b.transpose(1, 2)))
+    record("depthwise_conv2d", [("x", rand(2, 3, 7, 7)), ("w", rand(3, 1, 3, 3)), ("b", rand(3))],
+           lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1, groups=3))
+    record("depthwise_conv2d_s2d2", [("x", rand(2, 4, 9, 8)), ("w", rand(4, 1, 3, 3))],
+           lambda x, w: F.conv2d(x, w, None, stride=2, padding=2, dilation=2, groups=4))
 
     meta = {
         "torch_version": torch.__version__,
@@ -406,6 +418,14 @@ def make_ops():
                               + SMP_NOTE,
         "gelu": "F.gelu(x (3,5,4) * 3), approximate='none' (erf)",
         "gelu_tanh": "F.gelu(x (3,5,4) * 3, approximate='tanh')",
+        "softmax_last": "torch.softmax(x (2,3,6) * 2, dim=-1)",
+        "softmax_dim1": "torch.softmax(x (2,4,3,2) * 2, dim=1)",
+        "bmm": "torch.bmm(a (2,3,4), b (2,4,5))",
+        "bmm_ta": "torch.bmm(a (3,4,5).transpose(1, 2), b (3,4,2)) (q^T k)",
+        "bmm_tb": "torch.bmm(a (2,3,4), b (2,5,4).transpose(1, 2)) (v attn^T)",
+        "depthwise_conv2d": "F.conv2d(x (2,3,7,7), w (3,1,3,3), b (3,), padding=1, groups=3)",
+        "depthwise_conv2d_s2d2": "F.conv2d(x (2,4,9,8), w (4,1,3,3), None, stride=2, padding=2, "
+                                 "dilation=2, groups=4)",
     }
     return entries, meta
 

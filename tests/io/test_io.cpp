@@ -488,7 +488,7 @@ TEST(IoGolden, LenetFixtureLoadsWithExpectedEntries) {
 
 TEST(IoGolden, OpsFixtureIsSelfConsistent) {
   const auto f = hpcnet::load_safetensors(golden("ops_golden.safetensors"));
-  EXPECT_EQ(f.tensors.size(), 152u);  // see tests/golden/README.md
+  EXPECT_EQ(f.tensors.size(), 192u);  // see tests/golden/README.md
   for (const auto& [name, t] : f.tensors)
     EXPECT_EQ(t.dtype(), name.ends_with(".target") ? DType::kInt64 : DType::kFloat64) << name;
   EXPECT_NEAR(f.at("cross_entropy.y").item(),

@@ -124,6 +124,19 @@ std::vector<GoldenCase> golden_cases() {
       {"reshape", "flatten", {"x"}, [](auto& v) { return F::flatten(v[0], 1); }},
       {"gelu", "gelu", {"x"}, [](auto& v) { return F::gelu(v[0]); }},
       {"gelu", "gelu_tanh", {"x"}, [](auto& v) { return F::gelu(v[0], "tanh"); }},
+      {"softmax", "softmax_last", {"x"}, [](auto& v) { return F::softmax(v[0], -1); }},
+      {"softmax", "softmax_dim1", {"x"}, [](auto& v) { return F::softmax(v[0], 1); }},
+      {"bmm", "bmm", {"a", "b"}, [](auto& v) { return F::bmm(v[0], v[1]); }},
+      {"bmm", "bmm_ta", {"a", "b"}, [](auto& v) { return F::bmm(v[0], v[1], true, false); }},
+      {"bmm", "bmm_tb", {"a", "b"}, [](auto& v) { return F::bmm(v[0], v[1], false, true); }},
+      {"depthwise_conv2d",
+       "depthwise_conv2d",
+       {"x", "w", "b"},
+       [](auto& v) { return F::depthwise_conv2d(v[0], v[1], v[2], 1, 1); }},
+      {"depthwise_conv2d",
+       "depthwise_conv2d_s2d2",
+       {"x", "w"},
+       [](auto& v) { return F::depthwise_conv2d(v[0], v[1], Tensor(), 2, 2, 2); }},
   };
 }
 
@@ -135,7 +148,9 @@ const bool kGoldensRegistered = [] {
         op, "PyTorchGoldenFloat64",
         [op] {
           for (const GoldenCase& c : golden_cases())
-            if (c.op == op) check_op(ops_golden(), c.prefix, c.inputs, c.fn);
+            if (c.op == op)
+              std::printf("[ golden   ] %-28s max |hpcnet - torch| = %.3g\n", c.prefix,
+                          check_op(ops_golden(), c.prefix, c.inputs, c.fn));
         },
         __FILE__, __LINE__);
   return true;

@@ -2,7 +2,8 @@
 // the N C planes (forward, backward data) or over the C channels (weight and bias gradients, so
 // each thread owns its channel's sums: the same result for any thread count). Each filter tap
 // runs along an output row (a contiguous loop at stride 1, which vectorises), over the columns
-// whose tap lies inside the input (math::dw_valid_range): no test per element.
+// whose tap lies inside the input (math::dw_valid_range): no test per element. The weight
+// gradient's row sums are OpenMP simd reductions (vector lanes, then their sum).
 #include <cstdint>
 #include <cstring>
 
@@ -125,11 +126,18 @@ void depthwise_conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor
           const int64_t off = s * g.dil_w - g.pad_w;
           const T* yr = dyp + oh * g.q;
           T acc = 0;
-          for (int64_t ow = lo; ow < hi; ++ow) acc += yr[ow] * xr[ow * g.st_w + off];
+          if (g.st_w == 1) {
+#pragma omp simd reduction(+ : acc)
+            for (int64_t ow = lo; ow < hi; ++ow) acc += yr[ow] * xr[ow + off];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) acc += yr[ow] * xr[ow * g.st_w + off];
+          }
           f[r * g.s + s] += acc;
         });
-        if (pdb)
+        if (pdb) {
+#pragma omp simd reduction(+ : bias)
           for (int64_t k = 0; k < g.p * g.q; ++k) bias += dyp[k];
+        }
       }
       if (pdb) pdb[ch] = bias;
     }

@@ -20,7 +20,7 @@ std::string emit_mul_scalar(OnnxGraph& b, const trace::Record& r) {
   const std::string s = b.const_f32("scale", {static_cast<float>(r.attrs.at("s"))}, true);
   return onnx_node(b, "Mul", op_name::mul, {onnx_input(b, r, 0), s});
 }
-// Flatten for flatten(x, 1), else Reshape keeping dim 0 (0), so any batch size runs.
+// Flatten for flatten(x, 1), else Reshape keeping dim 0 (0) or inferring it (-1).
 std::string emit_reshape(OnnxGraph& b, const trace::Record& r) {
   const Shape& from = r.inputs.at(0).shape();
   const Shape& to = r.output.shape();
@@ -30,7 +30,9 @@ std::string emit_reshape(OnnxGraph& b, const trace::Record& r) {
     return y;
   }
   std::vector<int64_t> dims(to.begin(), to.end());
-  if (!from.empty() && !dims.empty() && dims[0] == from[0]) dims[0] = 0;  // 0: keep dim 0
+  // 0 keeps dim 0; another dim 0 (a batch folded into or out of it: YOLO11's attention heads,
+  // (B, C, H, W) <-> (B nh, c, N)) is -1, inferred from the other dims, so any batch size runs.
+  if (!from.empty() && !dims.empty()) dims[0] = dims[0] == from[0] ? 0 : -1;
   b.node("Reshape", {onnx_input(b, r, 0), b.const_i64("shape", dims)}, {y});
   return y;
 }

@@ -16,6 +16,8 @@
 #include "src/nn/models/yolo.h"
 #include "test_util.h"
 
+namespace fs = std::filesystem;
+
 using namespace hpcnet;
 using test_util::fill_from_formula;
 using test_util::rel_err;
@@ -274,4 +276,40 @@ TEST(Yolo, PredictPathMatchesThePlainPath) {
       EXPECT_EQ(in_place[k].to_vector(), folded[k].to_vector()) << k;
     }
   }
+}
+
+// The command on a tiny dataset: yolo11n trains an epoch and evaluates, its model file predicts
+// and exports to ONNX; a model YAML path serves as the model name (train, and eval from its file).
+TEST(YoloCli, Yolo11TrainsEvaluatesPredictsAndExports) {
+  test_util::TempDir tmp{"yolo11_cli"};
+  const fs::path dir = tmp.path();
+  test_util::write_tiny_detect(dir / "data", 8, 4);
+  const std::string yaml = (dir / "data" / "data.yaml").string();
+  test_util::write_file(dir / "yolo11n.yaml", kYolo11Yaml);
+  auto train = [&](const std::string& model, const std::string& out) {
+    return test_util::run_hpcnet(
+        {"train", "--model", model, "--data", yaml, "--imgsz", "64", "--epochs", "1",
+         "--batch-size", "4", "--workers", "0", "--threads", "2", "--out", (dir / out).string()},
+        dir);
+  };
+  for (const std::string model : {std::string("yolo11n"), (dir / "yolo11n.yaml").string()}) {
+    SCOPED_TRACE(model);
+    const std::string out = model == "yolo11n" ? "run" : "run_yaml";
+    test_util::RunResult r = train(model, out);
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("% mAP50 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+    const std::string w = (dir / out / "model.safetensors").string();
+    r = test_util::run_hpcnet({"eval", "--weights", w, "--data", yaml, "--split", "val"}, dir);
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_EQ(test_util::split_lines(r.out).back().rfind("val: mAP50-95: ", 0), 0u) << r.out;
+  }
+  const std::string w = (dir / "run" / "model.safetensors").string();
+  test_util::RunResult r = test_util::run_hpcnet(
+      {"predict", "--weights", w, (dir / "data" / "images" / "val" / "000.jpg").string(), "--json"},
+      dir);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  r = test_util::run_hpcnet({"export", "--weights", w, "--out", (dir / "y.onnx").string()}, dir);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(dir / "y.onnx"));
 }
