@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of detection training: hpcnet against Ultralytics, in one run.
 
-Both train YOLOv8n (Ultralytics' DetectionModel from yolov8n.yaml; hpcnet --model yolov8n, the
-same layers and parameter names) with Ultralytics' default recipe on the same data, image size,
-batch, epochs and thread count, one after the other, each as its own process (wall time and peak
-RSS from os.wait4, measured here the same way for both):
+Both train the same YOLO model, --model M (default yolov8n; yolov8n/s/m/l/x or yolo11n/s/m/l/x:
+Ultralytics' DetectionModel from M.yaml, hpcnet's model M with the same layers and parameter
+names), with Ultralytics' default recipe on the same data, image size, batch, epochs and thread
+count, one after the other, each as its own process (wall time and peak RSS from os.wait4,
+measured here the same way for both):
 
-  hpcnet       hpcnet train --model yolov8n --data DATA --imgsz S --epochs E --batch-size B
+  hpcnet       hpcnet train --model M --data DATA --imgsz S --epochs E --batch-size B
                  --threads T --workers W --seed 0 --no-progress --out RUN [--steps N]
                (every other field: Ultralytics' defaults, which hpcnet takes for detect models)
-  ultralytics  bench/ultralytics_train.py --data DATA --epochs E --imgsz S --batch B
-                 --workers W --threads T --out RUN [--fraction F]
+  ultralytics  bench/ultralytics_train.py --model M.yaml --data DATA --epochs E --imgsz S
+                 --batch B --workers W --threads T --out RUN [--fraction F]
 
 and prints per side: train s per epoch (the training loop alone: hpcnet's epoch "seconds",
 Ultralytics' on_train_epoch_start..end), images/s, peak RSS MB and the final validation mAP50-95
@@ -21,6 +22,7 @@ the memory ratio (hpcnet / Ultralytics peak RSS).
     python3 bench/compare_detect.py --epochs 10               # the issue's recipe (~1-2 h)
     python3 bench/compare_detect.py --fraction 0.1 --epochs 1 # a timing run: 800 images each
     python3 bench/compare_detect.py --only hpcnet --epochs 10 # one side
+    python3 bench/compare_detect.py --model yolo11n --fraction 0.1 --epochs 1   # YOLO11n
 
 Defaults: --data /tmp/scenes/data.yaml (make_scenes.py), --imgsz 128, --batch 64, --threads 2,
 --workers 2, --hpcnet build/hpcnet (a private copy is run), --python /tmp/ref/bin/python (with
@@ -46,13 +48,15 @@ import compare  # noqa: E402
 
 
 jsonl = compare.read_jsonl
+# Named in both tools: hpcnet's registry and Ultralytics' yolov8.yaml / yolo11.yaml scales.
+MODELS = [f"yolov8{s}" for s in "nsmlx"] + [f"yolo11{s}" for s in "nsmlx"]
 
 
 def run_hpcnet(a, work):
     binary = os.path.join(work, "hpcnet")
     shutil.copy2(a.hpcnet, binary)
     run = os.path.join(work, "hpcnet-run")
-    cmd = [binary, "train", "--model", "yolov8n", "--data", a.data, "--imgsz", str(a.imgsz),
+    cmd = [binary, "train", "--model", a.model, "--data", a.data, "--imgsz", str(a.imgsz),
            "--epochs", str(a.epochs), "--batch-size", str(a.batch), "--threads", str(a.threads),
            "--workers", str(a.workers), "--seed", "0", "--no-progress", "--exist-ok",
            "--out", run]
@@ -87,7 +91,8 @@ def run_hpcnet(a, work):
 
 
 def run_ultralytics(a, work):
-    cmd = [a.python, os.path.join(HERE, "ultralytics_train.py"), "--data", a.data, "--epochs",
+    cmd = [a.python, os.path.join(HERE, "ultralytics_train.py"), "--model", a.model + ".yaml",
+           "--data", a.data, "--epochs",
            str(a.epochs), "--imgsz", str(a.imgsz), "--batch", str(a.batch), "--workers",
            str(a.workers), "--threads", str(a.threads), "--fraction", str(a.fraction),
            "--out", os.path.join(work, "ul")]
@@ -114,6 +119,8 @@ def run_ultralytics(a, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="yolov8n", choices=MODELS,
+                    help="hpcnet's model of that name against Ultralytics' <model>.yaml")
     ap.add_argument("--data", default="/tmp/scenes/data.yaml")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--imgsz", type=int, default=128)
@@ -136,7 +143,7 @@ def main():
         compare.log(f"{side}: training")
         results[side] = (run_hpcnet if side == "hpcnet" else run_ultralytics)(a, work)
         compare.log(f"{side}: exit {results[side]['rc']} in {results[side]['wall_seconds']:.0f} s")
-    print(f"\nYOLOv8n on {a.data}, imgsz {a.imgsz}, batch {a.batch}, {a.epochs} epoch(s)"
+    print(f"\n{a.model} on {a.data}, imgsz {a.imgsz}, batch {a.batch}, {a.epochs} epoch(s)"
           f"{'' if a.fraction >= 1 else f' on {a.fraction:.0%} of the images'}, "
           f"{a.threads} threads")
     print(f"{'side':12} {'s/epoch':>9} {'images/s':>9} {'peak MB':>9} {'mAP50-95':>9} "

@@ -15,7 +15,8 @@ training steps only (zero_grad, forward, loss, backward, SGD step), no data load
   ms/step        mean over the timed steps of one run (the figure `hpcnet bench` reports; the
                  PyTorch script's mean, ms_per_step_mean), median over --repeat runs
   images/s       batch x 1000 / ms/step
-  epoch s (est.) 50,000 / batch x ms/step: an estimate extrapolated from --steps timed steps
+  epoch s (est.) 50,000 (CIFAR-10; ImageNet models 1,281,167) / batch x ms/step: an estimate
+                 extrapolated from --steps timed steps
   peak RSS MB    ru_maxrss of the whole process from os.wait4() (the same way for both sides)
   T fp32 / this  the ms/step of PyTorch T in fp32 divided by this row's (above 1: this row is
                  faster than PyTorch T fp32; 2.0x: in half the time)
@@ -25,6 +26,17 @@ training steps only (zero_grad, forward, loss, backward, SGD step), no data load
     python3 bench/compare_resnet.py --repeat 5 --markdown --json-out /tmp/resnet.json
     python3 bench/compare_resnet.py --torch /opt/torchvenv/bin/python --threads 1
     python3 bench/compare_resnet.py --steps 2 --warmup 1 --repeat 1   # smoke test
+    python3 bench/compare_resnet.py --model resnet50 --batch 32 --steps 3 --warmup 1 \
+        --torch /tmp/ref/bin/python          # torchvision's ResNet-50 at 224 px
+
+--model resnet18/34/50/101 are torchvision's ImageNet ResNets (hpcnet's resnet18/34/50/101
+against torchvision.models.resnetN(num_classes=10)) at --imgsz 224 by default; their epoch
+estimate counts ImageNet-1k's 1,281,167 images. hpcnet's bf16 is bfloat16 convolutions (oneDNN,
+float32 accumulation) for the stride-1 convolutions whose input channels are a multiple of 16;
+the 7x7 stem, the stride-2 convolutions (ResNet-50: the 3x3 of each stage's first bottleneck
+and its 1x1 downsample), batch norm, ReLU, pooling, the classifier and the optimizer stay
+float32 (src/ops/conv2d/cpu.cpp, conv_bf16). PyTorch's is torch.autocast("cpu", bfloat16): every
+convolution and the classifier in bfloat16, bfloat16 activations between the layers.
 
 Every run gets OMP_WAIT_POLICY=passive (--omp-wait-policy): both hpcnet and PyTorch use GNU
 OpenMP, whose threads otherwise spin at barriers. On a shared 2-core node a spinning team of 2
@@ -47,8 +59,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_HPCNET = os.path.join(ROOT, "build", "hpcnet")
 TORCH_SCRIPT = os.path.join(HERE, "pytorch_resnet.py")
-EPOCH_IMAGES = 50000  # CIFAR-10 training set
-MODELS = ["resnet20", "resnet32", "resnet56", "cifar_resnet18"]  # known to both tools
+CIFAR_MODELS = ["resnet20", "resnet32", "resnet56", "cifar_resnet18"]
+# torchvision's ImageNet ResNets: hpcnet's resnet18/34/50/101 and torchvision.models.resnetN
+# (num_classes=10, as `hpcnet bench` builds them), timed at 224 px by default.
+IMAGENET_MODELS = ["resnet18", "resnet34", "resnet50", "resnet101"]
+MODELS = CIFAR_MODELS + IMAGENET_MODELS  # known to both tools
+
+
+def epoch_images(model):
+    """The training-set size an epoch estimate counts: CIFAR-10's or ImageNet-1k's."""
+    return 1281167 if model in IMAGENET_MODELS else 50000
 
 
 # bench/compare.py (beside this file): its process measurement, interpreter discovery and machine
@@ -72,11 +92,12 @@ def run_env(args):
 
 def impl_cmd(args, impl):
     if impl["side"] == "hpcnet":
-        return [args.hpcnet, "bench", "--model", args.model, "--batch-size", str(args.batch),
+        return [args.hpcnet, "bench", "--model", args.model, "--imgsz", str(args.imgsz),
+                "--batch-size", str(args.batch),
                 "--steps", str(args.steps), "--warmup", str(args.warmup),
                 "--threads", str(args.threads), "--precision", impl["precision"],
                 "--no-profile", "--json"]
-    return [impl["interp"], TORCH_SCRIPT, "--model", args.model,
+    return [impl["interp"], TORCH_SCRIPT, "--model", args.model, "--imgsz", str(args.imgsz),
             "--precision", impl["precision"], "--batch", str(args.batch),
             "--steps", str(args.steps), "--warmup", str(args.warmup),
             "--threads", str(args.threads), "--json"]
@@ -175,6 +196,7 @@ def make_impls(args, torches):
 
 def summarize(meta, runs):
     batch = meta["settings"]["batch"]
+    n_epoch = meta["settings"]["epoch_images"]
     out = {}
     for impl in meta["impls"]:
         rs = [r for r in runs if r["impl"] == impl["key"]]
@@ -187,7 +209,7 @@ def summarize(meta, runs):
         ms = med([r["ms_per_step"] for r in ok])
         s.update(ms_per_step=ms, ms_per_step_all=[r["ms_per_step"] for r in ok],
                  images_per_sec=batch * 1000.0 / ms if ms else None,
-                 epoch_seconds_est=EPOCH_IMAGES / batch * ms / 1000.0,
+                 epoch_seconds_est=n_epoch / batch * ms / 1000.0,
                  peak_rss_mb=med([r["peak_rss_mb"] for r in ok]))
         if len(ok) < len(rs):
             s["failed_runs"] = len(rs) - len(ok)
@@ -251,7 +273,8 @@ def render_header(meta):
             f"{t.get('cpu', {}).get('mkldnn', '?')}, cpu capability "
             f"{t.get('cpu', {}).get('cpu_capability') or 'n/a'})" for t in meta["torches"])
             or "none"),
-        f"workload: {st['model']}, batch {st['batch']}, {st['threads']} thread(s) "
+        f"workload: {st['model']} at {st.get('imgsz', 32)} px, batch {st['batch']}, "
+        f"{st['threads']} thread(s) "
         f"(OMP_NUM_THREADS, MKL_NUM_THREADS and each tool's --threads), OMP_WAIT_POLICY="
         f"{st['omp_wait_policy'] or '(inherited)'}; {st['warmup']} warm-up + {st['steps']} timed "
         f"steps per run, repeat {st['repeat']} (median), implementations interleaved",
@@ -266,7 +289,8 @@ def render_notes(meta, summary, runs):
     st = meta["settings"]
     notes = [
         f"ms/step: mean over the {st['steps']} timed steps of a run, median over "
-        f"{st['repeat']} run(s). epoch s (est.) = {EPOCH_IMAGES:,} / {st['batch']} x ms/step, "
+        f"{st['repeat']} run(s). epoch s (est.) = {st['epoch_images']:,} / {st['batch']} x "
+        f"ms/step ({'ImageNet-1k' if st['epoch_images'] > 50000 else 'CIFAR-10'}), "
         f"an estimate extrapolated from {st['steps']} steps, not a measured epoch.",
         "`T fp32 / this`, `T bf16 / this`: PyTorch T's ms/step (fp32, or bf16 autocast) divided "
         "by this row's; above 1: this row is faster (2.00x: half the time). The hpcnet bf16 "
@@ -326,6 +350,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", default="resnet20", choices=MODELS)
     p.add_argument("--batch", "--batch-size", dest="batch", type=int, default=128)
+    p.add_argument("--imgsz", type=int, default=0,
+                   help="input size (0: 224 for " + "/".join(IMAGENET_MODELS) + ", else 32)")
     p.add_argument("--threads", type=int, default=2,
                    help="OMP_NUM_THREADS, MKL_NUM_THREADS and each tool's --threads")
     p.add_argument("--steps", type=int, default=20, help="timed steps per run")
@@ -356,6 +382,9 @@ def parse_args(argv=None):
             p.error(f"--{name} must be >= 1")
     if a.warmup < 0:
         p.error("--warmup must be >= 0")
+    if a.imgsz < 0:
+        p.error("--imgsz must be >= 0")
+    a.imgsz = a.imgsz or (224 if a.model in IMAGENET_MODELS else 32)
     if not os.access(a.hpcnet, os.X_OK):
         p.error(f"--hpcnet {a.hpcnet} is not an executable (build it: cd build && ninja)")
     return a
@@ -395,10 +424,11 @@ def main(argv=None):
         "loadavg_end": None,
         "hpcnet": dict(compare.hpcnet_version(args.hpcnet), binary=binary),
         "torches": torches,
-        "settings": {"model": args.model, "batch": args.batch, "threads": args.threads,
+        "settings": {"model": args.model, "imgsz": args.imgsz, "batch": args.batch,
+                     "threads": args.threads,
                      "steps": args.steps, "warmup": args.warmup, "repeat": args.repeat,
                      "precisions": args.precision_list, "omp_wait_policy": args.omp_wait_policy,
-                     "epoch_images": EPOCH_IMAGES},
+                     "epoch_images": epoch_images(args.model)},
         "impls": impls,
     }
     runs = []

@@ -19,6 +19,9 @@ Models (parameter and buffer names are the ones hpcnet's C++ models use):
                   Init: kaiming_normal_ (fan_in, gain sqrt(2)) on every Conv2d and Linear
                   weight, after PyTorch's default init; Linear bias and BatchNorm keep
                   PyTorch's defaults (bias uniform(+-1/sqrt(fan_in)); BN weight 1, bias 0).
+  resnet18/34/50/101  torchvision.models.resnetN(num_classes=10) (torchvision's ImageNet ResNets,
+                  hpcnet's resnet18/34/50/101), timed at --imgsz 224 by default; the epoch
+                  estimate counts ImageNet-1k's 1,281,167 training images.
   cifar_resnet18  the CIFAR variant of kuangliu/pytorch-cifar: conv1 3x3 (3->64, no bias), bn1,
                   relu, layer1..layer4 of 2 BasicBlocks (64/128/256/512 planes, strides
                   1/2/2/2), shortcut when the shape changes = Sequential(Conv2d 1x1 stride s, no
@@ -172,6 +175,18 @@ MODELS = {"resnet20": resnet20, "resnet32": resnet32, "resnet56": resnet56,
           "cifar_resnet18": resnet18}  # hpcnet's cifar_resnet18 (its "resnet18" until 2026-12)
 
 
+def _torchvision(name):
+    def make(num_classes=10):
+        import torchvision
+        return getattr(torchvision.models, name)(num_classes=num_classes)
+    return make
+
+
+# torchvision's ImageNet ResNets (hpcnet's resnet18/34/50/101), default input 224 px.
+TORCHVISION = ("resnet18", "resnet34", "resnet50", "resnet101")
+MODELS.update({n: _torchvision(n) for n in TORCHVISION})
+
+
 def count_params(model):
     return sum(p.numel() for p in model.parameters())
 
@@ -189,6 +204,8 @@ def parse_args(argv=None):
     p.add_argument("--model", default="resnet20", choices=sorted(MODELS))
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--imgsz", type=int, default=0,
+                   help="input size (0: 224 for torchvision's resnet18/34/50/101, else 32)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (after the warm-up)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--threads", type=int, default=None,
@@ -206,13 +223,20 @@ def parse_args(argv=None):
         p.error("--warmup must be >= 0")
     if a.threads is not None and a.threads < 1:
         p.error("--threads must be >= 1")
+    if a.imgsz < 0:
+        p.error("--imgsz must be >= 0")
+    a.imgsz = a.imgsz or (224 if a.model in TORCHVISION else 32)
     return a
 
 
 def check(as_json):
     for name, make in MODELS.items():
         torch.manual_seed(0)
-        m = make()
+        try:
+            m = make()
+        except ImportError as e:  # torchvision's models without torchvision
+            print(f"{name:9s} skipped: {e}")
+            continue
         n_params = count_params(m)
         n_tensors = len(list(m.parameters()))
         n_buffers = len(list(m.buffers()))
@@ -241,7 +265,7 @@ def main(argv=None):
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4,
                                 nesterov=True)
-    inputs = torch.randn(args.pool, args.batch, 3, 32, 32)
+    inputs = torch.randn(args.pool, args.batch, 3, args.imgsz, args.imgsz)
     labels = torch.randint(0, 10, (args.pool, args.batch), dtype=torch.int64)
     bf16 = args.precision == "bf16"
 
@@ -266,11 +290,13 @@ def main(argv=None):
         times.append(time.perf_counter() - t0)
 
     ms = 1000.0 * statistics.median(times)
-    steps_per_epoch = 50000 / args.batch
+    epoch_images = 1281167 if args.model in TORCHVISION else 50000  # ImageNet-1k / CIFAR-10
+    steps_per_epoch = epoch_images / args.batch
     result = {
         "model": args.model,
         "precision": args.precision,
         "batch": args.batch,
+        "imgsz": args.imgsz,
         "threads": torch.get_num_threads(),
         "steps": args.steps,
         "warmup": args.warmup,
@@ -279,8 +305,8 @@ def main(argv=None):
         "ms_per_step_mean": round(1000.0 * statistics.mean(times), 3),
         "images_per_s": round(args.batch / (ms / 1000.0), 2),
         "epoch_s_est": round(steps_per_epoch * ms / 1000.0, 2),
-        "epoch_s_est_note": f"extrapolated: 50000/{args.batch} steps x median ms_per_step of "
-                            f"{args.steps} timed steps",
+        "epoch_s_est_note": f"extrapolated: {epoch_images}/{args.batch} steps x median "
+                            f"ms_per_step of {args.steps} timed steps",
         "params": count_params(model),
         "final_loss": round(losses[-1], 5),
         "torch_version": torch.__version__,
