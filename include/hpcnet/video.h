@@ -62,7 +62,8 @@ class VideoReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Encodes RGB frames into a video file: H.264 (libx264, yuv420p, preset veryfast, CRF 23) in the
+// Encodes RGB frames into a video file: H.264 (libx264, yuv420p, preset ultrafast or
+// $HPCNET_X264_PRESET, CRF 23) in the
 // container the file's extension names (.mp4, .mkv, .mov, .m4v), MPEG-4 part 2 in .avi; any other
 // extension is an InputError naming the ones served; the path "-" writes MJPEG (one JPEG per
 // frame, quality 3) to standard output, for `ffplay -f mjpeg -`. Odd sizes are cut to even. close()
