@@ -10,6 +10,7 @@
 #include "hpcnet/rng.h"
 #include "src/ops/conv2d/cpu_direct.h"
 #include "src/ops/max_pool2d/math.h"
+#include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
 
 using namespace hpcnet;
@@ -23,13 +24,11 @@ Tensor randn(const Shape& s, Rng& rng) {
   return t;
 }
 
-Tensor nan_like(const Shape& s, DType t) { return Tensor::full(s, NAN, t); }
-
+// Outputs pre-filled with NaN (an element a kernel never writes fails the comparison); a float32
+// result within 1e-4 (1 + |float64 reference|) elementwise: the op checks' helpers.
+using ops::case_checks::nan_cpu;
 void expect_close(const Tensor& f32, const Tensor& f64, const std::string& what) {
-  auto a = f32.to_vector_f64(), b = f64.to_vector_f64();
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i]))) << what << " element " << i;
+  ops::case_checks::expect_near_all(f32, f64, 1e-4, 1e-4, what);
 }
 
 struct ConvCase {
@@ -50,8 +49,8 @@ Shape conv_out_shape(const ConvCase& c) {
 std::vector<Tensor> run_conv(const ConvCase& c, DType t, const Tensor& x, const Tensor& w,
                              const Tensor& b, const Tensor& dy) {
   Tensor xt = x.to(t), wt = w.to(t), bt = c.bias ? b.to(t) : Tensor(), dyt = dy.to(t);
-  std::vector<Tensor> out = {nan_like(conv_out_shape(c), t), nan_like(c.x, t), nan_like(c.w, t),
-                             c.bias ? nan_like({c.w[0]}, t) : Tensor()};
+  std::vector<Tensor> out = {nan_cpu(conv_out_shape(c), t), nan_cpu(c.x, t), nan_cpu(c.w, t),
+                             c.bias ? nan_cpu({c.w[0]}, t) : Tensor()};
   ops::conv2d_forward(xt, wt, bt, out[0], c.p, c.act);
   ops::conv2d_backward_data(dyt, wt, out[1], c.p);
   ops::conv2d_backward_weights(xt, dyt, out[2], out[3], c.p);
@@ -165,8 +164,8 @@ TEST(OpsCpu, MaxPool2dFloat32MatchesFloat64Reference) {
                 ops::conv_out_size(c.x[3], c.p.kernel_w, c.p.stride_w, c.p.pad_w)};
     Tensor dy = randn(ys, rng);
     auto run = [&](DType t, Tensor& y, Tensor& dx) {
-      y = nan_like(ys, t);
-      dx = nan_like(c.x, t);
+      y = nan_cpu(ys, t);
+      dx = nan_cpu(c.x, t);
       Tensor ws;
       ops::max_pool2d_forward(x.to(t), y, &ws, c.p);
       ops::max_pool2d_backward(dy.to(t), ws, dx, c.p);
@@ -206,7 +205,7 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
       Tensor x = Tensor::from_vector_f64(v, c.x).to(t);
       Shape ys = {c.x[0], c.x[1], ops::conv_out_size(c.x[2], c.p.kernel_h, 1, c.p.pad_h),
                   ops::conv_out_size(c.x[3], c.p.kernel_w, 1, c.p.pad_w)};
-      Tensor scan = nan_like(ys, t), fast = Tensor::full(ys, 7.0, t), ws;
+      Tensor scan = nan_cpu(ys, t), fast = Tensor::full(ys, 7.0, t), ws;
       ops::max_pool2d_forward(x, scan, &ws, c.p);
       ops::max_pool2d_forward(x, fast, nullptr, c.p);
       const auto a = scan.to_vector_f64(), b = fast.to_vector_f64();
@@ -232,7 +231,7 @@ TEST(OpsCpu, MaxPool2dStrideOneWithoutPositionsIsTheWindowScan) {
       const int64_t H = c.x[2], W = c.x[3];
       const int64_t P = ops::conv_out_size(H, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
       const int64_t Q = ops::conv_out_size(W, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
-      Tensor y = nan_like({c.x[0], c.x[1], P, Q}, t), ws;
+      Tensor y = nan_cpu({c.x[0], c.x[1], P, Q}, t), ws;
       ops::max_pool2d_forward(x, y, &ws, c.p);
       const math::PoolGeom g{
           H, W, c.p.kernel_h, c.p.kernel_w, c.p.stride_h, c.p.stride_w, c.p.pad_h, c.p.pad_w};
@@ -268,10 +267,10 @@ TEST(OpsCpu, LinearFloat32MatchesFloat64Reference) {
     Tensor x = randn({4, 400}, rng), w = randn({120, 400}, rng), b = randn({120}, rng);
     Tensor dy = randn({4, 120}, rng);
     auto run = [&](DType t, Tensor& y, Tensor& dx, Tensor& dw, Tensor& db) {
-      y = nan_like({4, 120}, t);
-      dx = nan_like({4, 400}, t);
-      dw = nan_like({120, 400}, t);
-      db = nan_like({120}, t);
+      y = nan_cpu({4, 120}, t);
+      dx = nan_cpu({4, 400}, t);
+      dw = nan_cpu({120, 400}, t);
+      db = nan_cpu({120}, t);
       ops::linear_forward(x.to(t), w.to(t), b.to(t), y, relu);
       ops::linear_backward_data(dy.to(t), w.to(t), dx);
       ops::linear_backward_weights(x.to(t), dy.to(t), dw, db);
@@ -292,13 +291,13 @@ TEST(OpsCpu, LossesAndElementwiseFloat32MatchFloat64) {
   Tensor t = Tensor::from_labels({0, 9, 3, 3, 7});
   auto run = [&](DType ty) {
     std::vector<Tensor> out;
-    Tensor ls = nan_like({5, 10}, ty), dls = nan_like({5, 10}, ty);
+    Tensor ls = nan_cpu({5, 10}, ty), dls = nan_cpu({5, 10}, ty);
     ops::log_softmax_forward(x.to(ty), ls);
     ops::log_softmax_backward(dy.to(ty), ls, dls);
-    Tensor loss = nan_like({}, ty), prob = nan_like({5, 10}, ty), dlog = nan_like({5, 10}, ty);
+    Tensor loss = nan_cpu({}, ty), prob = nan_cpu({5, 10}, ty), dlog = nan_cpu({5, 10}, ty);
     ops::cross_entropy_forward(x.to(ty), t, 0.1, loss, prob);
     ops::cross_entropy_backward(Tensor::full({}, 1.0, ty), prob, t, 0.1, dlog);
-    Tensor relu = nan_like({5, 10}, ty);
+    Tensor relu = nan_cpu({5, 10}, ty);
     ops::relu_forward(x.to(ty), relu);
     return std::vector<Tensor>{ls, dls, loss, prob, dlog, relu};
   };

@@ -13,6 +13,7 @@
 #include "hpcnet/io.h"
 #include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
+#include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
 #include "test_util.h"
 
@@ -27,13 +28,11 @@ Tensor randn(const Shape& s, Rng& rng, double scale = 1.0) {
   return t;
 }
 
-Tensor nan_like(const Shape& s, DType t) { return Tensor::full(s, NAN, t); }
-
+// Outputs pre-filled with NaN (an element a kernel never writes fails the comparison); a float32
+// result within 1e-4 (1 + |float64 reference|) elementwise: the op checks' helpers.
+using ops::case_checks::nan_cpu;
 void expect_close(const Tensor& f32, const Tensor& f64, const std::string& what) {
-  auto a = f32.to_vector_f64(), b = f64.to_vector_f64();
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i]))) << what << " element " << i;
+  ops::case_checks::expect_near_all(f32, f64, 1e-4, 1e-4, what);
 }
 
 // Both dtypes of one float64 tensor.
@@ -53,11 +52,11 @@ TEST(Yolo11Ops, SoftmaxFloat32KernelsMatchFloat64) {
   for (const auto& [shape, dim] : cases) {
     const std::string what = shape_str(shape) + " dim " + std::to_string(dim);
     Pair x(randn(shape, rng, 4.0)), dy(randn(shape, rng));
-    Tensor yd = nan_like(shape, DType::kFloat64), yf = nan_like(shape, DType::kFloat32);
+    Tensor yd = nan_cpu(shape, DType::kFloat64), yf = nan_cpu(shape, DType::kFloat32);
     ops::softmax_forward(x.d, yd, dim);
     ops::softmax_forward(x.f, yf, dim);
     expect_close(yf, yd, what + " forward");
-    Tensor dxd = nan_like(shape, DType::kFloat64), dxf = nan_like(shape, DType::kFloat32);
+    Tensor dxd = nan_cpu(shape, DType::kFloat64), dxf = nan_cpu(shape, DType::kFloat32);
     ops::softmax_backward(dy.d, yd, dxd, dim);
     ops::softmax_backward(dy.f, yd.to(DType::kFloat32), dxf, dim);
     expect_close(dxf, dxd, what + " backward");
@@ -90,7 +89,7 @@ TEST(Yolo11Ops, BmmFloat32MatchesFloat64WithEveryTranspose) {
       const std::string what =
           std::string("bmm ta ") + (ta ? "1" : "0") + " tb " + (tb ? "1" : "0");
       Pair a(randn(sa, rng)), b(randn(sb, rng));
-      Tensor cd = nan_like({B, M, N}, DType::kFloat64), cf = nan_like({B, M, N}, DType::kFloat32);
+      Tensor cd = nan_cpu({B, M, N}, DType::kFloat64), cf = nan_cpu({B, M, N}, DType::kFloat32);
       ops::bmm(a.d, b.d, cd, ta, tb);
       ops::bmm(a.f, b.f, cf, ta, tb);
       expect_close(cf, cd, what);
@@ -151,18 +150,18 @@ TEST(Yolo11Ops, DepthwiseConv2dFloat32KernelsMatchFloat64) {
     const Shape ys = {c.x[0], c.x[1],
                       ops::conv_out_size(c.x[2], c.w[2], c.p.stride_h, c.p.pad_h, c.p.dil_h),
                       ops::conv_out_size(c.x[3], c.w[3], c.p.stride_w, c.p.pad_w, c.p.dil_w)};
-    Tensor yd = nan_like(ys, DType::kFloat64), yf = nan_like(ys, DType::kFloat32);
+    Tensor yd = nan_cpu(ys, DType::kFloat64), yf = nan_cpu(ys, DType::kFloat32);
     ops::depthwise_conv2d_forward(x.d, w.d, c.bias ? b.d : Tensor(), yd, c.p);
     ops::depthwise_conv2d_forward(x.f, w.f, c.bias ? b.f : Tensor(), yf, c.p);
     expect_close(yf, yd, what + " forward");
     Pair dy(randn(ys, rng));
-    Tensor dxd = nan_like(c.x, DType::kFloat64), dxf = nan_like(c.x, DType::kFloat32);
+    Tensor dxd = nan_cpu(c.x, DType::kFloat64), dxf = nan_cpu(c.x, DType::kFloat32);
     ops::depthwise_conv2d_backward_data(dy.d, w.d, dxd, c.p);
     ops::depthwise_conv2d_backward_data(dy.f, w.f, dxf, c.p);
     expect_close(dxf, dxd, what + " dx");
-    Tensor dwd = nan_like(c.w, DType::kFloat64), dwf = nan_like(c.w, DType::kFloat32);
-    Tensor dbd = c.bias ? nan_like({c.w[0]}, DType::kFloat64) : Tensor();
-    Tensor dbf = c.bias ? nan_like({c.w[0]}, DType::kFloat32) : Tensor();
+    Tensor dwd = nan_cpu(c.w, DType::kFloat64), dwf = nan_cpu(c.w, DType::kFloat32);
+    Tensor dbd = c.bias ? nan_cpu({c.w[0]}, DType::kFloat64) : Tensor();
+    Tensor dbf = c.bias ? nan_cpu({c.w[0]}, DType::kFloat32) : Tensor();
     ops::depthwise_conv2d_backward_weights(x.d, dy.d, dwd, dbd, c.p);
     ops::depthwise_conv2d_backward_weights(x.f, dy.f, dwf, dbf, c.p);
     expect_close(dwf, dwd, what + " dw");

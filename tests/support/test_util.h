@@ -563,4 +563,17 @@ inline void save_fresh_model(const fs::path& file, const std::string& model, con
   train::save_model(file.string(), *module, meta);
 }
 
+// The Euclidean norm of a tensor's values, in double.
+inline double l2_norm(const Tensor& t) {
+  double s = 0;
+  for (double v : t.to_vector_f64()) s += v * v;
+  return std::sqrt(s);
+}
+
+// The median of a list (the upper one of an even count; 0 for none).
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
 }  // namespace hpcnet::test_util

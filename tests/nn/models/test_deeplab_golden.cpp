@@ -54,6 +54,8 @@ using namespace hpcnet;
 namespace {
 
 using test_util::fill_from_formula;
+using test_util::l2_norm;
+using test_util::median_of;
 using test_util::rel_err;
 
 // torchvision deeplabv3_resnet50(num_classes=11, aux_loss=True), and with aux_loss=False.
@@ -88,16 +90,6 @@ int train_without_dropout(nn::Module& m) {
   return n;
 }
 
-double l2(const Tensor& t) {
-  double s = 0;
-  for (double v : t.to_vector_f64()) s += v * v;
-  return std::sqrt(s);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -156,12 +148,12 @@ TEST(DeeplabGolden, TrainingStepMatchesTorchvision) {
   std::vector<double> errs;
   for (auto& [name, p] : m->named_parameters()) {
     const double want = g.at("grad_norm." + name).item();
-    const double err = std::abs(l2(p.grad()) - want) / want;
+    const double err = std::abs(l2_norm(p.grad()) - want) / want;
     EXPECT_LT(err, 0.75) << name;
     errs.push_back(err);
   }
   EXPECT_EQ(errs.size(), 187u);
-  EXPECT_LT(median(errs), 0.5);
+  EXPECT_LT(median_of(errs), 0.5);
   int full = 0;
   for (auto& [name, p] : m->named_parameters())
     if (g.contains("grad." + name)) {
@@ -204,12 +196,12 @@ TEST(DeeplabGolden, EvalForwardAndBackwardMatchTorchvision) {
   for (auto& [name, p] : m->named_parameters()) {
     const bool head = !starts_with(name, "backbone.");
     const double want = g.at("grad_norm_eval." + name).item();
-    const double err = std::abs(l2(p.grad()) - want) / want;
+    const double err = std::abs(l2_norm(p.grad()) - want) / want;
     EXPECT_LT(err, head ? 1e-3 : 0.2) << name;
     errs.push_back(err);
   }
   EXPECT_EQ(errs.size(), 187u);
-  EXPECT_LT(median(errs), 2e-2);
+  EXPECT_LT(median_of(errs), 2e-2);
   int full = 0;
   for (auto& [name, p] : m->named_parameters())
     if (g.contains("grad_eval." + name)) {

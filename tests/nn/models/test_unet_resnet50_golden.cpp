@@ -45,6 +45,8 @@ using namespace hpcnet;
 namespace {
 
 using test_util::fill_from_formula;
+using test_util::l2_norm;
+using test_util::median_of;
 using test_util::rel_err;
 
 constexpr int64_t kParams = 32522555;  // smp.Unet("resnet50", classes=11)
@@ -65,16 +67,6 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-double l2(const Tensor& t) {
-  double s = 0;
-  for (double v : t.to_vector_f64()) s += v * v;
-  return std::sqrt(s);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -117,14 +109,14 @@ TEST(UnetResnet50Golden, TrainingStepMatchesSmp) {
   double worst_head = 0, worst_encoder = 0;
   for (auto& [name, p] : m->named_parameters()) {
     const double w = g.at("grad_norm." + name).item();
-    const double err = std::abs(l2(p.grad()) - w) / w;
+    const double err = std::abs(l2_norm(p.grad()) - w) / w;
     const bool encoder = starts_with(name, "encoder.");
     EXPECT_LT(err, encoder ? 2.0 : 0.3) << name;
     (encoder ? worst_encoder : worst_head) = std::max(encoder ? worst_encoder : worst_head, err);
     errs.push_back(err);
   }
   EXPECT_EQ(errs.size(), 191u);
-  EXPECT_LT(median(errs), 0.75);
+  EXPECT_LT(median_of(errs), 0.75);
   double worst_full = 0;
   int full = 0;
   for (auto& [name, p] : m->named_parameters())
@@ -156,7 +148,7 @@ TEST(UnetResnet50Golden, TrainingStepMatchesSmp) {
   std::printf(
       "[ golden   ] unet_resnet50 train: logits %.2g, loss %.2g, full grads %.2g, norms: "
       "decoder/head %.2g, encoder %.2g, median %.2g; stats%s\n",
-      el, std::abs(loss.item() - want) / want, worst_full, worst_head, worst_encoder, median(errs),
+      el, std::abs(loss.item() - want) / want, worst_full, worst_head, worst_encoder, median_of(errs),
       stat_errs.c_str());
 }
 
@@ -177,7 +169,7 @@ TEST(UnetResnet50Golden, EvalForwardAndBackwardMatchSmp) {
   int full = 0;
   for (auto& [name, p] : m->named_parameters()) {
     const double want = g.at("grad_norm_eval." + name).item();
-    const double err = std::abs(l2(p.grad()) - want) / want;
+    const double err = std::abs(l2_norm(p.grad()) - want) / want;
     EXPECT_LT(err, 3e-2) << name;
     errs.push_back(err);
     if (g.contains("grad_eval." + name)) {
@@ -188,10 +180,10 @@ TEST(UnetResnet50Golden, EvalForwardAndBackwardMatchSmp) {
     }
   }
   EXPECT_EQ(errs.size(), 191u);
-  EXPECT_LT(median(errs), 1e-2);
+  EXPECT_LT(median_of(errs), 1e-2);
   EXPECT_EQ(full, 10);
   std::printf(
       "[ golden   ] unet_resnet50 eval: logits %.2g, gradient norms %.2g (median %.2g), full "
       "%.2g\n",
-      el, *std::max_element(errs.begin(), errs.end()), median(errs), worst_full);
+      el, *std::max_element(errs.begin(), errs.end()), median_of(errs), worst_full);
 }

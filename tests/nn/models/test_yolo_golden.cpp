@@ -18,6 +18,7 @@
 #include "hpcnet/nn.h"
 #include "src/task/detect/yolo_loss.h"
 #include "test_util.h"
+#include "yolo_fixture.h"
 
 using namespace hpcnet;
 using test_util::fill_from_formula;
@@ -48,18 +49,7 @@ Tensor level(const Tensor& t, int l) {
 
 // The fixture's targets (normalised xywh) as Ultralytics' preprocess makes them: xyxy pixels.
 std::vector<det::ImageTargets> fixture_targets() {
-  const SafetensorsFile& g = golden();
-  auto bi = g.at("gt.batch_idx").to_vector(), cls = g.at("gt.cls").to_vector(),
-       bx = g.at("gt.bboxes_xywhn").to_vector();
-  std::vector<det::ImageTargets> t(2);
-  for (size_t k = 0; k < bi.size(); ++k) {
-    const float cx = bx[4 * k] * 64, cy = bx[4 * k + 1] * 64, w = bx[4 * k + 2] * 64,
-                h = bx[4 * k + 3] * 64;
-    auto& img = t[static_cast<size_t>(bi[k])];
-    img.boxes.push_back({cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2});
-    img.labels.push_back(static_cast<int64_t>(cls[k]));
-  }
-  return t;
+  return test_util::yolo_fixture_targets(golden());
 }
 
 double max_abs(const std::vector<double>& v) {
