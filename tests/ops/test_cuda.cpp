@@ -28,6 +28,7 @@
 #include "src/ops/max_pool2d/math.h"
 #include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
+#include "lenet_sgd_golden.h"
 #include "test_paths.h"
 
 using namespace hpcnet;
@@ -330,35 +331,7 @@ TEST(CudaGolden, LenetForwardAndBackwardMatchPyTorch) {
 TEST(CudaGolden, LenetTenSgdStepsMatchPyTorch) {
   REQUIRE_CUDA();
   SafetensorsFile g = load_safetensors(kGoldenDir + "lenet_golden.safetensors");
-  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);  // stored as float16 (exact)
-  Tensor labels = g.at("step_labels");
-  struct Run {
-    std::string name;
-    optim::SGDOptions opt;
-  };
-  std::vector<Run> runs = {{"sgd", {0.01, 0.9, 0, 0, false}},
-                           {"sgd_wd", {0.01, 0.9, 0.1, 5e-4, false}},
-                           {"sgd_nesterov", {0.01, 0.9, 0, 1e-3, true}}};
-  for (auto& run : runs) {
-    auto model = lenet_on_gpu(g);
-    optim::SGD opt(model->named_parameters(), run.opt);
-    std::vector<double> want_losses = g.at(run.name + "_losses").to_vector_f64();
-    for (int64_t s = 0; s < 10; ++s) {
-      Tensor x = Tensor::empty({2, 3, 32, 32});
-      std::memcpy(x.data<float>(), inputs.data<float>() + s * 2 * 3 * 32 * 32, x.nbytes());
-      Tensor y =
-          Tensor::from_labels({labels.data<int64_t>()[2 * s], labels.data<int64_t>()[2 * s + 1]});
-      opt.zero_grad();
-      Tensor loss = F::cross_entropy(model->forward(x.to(kGpu)), y.to(kGpu));
-      EXPECT_NEAR(loss.item(), want_losses[s], 2e-5) << run.name << " step " << s;
-      loss.backward();
-      opt.step();
-    }
-    for (auto& [name, p] : model->named_parameters()) {
-      ASSERT_TRUE(p.device().is_cuda()) << name;
-      expect_near_all(p, g.at(run.name + "." + name), 1e-5, 0, run.name + "." + name);
-    }
-  }
+  test_util::check_lenet_sgd_steps(g, [&] { return lenet_on_gpu(g); }, kGpu, 2e-5, 1e-5);
 }
 
 // ---- the shared arithmetic's index math, checked on the host (no GPU needed) ----

@@ -18,6 +18,7 @@
 #include "hpcnet/optim.h"
 #include "src/ops/backend/cpu/cpu_ops.h"
 #include "src/ops/op_cases.h"
+#include "lenet_sgd_golden.h"
 #include "test_util.h"
 
 using namespace hpcnet;
@@ -62,34 +63,7 @@ TEST(Golden, LenetForwardAndBackwardMatchPyTorch) {
 }
 
 TEST(Golden, LenetTenSgdStepsMatchPyTorch) {
-  const auto& g = lenet_golden();
-  Tensor inputs = g.at("step_inputs").to(DType::kFloat32);  // stored as float16 (exact)
-  Tensor labels = g.at("step_labels");
-  struct Run {
-    std::string name;
-    optim::SGDOptions opt;
-  };
-  std::vector<Run> runs = {{"sgd", {0.01, 0.9, 0, 0, false}},
-                           {"sgd_wd", {0.01, 0.9, 0.1, 5e-4, false}},
-                           {"sgd_nesterov", {0.01, 0.9, 0, 1e-3, true}}};
-  for (auto& run : runs) {
-    auto model = lenet_from_init();
-    optim::SGD opt(model->named_parameters(), run.opt);
-    std::vector<double> want_losses = g.at(run.name + "_losses").to_vector_f64();
-    for (int64_t s = 0; s < 10; ++s) {
-      Tensor x = Tensor::empty({2, 3, 32, 32});
-      std::memcpy(x.data<float>(), inputs.data<float>() + s * 2 * 3 * 32 * 32, x.nbytes());
-      Tensor y =
-          Tensor::from_labels({labels.data<int64_t>()[2 * s], labels.data<int64_t>()[2 * s + 1]});
-      opt.zero_grad();
-      Tensor loss = F::cross_entropy(model->forward(x), y);
-      EXPECT_NEAR(loss.item(), want_losses[s], 1e-5) << run.name << " step " << s;
-      loss.backward();
-      opt.step();
-    }
-    for (auto& [name, p] : model->named_parameters())
-      expect_near_all(p, g.at(run.name + "." + name), 2e-6, 0, run.name + "." + name);
-  }
+  test_util::check_lenet_sgd_steps(lenet_golden(), lenet_from_init, cpu_device(), 1e-5, 2e-6);
 }
 
 // ---- ResNets (tests/golden/resnet_golden.safetensors, written by make_golden_resnet.py) ----
