@@ -16,7 +16,8 @@
 //     logits 1e-2 [5.4e-3 channels_last] (1.7e-4); loss 5e-4 relative [2.1e-4] (6.4e-6)
 //     full gradients of decoder.blocks.4.conv2.0 and the head 1e-2 [3.1e-3] (2.6e-4)
 //     gradient norms, relative: decoder and head 0.3 [0.19] (7.9e-3); encoder 2 [1.2] (0.39):
-//       a sanity check only; their median 0.75 [0.55] (0.29)
+//       a sanity check only; the decoder's and head's median 0.05 (9.1e-4; clang sanitizer
+//       build 1.4e-3), the encoder's none (0.29; clang sanitizer build 0.90; torch 0.55)
 //     running statistics: encoder.bn1, layer1.0.bn3 1e-5 [2.8e-7] (3.1e-7); layer3.1.bn2 1e-4
 //       [2.9e-5] (4.2e-6); layer4.2.bn2 0.15 [8.5e-2] (1.4e-3); decoder.blocks.2 1e-2 [2.9e-3]
 //       (8e-5)
@@ -116,7 +117,16 @@ TEST(UnetResnet50Golden, TrainingStepMatchesSmp) {
     errs.push_back(err);
   }
   EXPECT_EQ(errs.size(), 191u);
-  EXPECT_LT(median_of(errs), 0.75);
+  // The median over the decoder and head only: the encoder's training-mode gradients are chaotic
+  // in float32 (their median error is 0.29 in the Release build and 0.90 in the clang sanitizer
+  // build, torch's own variants 0.55), the decoder's and head's are not (9.1e-4 and 1.4e-3).
+  std::vector<double> head_errs;
+  size_t k = 0;
+  for (auto& [name, p] : m->named_parameters()) {
+    if (!starts_with(name, "encoder.")) head_errs.push_back(errs[k]);
+    ++k;
+  }
+  EXPECT_LT(median_of(head_errs), 0.05);
   double worst_full = 0;
   int full = 0;
   for (auto& [name, p] : m->named_parameters())
