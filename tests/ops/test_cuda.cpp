@@ -44,6 +44,31 @@ const Device kGpu = cuda_device(0);
 
 using namespace ops::case_checks;  // randn, gpu, nan_gpu, expect_close, ... (op_checks.cpp)
 
+// Runs `net` on the CPU and on the GPU, each time on fresh leaf copies of `inputs` that require
+// gradients; net returns {loss, other outputs...}. Expects the loss, the other outputs and every
+// leaf's gradient on the GPU within 1e-4 (1 + |cpu|) of the CPU's.
+void expect_autograd_parity(
+    const std::vector<Tensor>& inputs,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&, Device)>& net) {
+  auto run = [&](Device d) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : inputs) {
+      Tensor l = t.to(d);
+      if (l.same(t)) l = t.clone();
+      l.set_requires_grad(true);
+      leaves.push_back(l);
+    }
+    std::vector<Tensor> out = net(leaves, d);
+    out[0].backward();
+    for (Tensor& o : out) o = o.detach();
+    for (const Tensor& l : leaves) out.push_back(l.grad());
+    return out;
+  };
+  auto c = run(cpu_device()), g = run(kGpu);
+  for (size_t i = 0; i < c.size(); ++i)
+    expect_close(g[i], c[i], 1e-4, "autograd output " + std::to_string(i));
+}
+
 }  // namespace
 
 // ---- runtime: these run everywhere, GPU or not ----
@@ -144,27 +169,14 @@ TEST(CudaParity, AutogradThroughDeepLabStyleOps) {
   std::vector<int64_t> labels(2 * 16 * 16);
   for (auto& l : labels) l = rng.uniform() < 0.1 ? 255 : static_cast<int64_t>(rng.randint(5));
   Tensor tgt = Tensor::from_labels(labels).view_nograd({2, 16, 16});
-  auto run = [&](Device d) {
-    std::vector<Tensor> leaves;
-    for (const Tensor& t : {x, w1, wt, bt}) {
-      Tensor l = t.to(d);
-      if (l.same(t)) l = t.clone();
-      l.set_requires_grad(true);
-      leaves.push_back(l);
-    }
+  expect_autograd_parity({x, w1, wt, bt}, [&](const std::vector<Tensor>& leaves, Device d) {
     Tensor h = F::conv2d_relu(leaves[0], leaves[1], Tensor(), 1, 2, 2);  // (2, 4, 6, 6)
     h = F::conv_transpose2d(h, leaves[2], leaves[3], 2, 0, 0);           // (2, 5, 12, 12)
     Tensor logits = F::upsample_bilinear2d(h, 16, 16, false);            // (2, 5, 16, 16)
     Tensor loss = F::add(F::cross_entropy2d(logits, tgt.to(d), Tensor(), 255),
                          F::mul_scalar(F::dice_loss(logits, tgt.to(d)), 0.5));
-    loss.backward();
-    std::vector<Tensor> out = {loss.detach(), logits.detach()};
-    for (auto& l : leaves) out.push_back(l.grad());
-    return out;
-  };
-  auto c = run(cpu_device()), g = run(kGpu);
-  for (size_t i = 0; i < c.size(); ++i)
-    expect_close(g[i], c[i], 1e-4, "autograd output " + std::to_string(i));
+    return std::vector<Tensor>{loss, logits};
+  });
 }
 
 // A U-Net decoder step on the device: conv, upsample, cat with a skip, conv, cross_entropy2d
@@ -178,26 +190,13 @@ TEST(CudaParity, AutogradThroughAUNetDecoderStep) {
   std::vector<int64_t> labels(2 * 8 * 8);
   for (auto& l : labels) l = rng.uniform() < 0.1 ? 255 : static_cast<int64_t>(rng.randint(5));
   Tensor tgt = Tensor::from_labels(labels).view_nograd({2, 8, 8});
-  auto run = [&](Device d) {
-    std::vector<Tensor> leaves;
-    for (const Tensor& t : {x, skip, w1, w2, b2}) {
-      Tensor l = t.to(d);
-      if (l.same(t)) l = t.clone();
-      l.set_requires_grad(true);
-      leaves.push_back(l);
-    }
+  expect_autograd_parity({x, skip, w1, w2, b2}, [&](const std::vector<Tensor>& leaves, Device d) {
     Tensor h = F::conv2d_relu(leaves[0], leaves[2], Tensor(), 1, 1);  // (2, 4, 4, 4)
     h = F::cat({F::upsample_nearest2d(h, 2), leaves[1]}, 1);          // (2, 6, 8, 8)
     Tensor logits = F::conv2d(h, leaves[3], leaves[4], 1, 1);         // (2, 5, 8, 8)
     Tensor loss = F::cross_entropy2d(logits, tgt.to(d), weight.to(d), 255);
-    loss.backward();
-    std::vector<Tensor> out = {loss.detach(), logits.detach()};
-    for (auto& l : leaves) out.push_back(l.grad());
-    return out;
-  };
-  auto c = run(cpu_device()), g = run(kGpu);
-  for (size_t i = 0; i < c.size(); ++i)
-    expect_close(g[i], c[i], 1e-4, "autograd output " + std::to_string(i));
+    return std::vector<Tensor>{loss, logits};
+  });
 }
 
 // The optimizer kernels beside the ops' (AdamW two steps, the sum of squares of gradient clipping,
@@ -270,14 +269,7 @@ TEST(CudaParity, ReshapeAndAutogradThroughASmallNet) {
   Tensor x = randn({3, 3, 12, 12}, rng), w1 = randn({4, 3, 3, 3}, rng), b1 = randn({4}, rng);
   Tensor w2 = randn({5, 4 * 5 * 5}, rng), b2 = randn({5}, rng);
   Tensor tgt = Tensor::from_labels({0, 4, 2});
-  auto run = [&](Device d) {
-    std::vector<Tensor> leaves;
-    for (const Tensor& t : {x, w1, b1, w2, b2}) {
-      Tensor l = t.to(d);
-      if (l.same(t)) l = t.clone();
-      l.set_requires_grad(true);
-      leaves.push_back(l);
-    }
+  expect_autograd_parity({x, w1, b1, w2, b2}, [&](const std::vector<Tensor>& leaves, Device d) {
     Tensor h = F::conv2d_relu(leaves[0], leaves[1], leaves[2], 1, 0);  // (3, 4, 10, 10)
     h = F::max_pool2d(h, 2, 2);                                        // (3, 4, 5, 5)
     h = F::add(h, F::relu(h));                                         // two paths meet
@@ -286,14 +278,8 @@ TEST(CudaParity, ReshapeAndAutogradThroughASmallNet) {
     Tensor loss = F::add(F::cross_entropy(logits, tgt.to(d), 0.05),
                          F::mean(F::nll_loss(F::log_softmax(logits), tgt.to(d))));
     loss = F::add(loss, F::sum(logits));
-    loss.backward();
-    std::vector<Tensor> out = {loss.detach(), logits.detach()};
-    for (auto& l : leaves) out.push_back(l.grad());
-    return out;
-  };
-  auto c = run(cpu_device()), g = run(kGpu);
-  for (size_t i = 0; i < c.size(); ++i)
-    expect_close(g[i], c[i], 1e-4, "autograd output " + std::to_string(i));
+    return std::vector<Tensor>{loss, logits};
+  });
 }
 
 // ---- the golden LeNet run on the GPU ----

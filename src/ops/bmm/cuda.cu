@@ -15,17 +15,7 @@
 namespace hpcnet::cuda {
 namespace {
 
-struct BmmPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  ~BmmPlan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+using BmmPlan = LtMatmulPlan;
 
 // A (rows, cols) column-major layout with ld = rows, `batch` of them `rows cols` apart.
 cublasLtMatrixLayout_t batched_layout(cudaDataType_t dt, int64_t rows, int64_t cols,
@@ -53,8 +43,7 @@ std::unique_ptr<BmmPlan> make_plan(cublasLtHandle_t lt, DType dtype, int64_t bat
                                    int64_t k, int64_t n, bool ta, bool tb, const uint32_t al[3]) {
   const bool f64 = dtype == DType::kFloat64;
   const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;
-  const cublasComputeType_t ct =
-      f64 ? CUBLAS_COMPUTE_64F : (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const cublasComputeType_t ct = lt_compute_type(dtype);
   auto p = std::make_unique<BmmPlan>();
   HPCNET_CUBLAS(cublasLtMatmulDescCreate(&p->desc, ct, dt));
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A is b
@@ -67,28 +56,10 @@ std::unique_ptr<BmmPlan> make_plan(cublasLtHandle_t lt, DType dtype, int64_t bat
   p->b = ta ? batched_layout(dt, m, k, batch) : batched_layout(dt, k, m, batch);
   p->d = batched_layout(dt, n, m, batch);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  HPCNET_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = kCublasLtWorkspace;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  const uint32_t al4[4] = {al[0], al[1], al[2], al[2]};
-  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &al4[i], sizeof(al4[i]));
-  cublasLtMatmulHeuristicResult_t res{};
-  int count = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &res, &count);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_NOT_SUPPORTED) HPCNET_CUBLAS(st);
-  if (st != CUBLAS_STATUS_SUCCESS || count < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+  if (!lt_pick_algo(lt, *p, al))
     throw Error(std::string(op_name::bmm) + ": cuBLASLt offers no algorithm for (B=" +
                 std::to_string(batch) + ", M=" + std::to_string(m) + ", K=" + std::to_string(k) +
                 ", N=" + std::to_string(n) + ", " + dtype_name(dtype) + ")");
-  p->algo = res.algo;
   return p;
 }
 

@@ -18,17 +18,8 @@ namespace {
 
 enum Kind { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
-struct MatmulPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+struct MatmulPlan : LtMatmulPlan {
   bool epilogue_fused = false;  // the bias/relu epilogue runs inside cuBLASLt
-  ~MatmulPlan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
 };
 
 struct Dims {
@@ -56,38 +47,12 @@ cublasLtEpilogue_t epilogue_for(bool bias, bool relu) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// Asks the heuristic for one algorithm; false when it has none.
-bool pick_algo(cublasLtHandle_t lt, MatmulPlan& p, const uint32_t align[3]) {
-  cublasLtMatmulPreference_t pref = nullptr;
-  HPCNET_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = kCublasLtWorkspace;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  const uint32_t al[4] = {align[0], align[1], align[2], align[2]};
-  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &al[i], sizeof(al[i]));
-  cublasLtMatmulHeuristicResult_t res{};
-  int count = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &res, &count);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
-  HPCNET_CUBLAS(st);
-  if (count < 1 || res.state != CUBLAS_STATUS_SUCCESS) return false;
-  p.algo = res.algo;
-  return true;
-}
-
 std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t lt, Kind kind, DType dtype, int64_t n,
                                       int64_t in, int64_t out, bool bias, bool relu,
                                       const uint32_t align[3]) {
   const bool f64 = dtype == DType::kFloat64;
   cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;
-  cublasComputeType_t ct =
-      f64 ? CUBLAS_COMPUTE_64F : (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  cublasComputeType_t ct = lt_compute_type(dtype);
   Dims dm = dims_for(kind, n, in, out);
   auto p = std::make_unique<MatmulPlan>();
   HPCNET_CUBLAS(cublasLtMatmulDescCreate(&p->desc, ct, dt));
@@ -110,7 +75,7 @@ std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t lt, Kind kind, DType dtyp
       HPCNET_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                    &bt, sizeof(bt)));
     }
-    if (pick_algo(lt, *p, align)) {
+    if (lt_pick_algo(lt, *p, align)) {
       p->epilogue_fused = true;
       return p;
     }
@@ -118,7 +83,7 @@ std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t lt, Kind kind, DType dtyp
     HPCNET_CUBLAS(
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   }
-  if (!pick_algo(lt, *p, align))
+  if (!lt_pick_algo(lt, *p, align))
     throw Error("linear: cuBLASLt offers no algorithm for (N=" + std::to_string(n) +
                 ", IN=" + std::to_string(in) + ", OUT=" + std::to_string(out) + ", " +
                 dtype_name(dtype) + ", kind " + std::to_string(kind) + ")");

@@ -67,4 +67,40 @@ void* cublaslt_workspace(int device) {
   return ws[device];
 }
 
+LtMatmulPlan::~LtMatmulPlan() {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (d) cublasLtMatrixLayoutDestroy(d);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+}
+
+cublasComputeType_t lt_compute_type(DType dtype) {
+  if (dtype == DType::kFloat64) return CUBLAS_COMPUTE_64F;
+  return allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+bool lt_pick_algo(cublasLtHandle_t lt, LtMatmulPlan& p, const uint32_t align[3]) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  HPCNET_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = kCublasLtWorkspace;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  const uint32_t al[4] = {align[0], align[1], align[2], align[2]};
+  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &al[i], sizeof(al[i]));
+  cublasLtMatmulHeuristicResult_t res{};
+  int count = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &res, &count);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  HPCNET_CUBLAS(st);
+  if (count < 1 || res.state != CUBLAS_STATUS_SUCCESS) return false;
+  p.algo = res.algo;
+  return true;
+}
+
 }  // namespace hpcnet::cuda

@@ -85,6 +85,24 @@ PlanKey make_plan_key(Ints... ints) {
   return k;
 }
 
+// One cuBLASLt matmul, as linear.cu and bmm.cu build them: the descriptor, the A, B and D
+// layouts (C is D) and the algorithm the heuristic chose. Owns and destroys its handles.
+struct LtMatmulPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  LtMatmulPlan() = default;
+  LtMatmulPlan(const LtMatmulPlan&) = delete;
+  LtMatmulPlan& operator=(const LtMatmulPlan&) = delete;
+  ~LtMatmulPlan();
+};
+// The compute type for float32 (FP32, or TF32 after set_allow_tf32(true)) or float64 (FP64).
+cublasComputeType_t lt_compute_type(DType dtype);
+// Asks the heuristic for one algorithm for the plan's descriptor and layouts, under the
+// workspace kCublasLtWorkspace and the byte alignments of A, B and C/D (align[0..2]); stores it
+// in p.algo. False when cuBLASLt has none (or does not support the combination).
+bool lt_pick_algo(cublasLtHandle_t lt, LtMatmulPlan& p, const uint32_t align[3]);
+
 // Bias epilogues for when cuDNN or cuBLASLt cannot fuse them (own kernels, in bias.cu).
 // y (outer, C, inner) += b (C,), then relu when asked.
 void add_bias_act(Tensor& y, const Tensor& b, int64_t outer, int64_t channels, int64_t inner,
