@@ -2,7 +2,8 @@
 """Checks the way between Ultralytics' .pt files and hpcnet (run by hand; needs PyPI's ultralytics,
 onnx, onnxruntime, safetensors and torch; builds models from yolov8n.yaml, downloads nothing):
 
-    YOLO_OFFLINE=1 python3 scripts/check_ultralytics_pt.py --hpcnet build/hpcnet
+    YOLO_OFFLINE=1 python3 scripts/check_ultralytics_pt.py --hpcnet build/hpcnet \
+        [--scales yolov8n,yolo11n] [--trained yolo11n,yolov8m]
 
 1. Two Ultralytics checkpoints of one DetectionModel('yolov8n.yaml', nc=3) with seeded random
    weights (random batch-norm statistics) and names cat, dog, bird: best.pt written by
@@ -17,6 +18,18 @@ onnx, onnxruntime, safetensors and torch; builds models from yolov8n.yaml, downl
 4. --classes data.yaml on a detection model names the classes as the yaml does (no "background").
 5. to-pth writes a checkpoint YOLO() opens: same tensors, same names, the same output; with
    ultralytics hidden it writes the bare state_dict and says what to do.
+6. Every named model (--scales; default all ten, yolov8{n,s,m,l,x} and yolo11{n,s,m,l,x}):
+   the converter's reference names and shapes (tests/golden/yolo_state_dicts.json, at any class
+   count) are DetectionModel's; then per model, DetectionModel('<name>.yaml', nc=80) with seeded
+   random weights as a training last.pt converts with --allow-pickle alone (hpcnet.model read
+   from its yaml, every tensor equal); hpcnet's output for the converted file (`export
+   --save-io`, --imgsz, default 64 px) and onnxruntime's on its export equal Ultralytics' eval
+   output within --tol; to-pth gives a checkpoint YOLO() opens with the same tensors and output.
+7. hpcnet -> Ultralytics (--trained; default yolo11n, yolov8m): the model.safetensors of a short
+   `hpcnet train` on a generated 3-class set (64 px, 2 epochs of 2 steps, nbs 2) loads into
+   DetectionModel('<name>.yaml', nc=3) with strict=True, every tensor of the same shape, and
+   gives hpcnet's output (and onnxruntime's on hpcnet's export) at 64 and 128 px within --tol;
+   to-pth's checkpoint opens in YOLO() with the class names and the same output.
 Prints one line per check; exits 1 on the first failure.
 """
 import argparse
