@@ -36,6 +36,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -376,6 +377,7 @@ def main():
     if worst:
         print("largest difference from Ultralytics' eval output, relative to max |value|: "
               + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()))
+    shutil.rmtree(tmp)  # all passed (a failure keeps the folder to look at)
 
 
 if __name__ == "__main__":
