@@ -10,14 +10,15 @@
       (weights_only=False: unpickling runs code from the file; use it only on files you trust).
       So does every Ultralytics .pt (best.pt, last.pt: a pickled DetectionModel): from it the
       EMA model when present, else "model" (as Ultralytics loads it), its tensors as float32,
-      and its yaml (hpcnet.model yolov8n / yolov8s), names (hpcnet.classes) and train_args
+      and its yaml (hpcnet.model: yolov8n.yaml -> yolov8n, any of yolov8{n,s,m,l,x} and
+      yolo11{n,s,m,l,x}), names (hpcnet.classes) and train_args
       imgsz (hpcnet.imgsz) are read, so no other flag is needed.
       Strips DistributedDataParallel's "module." and torch.compile's "_orig_mod." prefixes,
       makes every tensor contiguous and writes it with safetensors.torch.save_file, under the
       metadata hpcnet reads (src/train/checkpoint.cpp):
         hpcnet.model    NAME (--model), so `hpcnet eval/predict --weights OUT` need no --model
         hpcnet.task     the model's task (unet_*: segment; lenet, resnet*, cifar_resnet18:
-                        classify; yolov8*: detect)
+                        classify; yolov8*, yolo11*: detect)
         hpcnet.classes  JSON list of K class names, K from the classifier's shape: from
                         --classes (classes.txt, an Ultralytics data.yaml read as hpcnet reads
                         it for the task: for segmentation "background" then its names, for
@@ -34,7 +35,7 @@
       its checkpoint.safetensors (hpcnet.format = hpcnet-checkpoint-1: the "model."-prefixed
       tensors are taken; the optimizer's "optim." moments are left out; --ema takes the "ema."
       averaged weights instead), or any other safetensors file; metadata is not carried over.
-      For yolov8n / yolov8s, when ultralytics is importable, OUT is an Ultralytics checkpoint
+      For the YOLO models, when ultralytics is importable, OUT is an Ultralytics checkpoint
       instead, laid out as its trainer's final best.pt ({"model": the DetectionModel with the
       weights in float32, its names from hpcnet.classes, args imgsz from hpcnet.imgsz; "ema":
       None, "train_args", "epoch": -1, ...}), which YOLO(OUT) opens; --state-dict writes the
@@ -43,13 +44,14 @@
       DetectionModel('yolov8n.yaml', nc=K).load_state_dict(torch.load(OUT))).
 
 With --model (or hpcnet.model in the file) naming unet_resnet18/34/50,
-deeplabv3_resnet50, resnet18/34/50/101 or yolov8n/yolov8s, the keys and shapes are checked
-against smp.Unet(ENCODER, encoder_weights=None, classes=K), torchvision's
+deeplabv3_resnet50, resnet18/34/50/101, yolov8{n,s,m,l,x} or yolo11{n,s,m,l,x}, the keys and
+shapes are checked against smp.Unet(ENCODER, encoder_weights=None, classes=K), torchvision's
 deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=K, aux_loss=<aux_classifier.*
 present>), torchvision.models.resnetNN(weights=None, num_classes=K) or Ultralytics'
-DetectionModel('yolov8n.yaml', nc=K); other names are not checked. smp, torchvision and
-ultralytics are imported only for this check (and Ultralytics' checkpoints) and build no
-pretrained weights (YOLO_OFFLINE=1 is set).
+DetectionModel('<name>.yaml', nc=K) (8.4.190's names and shapes, which hpcnet builds, from
+tests/golden/yolo_state_dicts.json; without that file, the installed ultralytics' model); other
+names are not checked. smp, torchvision and ultralytics are imported only for this check (and
+Ultralytics' checkpoints) and build no pretrained weights (YOLO_OFFLINE=1 is set).
 
 Errors (a missing file, a file that is not a checkpoint, no state_dict in it, a value that is
 not a tensor, keys that do not match the model) are one line on stderr and exit code 2.
@@ -109,12 +111,24 @@ KNOWN_MODELS = {
     "resnet34": ("classify", "fc.weight", "torchvision:resnet34"),
     "resnet50": ("classify", "fc.weight", "torchvision:resnet50"),
     "resnet101": ("classify", "fc.weight", "torchvision:resnet101"),
-    "yolov8n": ("detect", "model.22.cv3.0.2.weight", "ultralytics:yolov8n.yaml"),
-    "yolov8s": ("detect", "model.22.cv3.0.2.weight", "ultralytics:yolov8s.yaml"),
 }
+# Ultralytics' named detection models (yolov8.yaml: Detect is layer 22; yolo11.yaml: 23).
+KNOWN_MODELS.update({f"yolov8{s}": ("detect", "model.22.cv3.0.2.weight",
+                                    f"ultralytics:yolov8{s}.yaml") for s in "nsmlx"})
+KNOWN_MODELS.update({f"yolo11{s}": ("detect", "model.23.cv3.0.2.weight",
+                                    f"ultralytics:yolo11{s}.yaml") for s in "nsmlx"})
 # Without --model: the first of these present gives K (the last: torchvision's classifiers).
 HEAD_KEYS = ("segmentation_head.0.weight", "classifier.4.weight", "linear.weight", "fc3.weight",
-             "model.22.cv3.0.2.weight", "fc.weight")
+             "model.22.cv3.0.2.weight", "model.23.cv3.0.2.weight", "fc.weight")
+# The names and shapes of every Ultralytics model above (8.4.190, nc=80), as hpcnet builds them
+# (tests/golden/make_yolo_state_dicts.py): the key check's reference for the YOLO models.
+YOLO_STATE_DICTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "golden", "yolo_state_dicts.json")
+# The Detect head's class branch (model.<last>.cv3.<level>.*) is c3 = max(c, min(nc, 100)) wide,
+# c the P3 level's channels (model.<last>.cv2.0.0.conv.weight's dimension 1); its last
+# convolution (cv3.<level>.2) gives nc.
+YOLO_CLASS_BRANCH = re.compile(r"model\.(\d+)\.cv3\.\d+\.")
+YOLO_CLASS_KEY = re.compile(r"model\.\d+\.cv3\.\d+\.2\.(weight|bias)$")
 # hpcnet reads these safetensors dtypes (src/io/safetensors.cpp).
 HPCNET_DTYPES = ("float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8")
 
@@ -278,14 +292,50 @@ def class_count(sd, model, path):
     return None
 
 
+def yolo_shapes(model, k):
+    """{name: shape} of Ultralytics' DetectionModel('<model>.yaml', nc=k) in state_dict order, from
+    YOLO_STATE_DICTS (no ultralytics needed), or None when that file is not there."""
+    try:
+        with open(YOLO_STATE_DICTS, encoding="utf-8") as f:
+            entry = json.load(f)["models"][f"{model}@80"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError) as e:
+        raise ConvertError(f"{YOLO_STATE_DICTS}: no names and shapes of {model} ({e})")
+    bns = set(entry["batchnorms"])
+    head = YOLO_CLASS_BRANCH.match(next(n for n, _ in entry["params"] if YOLO_CLASS_BRANCH.match(n)))
+    c = dict(entry["params"])[f"model.{head.group(1)}.cv2.0.0.conv.weight"][1]
+    # The branch's width at the file's nc and at k (where they differ, c < 80, and no level's
+    # input has c3_80 channels: 64, 128, 256 at scale n).
+    c3_80, c3 = max(c, min(entry["nc"], 100)), max(c, min(k, 100))
+    out = collections.OrderedDict()
+    for name, shape in entry["params"]:
+        shape = tuple(shape)
+        if YOLO_CLASS_BRANCH.match(name):
+            shape = tuple(c3 if d == c3_80 else d for d in shape)
+        if YOLO_CLASS_KEY.match(name):
+            shape = (k,) + shape[1:]
+        out[name] = shape
+        prefix, leaf = name.rsplit(".", 1)
+        if prefix in bns and leaf == "bias":  # BatchNorm2d: weight, bias, then its buffers
+            out[prefix + ".running_mean"] = out[prefix + ".running_var"] = shape
+            out[prefix + ".num_batches_tracked"] = ()
+    return out
+
+
 def reference_state_dict(model, sd, path):
-    """The reference model's state_dict for the key check, or None when the model is not checked."""
+    """{name: shape} of the reference model, in its state_dict order, for the key check; None when
+    the model is not checked. The YOLO models: their names and shapes in YOLO_STATE_DICTS (what
+    hpcnet builds), else those of the installed ultralytics' DetectionModel."""
     if model not in KNOWN_MODELS or KNOWN_MODELS[model][2] is None:
         return None
     k = class_count(sd, model, path)
     lib, name = KNOWN_MODELS[model][2].split(":")
     if lib == "ultralytics":
-        return ultralytics_model(model, k).state_dict()
+        shapes = yolo_shapes(model, k)
+        if shapes is not None:
+            return shapes
+        return shape_dict(ultralytics_model(model, k).state_dict())
     try:
         if lib == "smp":
             import segmentation_models_pytorch as smp
@@ -301,7 +351,11 @@ def reference_state_dict(model, sd, path):
     except ImportError as e:
         raise ConvertError(f"checking the keys of {model} needs "
                            f"{'segmentation_models_pytorch' if lib == 'smp' else 'torchvision'}: {e}")
-    return ref.state_dict()
+    return shape_dict(ref.state_dict())
+
+
+def shape_dict(sd):
+    return collections.OrderedDict((name, tuple(t.shape)) for name, t in sd.items())
 
 
 def import_ultralytics():
@@ -317,7 +371,7 @@ def import_ultralytics():
 
 
 def ultralytics_model(model, k):
-    """Ultralytics' DetectionModel(yolov8<scale>.yaml, nc=k), randomly initialised."""
+    """Ultralytics' DetectionModel('<model>.yaml', nc=k), randomly initialised."""
     if import_ultralytics() is None:
         raise ConvertError(f"checking the keys of {model} needs ultralytics (pip install "
                            "ultralytics)")
@@ -379,8 +433,8 @@ def check_keys(model, sd, path):
         return None
     missing = [k for k in ref if k not in sd]
     unexpected = [k for k in sd if k not in ref]
-    shapes = [f"{k} {tuple(sd[k].shape)} (the model: {tuple(ref[k].shape)})"
-              for k in ref if k in sd and tuple(sd[k].shape) != tuple(ref[k].shape)]
+    shapes = [f"{k} {tuple(sd[k].shape)} (the model: {ref[k]})"
+              for k in ref if k in sd and tuple(sd[k].shape) != ref[k]]
     parts = []
     for what, items in (("missing", missing), ("unexpected", unexpected), ("wrong shape", shapes)):
         if items:
@@ -519,7 +573,12 @@ def ultralytics_pt(model, sd, meta, path):
     torch = import_torch()
     k = class_count(sd, model, path)
     m = ultralytics_model(model, k)
-    m.load_state_dict(sd, strict=True)
+    try:
+        m.load_state_dict(sd, strict=True)
+    except RuntimeError as e:  # another ultralytics version than hpcnet's names (8.4.190)
+        text = " ".join(str(e).split())
+        raise ConvertError(f"{path}: does not load into ultralytics {ultralytics.__version__}'s "
+                           f"{model}: {text[:300]}")
     try:
         names = json.loads(meta.get("hpcnet.classes", "null"))
     except ValueError:
@@ -551,9 +610,9 @@ def to_pth(a):
               f"'{KNOWN_MODELS[model][2].split(':')[1]}', nc=K).load_state_dict(torch.load(...))",
               file=sys.stderr)
         ultra = False
-        order = None  # the key check needs ultralytics too
-    else:
-        order = check_keys(model, sd, a.input) if model else None
+    checkable = not is_ultralytics(model) or os.path.isfile(YOLO_STATE_DICTS) or \
+        import_ultralytics() is not None  # the YOLO key check needs one of them
+    order = check_keys(model, sd, a.input) if model and checkable else None
     out = collections.OrderedDict()
     for name in order or sorted(sd):
         t = sd[name]
@@ -584,7 +643,7 @@ def main(argv=None):
     s.add_argument("output", metavar="OUT.safetensors")
     s.add_argument("--model", metavar="NAME",
                    help="hpcnet model name, written as hpcnet.model (unet_resnet18/34/50, "
-                   "resnet18/34/50/101, deeplabv3_resnet50, yolov8n, yolov8s: keys checked "
+                   "resnet18/34/50/101, deeplabv3_resnet50, yolov8n..x, yolo11n..x: keys checked "
                    "against smp / "
                    "torchvision / ultralytics)")
     s.add_argument("--classes", metavar="C",

@@ -4,7 +4,7 @@ hpcnet and hpcnet's in torchvision. Needs torch, torchvision, safetensors and Pi
 (/tmp/ref/bin/python) and a built hpcnet:
 
     /tmp/ref/bin/python tests/golden/check_torchvision_resnet_files.py --hpcnet build/hpcnet \\
-        --work /tmp/tvcheck [--hpcnet-model RUN/model.safetensors]
+        --work /tmp/tvcheck [--train | --hpcnet-model RUN/model.safetensors]
 
 1. torchvision.models.resnet50(num_classes=10) with weights from torch.manual_seed(0) (its own
    initialisation, then the BatchNorms' affine parameters and running statistics drawn too, so
@@ -14,10 +14,16 @@ hpcnet and hpcnet's in torchvision. Needs torch, torchvision, safetensors and Pi
    its ImageNet evaluation transform (Resize(256), CenterCrop(224), ToTensor, Normalize with
    ImageNet's mean and std) and by `hpcnet predict --weights FILE --model resnet50 --imgsz 224
    --json --top 10`; the largest difference of the 10 probabilities is printed (target: 1e-4).
-2. With --hpcnet-model (a resnet50 model.safetensors written by hpcnet train), the file is
-   loaded into torchvision.models.resnet50(num_classes=N) with strict=True, and, where the run
-   recorded hpcnet.augment = imagenet, both score the PNG; the largest probability difference is
-   printed.
+2. With --hpcnet-model (a resnet50 model.safetensors written by hpcnet train), or with --train
+   (which writes one: `hpcnet train --model resnet50 --augment imagenet --imgsz 224`, one epoch
+   of 6 random 256x256 PNGs in 3 classes at batch 2, so the weights and running statistics are
+   trained), the file is loaded into torchvision.models.resnet50(num_classes=N) with
+   strict=True, and, where the run recorded hpcnet.augment = imagenet, both score the PNG; the
+   largest probability difference is printed.
+3. `hpcnet export --model resnet50 --save-io` of the torchvision file (1.): onnxruntime on the
+   traced input (already normalised, as the graph takes it) against hpcnet's output and against
+   torchvision's logits for that input.
+Exits 1 when a difference exceeds 1e-4 (probabilities; logits relative to the largest).
 """
 import argparse
 import json
@@ -66,12 +72,53 @@ def hpcnet_probs(hpcnet, weights, png, k, extra=()):
     return {t["class"]: t["probability"] for t in top}
 
 
+def train_resnet50(hpcnet, work):
+    """hpcnet's own resnet50 model file: one epoch on 3 classes of 2 random 256x256 PNGs."""
+    rng = np.random.default_rng(0)
+    for c in range(3):
+        folder = os.path.join(work, "images", "train", f"c{c}")
+        os.makedirs(folder, exist_ok=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)).save(
+                os.path.join(folder, f"{i}.png"))
+    out = os.path.join(work, "run_resnet50")
+    subprocess.run([hpcnet, "train", "--model", "resnet50", "--dataset", "imagefolder", "--data",
+                    os.path.join(work, "images"), "--augment", "imagenet", "--imgsz", "224",
+                    "--epochs", "1", "--batch-size", "2", "--threads", "2", "--seed", "1",
+                    "--no-progress", "--exist-ok", "--out", out], check=True, capture_output=True)
+    return os.path.join(out, "model.safetensors")
+
+
+def check_onnx(hpcnet, weights, model, work):
+    """3.: the largest differences of onnxruntime against hpcnet and against torchvision."""
+    import onnxruntime as ort
+    from safetensors.numpy import load_file
+    onnx_path, io_path = os.path.join(work, "tv_resnet50.onnx"), os.path.join(work, "io.safetensors")
+    subprocess.run([hpcnet, "export", "--weights", weights, "--model", "resnet50", "--out",
+                    onnx_path, "--save-io", io_path], check=True, capture_output=True)
+    io = load_file(io_path)
+    got = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).run(
+        ["output"], {"input": io["input"]})[0]
+    model.eval()
+    with torch.no_grad():
+        ref = model(torch.from_numpy(io["input"])).numpy()
+    scale = float(np.abs(ref).max())
+    vs_hpcnet = float(np.abs(got - io["output"]).max()) / scale
+    vs_tv = float(np.abs(got - ref).max()) / scale
+    print(f"3. hpcnet export of that file {tuple(io['input'].shape)} -> {tuple(got.shape)} in "
+          f"onnxruntime {ort.__version__}: {vs_hpcnet:.2e} of max |logit| {scale:.4g} against "
+          f"hpcnet, {vs_tv:.2e} against torchvision")
+    return max(vs_hpcnet, vs_tv)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hpcnet", default="build/hpcnet")
     ap.add_argument("--work", default="/tmp/tvcheck")
     ap.add_argument("--hpcnet-model")
+    ap.add_argument("--train", action="store_true", help="2. on a resnet50 hpcnet trains here")
     a = ap.parse_args()
+    worst = 0.0
     torch.set_num_threads(2)
     os.makedirs(a.work, exist_ok=True)
     png = os.path.join(a.work, "pattern.png")
@@ -99,7 +146,10 @@ def main():
     print("hpcnet      probabilities:", " ".join(f"{got[str(i)]:.6f}" for i in range(10)))
     print(f"1. torchvision resnet50 file in hpcnet predict: max |dp| = {diff:.3e} "
           f"({'within' if diff <= 1e-4 else 'NOT within'} 1e-4)")
+    worst = max(worst, diff)
 
+    if a.train:
+        a.hpcnet_model = train_resnet50(a.hpcnet, a.work)
     if a.hpcnet_model:
         with safe_open(a.hpcnet_model, framework="pt") as f:
             meta = f.metadata() or {}
@@ -116,7 +166,12 @@ def main():
             print("   torchvision:", " ".join(f"{c} {ref[i].item():.6f}" for i, c in enumerate(classes)))
             print("   hpcnet:     ", " ".join(f"{c} {got[c]:.6f}" for c in classes))
             print(f"   scores the same: max |dp| = {diff:.3e}")
-    return 0
+            worst = max(worst, diff)
+        else:
+            print("   (not scored: the run did not record hpcnet.augment imagenet at 224 px)")
+    worst = max(worst, check_onnx(a.hpcnet, weights, m, a.work))
+    print(f"largest difference {worst:.2e}: {'ok' if worst <= 1e-4 else 'FAIL'} (1e-4)")
+    return 0 if worst <= 1e-4 else 1
 
 
 if __name__ == "__main__":

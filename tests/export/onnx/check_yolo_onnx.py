@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Checks `hpcnet export` of a YOLOv8 detection model against onnxruntime and against Ultralytics'
+"""Checks `hpcnet export` of a YOLO detection model against onnxruntime and against Ultralytics'
 own eval output for the same weights (run by hand; needs PyPI's ultralytics, onnx, onnxruntime,
-safetensors and torch; builds the model from yolov8n.yaml, downloads nothing):
+safetensors and torch; builds the model from Ultralytics' <model>.yaml, downloads nothing):
 
-    YOLO_OFFLINE=1 python3 tests/export/onnx/check_yolo_onnx.py --hpcnet build/hpcnet [--imgsz 640]
+    YOLO_OFFLINE=1 python3 tests/export/onnx/check_yolo_onnx.py --hpcnet build/hpcnet \
+        [--model yolov8n|yolo11n|...] [--imgsz 640]
 
-1. Ultralytics' DetectionModel('yolov8n.yaml', nc=--nc) with seeded random weights, its batch-norm
+1. Ultralytics' DetectionModel('<model>.yaml', nc=--nc) with seeded random weights, its batch-norm
    scales, shifts and running statistics drawn at random too (no unit statistics to hide a
    mistake) and the class biases N(0, 1) (scores over all of (0, 1)), saved as a state_dict and
    converted with
    scripts/convert_checkpoint.py to-safetensors.
 2. `hpcnet export --batch dynamic --save-io`: the file is checked with onnx.checker (full check,
-   strict shape inference) and its metadata (task, names, normalize: x / 255).
+   strict shape inference), its metadata (task, names, normalize: x / 255) and its output's
+   declared shape, (batch, 4 + nc, anchors) as Ultralytics exports it (anchors: the cells of
+   strides 8, 16 and 32).
 3. onnxruntime on hpcnet's traced input against hpcnet's own output, and on a batch of 2 (that
    input and 1 - it) against Ultralytics' model.eval() output for the same pixels / 255.
 Prints the largest differences, for the box rows and the score rows apart, relative to the largest
@@ -32,7 +35,7 @@ import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONVERTER = os.path.join(HERE, "..", "..", "scripts", "convert_checkpoint.py")
+CONVERTER = os.path.join(HERE, "..", "..", "..", "scripts", "convert_checkpoint.py")
 
 
 def run(cmd):
@@ -42,10 +45,10 @@ def run(cmd):
     return r.stdout
 
 
-def ultralytics_model(nc, seed):
+def ultralytics_model(name, nc, seed):
     from ultralytics.nn.tasks import DetectionModel
     torch.manual_seed(seed)
-    m = DetectionModel("yolov8n.yaml", nc=nc, verbose=False)
+    m = DetectionModel(f"{name}.yaml", nc=nc, verbose=False)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for mod in m.modules():
@@ -75,19 +78,23 @@ def compare(name, got, want, nc, tol):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hpcnet", default="build/hpcnet")
+    ap.add_argument("--model", default="yolov8n", help="yolov8{n,s,m,l,x} or yolo11{n,s,m,l,x}")
     ap.add_argument("--imgsz", type=int, default=640)
     ap.add_argument("--nc", type=int, default=80)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tol", type=float, default=1e-4)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="hpcnet_yolo_onnx_")
-    model = ultralytics_model(args.nc, args.seed)
-    pth, st = os.path.join(tmp, "yolov8n.pth"), os.path.join(tmp, "yolov8n.safetensors")
+    if not os.path.isfile(CONVERTER):
+        sys.exit(f"no converter at {CONVERTER}")
+    model = ultralytics_model(args.model, args.nc, args.seed)
+    pth, st = os.path.join(tmp, f"{args.model}.pth"), os.path.join(tmp, f"{args.model}.safetensors")
     torch.save(model.state_dict(), pth)
     names = ",".join(f"class{i}" for i in range(args.nc))
-    run([sys.executable, CONVERTER, "to-safetensors", pth, st, "--model", "yolov8n",
+    run([sys.executable, CONVERTER, "to-safetensors", pth, st, "--model", args.model,
          "--imgsz", str(args.imgsz), "--classes", names])
-    onnx_path, io_path = os.path.join(tmp, "yolov8n.onnx"), os.path.join(tmp, "io.safetensors")
+    onnx_path = os.path.join(tmp, f"{args.model}.onnx")
+    io_path = os.path.join(tmp, "io.safetensors")
     print(run([args.hpcnet, "export", "--weights", st, "--out", onnx_path, "--batch", "dynamic",
                "--save-io", io_path]).strip())
 
@@ -99,6 +106,11 @@ def main():
     assert meta["normalize"].startswith("x / 255,"), meta["normalize"]
     assert meta["stride"] == "32", meta
     assert eval(meta["names"]) == {i: f"class{i}" for i in range(args.nc)}  # noqa: S307
+    anchors = sum((args.imgsz // s) ** 2 for s in (8, 16, 32))
+    dims = [d.dim_param or d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim]
+    assert len(dims) == 3 and isinstance(dims[0], str) and dims[1:] == [4 + args.nc, anchors], dims
+    print(f"output '{m.graph.output[0].name}' declared ({dims[0]}, {dims[1]}, {dims[2]}): "
+          f"(N, 4 + nc, anchors) with anchors {anchors} at {args.imgsz} px")
     ops = sorted({n.op_type for n in m.graph.node})
     print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}, ultralytics "
           f"{__import__('ultralytics').__version__}, torch {torch.__version__}; "
@@ -112,6 +124,7 @@ def main():
                     want, args.nc, args.tol)
     x2 = np.concatenate([x, 1.0 - x]).astype(np.float32)  # pixels / 255, as Ultralytics takes
     got2 = sess.run(["output"], {"input": x2})[0]
+    assert got2.shape == (2, 4 + args.nc, anchors), got2.shape
     with torch.no_grad():
         ref = model(torch.from_numpy(x2))
     ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).numpy()
