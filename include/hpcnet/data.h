@@ -617,6 +617,8 @@ class Compose {
   // (height, width) of a leading Resize, which is deterministic (a cache may keep images at that
   // size: the Resize then has nothing to do); {0, 0} when the pipeline starts otherwise.
   std::array<int64_t, 2> leading_resize() const;
+  // The pipeline's Normalize, or the identity (mean 0, std 1: pixels / 255) when it has none.
+  Normalize normalization() const;
   const std::vector<Transform>& transforms() const { return transforms_; }
   std::string str() const;  // "Compose(RandomCrop(32, padding=4), ToTensor(), ...)"
 

@@ -271,6 +271,10 @@ struct ModelMeta {
   // / 224) + CenterCrop(imgsz), ImageNet's mean and std), else "" (Resize(imgsz), mean and std
   // 0.5). Recorded as hpcnet.augment; eval and predict apply it.
   std::string eval_policy;
+  // The mean and std the task's evaluation transform applies to pixels / 255, recorded as
+  // hpcnet.normalize; unset (a file written by save_model without it): ImageNet's for the
+  // "imagenet" policy, else 0.5 and 0.5.
+  std::optional<data::Normalize> normalize;
 };
 
 // Model weights with metadata (model name, task, class names, input size, normalisation) for

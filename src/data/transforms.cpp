@@ -572,6 +572,12 @@ std::array<int64_t, 2> Compose::leading_resize() const {
   return {0, 0};
 }
 
+Normalize Compose::normalization() const {
+  for (const Transform& t : transforms_)
+    if (const auto* n = std::get_if<Normalize>(&t)) return *n;
+  return Normalize{};
+}
+
 bool Compose::needs_dataset() const {
   return !transforms_.empty() && std::holds_alternative<Mosaic>(transforms_.front());
 }

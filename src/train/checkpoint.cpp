@@ -11,6 +11,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "hpcnet/io.h"
 
 namespace hpcnet::train {
@@ -20,13 +22,25 @@ constexpr const char* kNormalize = "{\"mean\":[0.5,0.5,0.5],\"std\":[0.5,0.5,0.5
 constexpr const char* kImageNetNormalize =
     "{\"mean\":[0.485,0.456,0.406],\"std\":[0.229,0.224,0.225]}";
 
+// {"mean":[...],"std":[...]} with each float at its shortest decimal form (0.485, not
+// 0.48500001430511475).
+std::string normalize_json(const data::Normalize& n) {
+  auto row = [](const std::array<float, 3>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (float f : v) a.push_back(std::stod(fmt::format("{}", f)));
+    return a;
+  };
+  return nlohmann::json{{"mean", row(n.mean)}, {"std", row(n.std)}}.dump();
+}
+
 std::map<std::string, std::string> meta_strings(const ModelMeta& m) {
+  const std::string normalize = m.normalize ? normalize_json(*m.normalize)
+                                : m.eval_policy == "imagenet" ? kImageNetNormalize
+                                                              : kNormalize;
   std::map<std::string, std::string> s = {{"format", "pt"},
                                           {"hpcnet.model", m.model},
                                           {"hpcnet.classes", nlohmann::json(m.classes).dump()},
-                                          {"hpcnet.normalize", m.eval_policy == "imagenet"
-                                                                   ? kImageNetNormalize
-                                                                   : kNormalize},
+                                          {"hpcnet.normalize", normalize},
                                           {"hpcnet.val_split", std::to_string(m.val_split)}};
   if (!m.task.empty()) s["hpcnet.task"] = m.task;
   if (m.imgsz > 0) s["hpcnet.imgsz"] = std::to_string(m.imgsz);  // 0: not recorded

@@ -729,6 +729,7 @@ void Trainer::build_model() {
   if (task_->options().augment == "imagenet" || task_->options().segment.imagenet_normalize)
     meta_.eval_policy = "imagenet";
   meta_.val_split = cfg_.val_split;
+  meta_.normalize = task_->eval_transform().normalization();
   model_->to_(device_);
   trainable_ = apply_freeze(cfg_, *model_);
   HPCNET_REQUIRE(cfg_.precision == "fp32" || device_.is_cpu(),

@@ -632,6 +632,11 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
   EXPECT_NE(r.out.find("optimizer: 'auto' chose AdamW(lr=0.001667"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("% mAP50 "), std::string::npos) << r.out;  // "mAP50-95 0.02% mAP50 ..."
   EXPECT_NE(r.out.find("Finished Training"), std::string::npos) << r.out;
+  // The file records the input scaling the model was trained with: pixels / 255, no mean or std
+  // (it recorded the classifiers' 0.5 / 0.5 before).
+  EXPECT_EQ(load_safetensors((dir / "run" / "model.safetensors").string())
+                .metadata.at("hpcnet.normalize"),
+            "{\"mean\":[0.0,0.0,0.0],\"std\":[1.0,1.0,1.0]}");
   // Every number of a detection epoch reaches metrics.csv: the loss parts (train and val), whose
   // sum is the loss, and the four metrics in percent.
   const std::vector<std::string> csv = split_lines(read_file(dir / "run" / "metrics.csv"));
