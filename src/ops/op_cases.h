@@ -17,7 +17,7 @@
 //   OnnxRoundTrip         the ONNX cases: the op exported (its record's mapping), checked by the
 //                         ONNX library and run from the specification against hpcnet's output;
 //   Bf16                  the op's custom checks of that name (an op without one says why in
-//                         OpCases::no_bf16).
+//                         OpCases::no_bf16, most with cases::kNoBf16).
 // The tests in op_checks.cpp also fail when a differentiable op has no finite-difference sample,
 // an op has fewer than 3 error cases, no CUDA parity check, neither a Bf16 check nor a reason, or
 // is exportable with neither an ONNX case nor a reason.
@@ -127,6 +127,11 @@ struct OpCases {
 
 // ---- building cases ----
 namespace cases {
+
+// OpCases::no_bf16 of every op whose kernels have no bfloat16 path (all but the convolutions').
+inline constexpr char kNoBf16[] =
+    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
+    "bfloat16 serves convolutions only (ops::set_conv_precision)";
 
 // Zero-filled tensors of a shape, dtype and device (targets of zeros are valid class 0).
 inline Tensor f32(const Shape& s, Device d) { return Tensor::zeros(s, DType::kFloat32, d); }

@@ -20,10 +20,6 @@ using namespace ops::cases;
 using namespace ops::case_checks;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> relu_samples() {
   return {
       {op_name::relu, [](auto& v) { return F::relu(v[0]); },
