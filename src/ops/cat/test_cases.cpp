@@ -214,6 +214,12 @@ ops::OpCases op_cases::cat() {
 ops::OpCases op_cases::narrow() {
   return {.samples = narrow_samples(),
           .errors = narrow_errors(),
+          .goldens = {{"narrow_dim1_end", {"x"}, [](auto& v) { return F::narrow(v[0], 1, 3, 2); }},
+                      {"narrow_dim1_one_image",  // a view of x's memory
+                       {"x"},
+                       [](auto& v) { return F::narrow(v[0], 1, 3, 2); }},
+                      {"narrow_dim0_end", {"x"}, [](auto& v) { return F::narrow(v[0], 0, 3, 2); }},
+                      {"narrow_last", {"x"}, [](auto& v) { return F::narrow(v[0], -1, 4, 3); }}},
           .onnx = {{"narrow of channels 1 to 2",
                     [](const Tensor& x, auto&) { return F::narrow(x, 1, 1, 2); },
                     nullptr,
