@@ -17,10 +17,11 @@
 //   OnnxRoundTrip         the ONNX cases: the op exported (its record's mapping), checked by the
 //                         ONNX library and run from the specification against hpcnet's output;
 //   Bf16                  the op's custom checks of that name (an op without one says why in
-//                         OpCases::no_bf16).
-// The tests in op_checks.cpp also fail when a differentiable op has no finite-difference sample,
-// an op has fewer than 3 error cases, no CUDA parity check, neither a Bf16 check nor a reason, or
-// is exportable with neither an ONNX case nor a reason.
+//                         OpCases::no_bf16, most with cases::kNoBf16).
+// The tests in op_checks.cpp also fail when a differentiable op has no finite-difference sample
+// or neither a PyTorch golden nor a reason (OpCases::no_golden), an op has fewer than 3 error
+// cases, no CUDA parity check, neither a Bf16 check nor a reason, or is exportable with neither
+// an ONNX case nor a reason.
 #pragma once
 
 #include <cstdint>
@@ -123,10 +124,18 @@ struct OpCases {
   const char* no_bf16 = nullptr;  // why the op has no Bf16 check
   // Why an exportable op (its record has an ONNX mapping) has no round trip.
   const char* no_onnx_round_trip = nullptr;
+  // Why a differentiable op has no PyTorch golden (neither golden cases nor a custom
+  // "PyTorchGoldenFloat64" check): dropout's mask is drawn from hpcnet's generator, not torch's.
+  const char* no_golden = nullptr;
 };
 
 // ---- building cases ----
 namespace cases {
+
+// OpCases::no_bf16 of every op whose kernels have no bfloat16 path (all but the convolutions').
+inline constexpr char kNoBf16[] =
+    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
+    "bfloat16 serves convolutions only (ops::set_conv_precision)";
 
 // Zero-filled tensors of a shape, dtype and device (targets of zeros are valid class 0).
 inline Tensor f32(const Shape& s, Device d) { return Tensor::zeros(s, DType::kFloat32, d); }

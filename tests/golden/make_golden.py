@@ -3,11 +3,16 @@
 gradients, and parameters after 10 steps of three SGD variants) in float32, and single ops in
 float64 with their input gradients. Run by hand from the repository root:
 
-    /usr/bin/python3 tests/golden/make_golden.py            # both files
-    /usr/bin/python3 tests/golden/make_golden.py ops        # ops_golden.safetensors only
+    /usr/bin/python3 tests/golden/make_golden.py lenet      # lenet_golden.safetensors only
+    YOLO_OFFLINE=1 PYTHONPATH=/tmp/smp-pkgs /tmp/ref/bin/python tests/golden/make_golden.py ops
 
-Needs torch >= 1.13 and nothing else (the safetensors writer is below, so the `safetensors`
-package is not needed). Output is deterministic for a given torch version; see README.md.
+The ops fixture keeps the entries it already holds byte for byte when they agree with the
+recomputed ones to 1e-12 (keep_stored; `--fresh` rewrites them), so appending an op changes no
+existing entry on a machine whose BLAS rounds differently.
+
+Needs torch >= 1.13, and ultralytics for the ops fixture's detection-loss entries (their
+reference: bbox_iou, DFLoss, DFL); the safetensors writer is below, so the `safetensors` package is
+not needed. Output is deterministic for a given torch version; see README.md.
 """
 import functools
 import json
@@ -89,6 +94,63 @@ def save_safetensors(path, tensors, metadata):
             f.write(b)
     os.replace(tmp, path)
     return os.path.getsize(path)
+
+
+def load_safetensors(path, metadata=None):
+    """The entries of a safetensors file written by save_safetensors: {name: tensor} in file
+    order; its __metadata__ goes into the dict metadata when given."""
+    import numpy as np
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    stored_meta = header.pop("__metadata__", {})
+    if metadata is not None:
+        metadata.update(stored_meta)
+    codes = {v: k for k, v in _DTYPE_CODES.items()}
+    out = {}
+    for name, h in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        a, b = h["data_offsets"]
+        dtype = codes[h["dtype"]]
+        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        t = torch.from_numpy(np.frombuffer(data[8 + n + a:8 + n + b], dtype=np_dtype).copy())
+        out[name] = t.reshape(h["shape"])
+    return out
+
+
+def keep_stored(path, entries, meta, tol=1e-12):
+    """entries with those already in the file at path replaced by the stored tensors, so that
+    appending entries leaves the existing ones byte for byte; the file's metadata values replace
+    those of meta's keys (they describe the kept entries). A stored entry is kept only when it
+    has the recomputed one's dtype and shape and agrees with it to tol (1 + |stored|): oneDNN and
+    MKL round float64 convolutions and matrix products differently on other CPUs (~1e-14), and the
+    tests compare to 1e-10. Prints how many were kept and the largest difference."""
+    if not os.path.exists(path):
+        return entries
+    stored_meta = {}
+    stored = load_safetensors(path, stored_meta)
+    meta.update(stored_meta)
+    out, kept, worst = [], 0, 0.0
+    for name, t in entries:
+        old = stored.get(name)
+        if old is None:
+            out.append((name, t))
+            continue
+        t = t.detach().cpu()
+        assert old.dtype == t.dtype and old.shape == t.shape, f"{name}: dtype or shape changed"
+        diff = (t - old).abs() if t.is_floating_point() else (t != old).to(torch.float64)
+        bound = tol * (1 + old.abs()) if t.is_floating_point() else torch.zeros_like(diff)
+        nan_same = torch.isnan(t) & torch.isnan(old) if t.is_floating_point() else False
+        ok = (diff <= bound) | nan_same
+        assert bool(ok.all()), f"{name} differs from the stored entry by {diff.max().item():.3g}"
+        if t.is_floating_point() and diff.numel():
+            worst = max(worst, float(torch.where(nan_same, 0.0, diff).max()))
+        out.append((name, old))
+        kept += 1
+    missing = set(stored) - {n for n, _ in entries}
+    assert not missing, f"stored entries no longer written: {sorted(missing)[:5]}"
+    print(f"{path}: kept {kept} stored entries (recomputed here: largest difference {worst:.3g})")
+    return out
 
 
 # ---- the CIFAR-10 tutorial network ----
@@ -365,6 +427,9 @@ def make_ops():
            lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1, groups=3))
     record("depthwise_conv2d_s2d2", [("x", rand(2, 4, 9, 8)), ("w", rand(4, 1, 3, 3))],
            lambda x, w: F.conv2d(x, w, None, stride=2, padding=2, dilation=2, groups=4))
+    # YOLO's elementwise ops, narrow and the detection-loss ops (drawn after every entry above,
+    # so those keep their values).
+    record_yolo_ops(entries, rand, record)
 
     meta = {
         "torch_version": torch.__version__,
@@ -427,23 +492,182 @@ def make_ops():
         "depthwise_conv2d_s2d2": "F.conv2d(x (2,4,9,8), w (4,1,3,3), None, stride=2, padding=2, "
                                  "dilation=2, groups=4)",
     }
+    meta.update(YOLO_OPS_META)
+    meta["ultralytics_version"] = ultralytics_version()
     return entries, meta
+
+
+# ---- YOLO's ops: silu, sigmoid, mul, mul_scalar, add, narrow and the detection losses ----
+
+EXTREMES = [0.0, 40.0, -40.0, -750.0]  # sigmoid saturated to 1 - 4e-18, 4e-18 and exp overflow
+
+
+def ultralytics_modules():
+    """Ultralytics' bbox_iou, DFLoss and DFL (the reference of the detection-loss ops). Importing
+    ultralytics may change torch's thread count: it is set back to 1 (one summation order)."""
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    try:
+        from ultralytics.nn.modules import DFL
+        from ultralytics.utils.loss import DFLoss
+        from ultralytics.utils.metrics import bbox_iou
+    except ImportError:
+        sys.exit("the detection-loss entries need ultralytics (e.g. /tmp/ref/bin/python)")
+    torch.set_num_threads(1)
+    return bbox_iou, DFLoss, DFL
+
+
+def ultralytics_version():
+    import ultralytics
+    return ultralytics.__version__
+
+
+def ciou_full(p, q, eps=1e-7):
+    """CIoU of xyxy boxes (M, 4) -> (M, 1) with bbox_iou(xywh=False, CIoU=True)'s eps placement but
+    alpha = v / (1 - iou + v + eps) differentiated too (Zheng et al. 2020, without Ultralytics'
+    no_grad): the reference of ciou_loss(alpha_grad=true)."""
+    w1, h1 = p[:, 2:3] - p[:, 0:1], p[:, 3:4] - p[:, 1:2] + eps
+    w2, h2 = q[:, 2:3] - q[:, 0:1], q[:, 3:4] - q[:, 1:2] + eps
+    iw = torch.minimum(p[:, 2:3], q[:, 2:3]) - torch.maximum(p[:, 0:1], q[:, 0:1])
+    ih = torch.minimum(p[:, 3:4], q[:, 3:4]) - torch.maximum(p[:, 1:2], q[:, 1:2])
+    inter = iw.clamp(min=0) * ih.clamp(min=0)
+    iou = inter / (w1 * h1 + w2 * h2 - inter + eps)
+    cw = torch.maximum(p[:, 2:3], q[:, 2:3]) - torch.minimum(p[:, 0:1], q[:, 0:1])
+    ch = torch.maximum(p[:, 3:4], q[:, 3:4]) - torch.minimum(p[:, 1:2], q[:, 1:2])
+    c2 = cw ** 2 + ch ** 2 + eps
+    centre = q[:, 0:2] + q[:, 2:4] - p[:, 0:2] - p[:, 2:4]
+    rho2 = (centre ** 2).sum(1, keepdim=True) / 4
+    v = 4 / math.pi ** 2 * (torch.atan(w2 / h2) - torch.atan(w1 / h1)) ** 2
+    return iou - (rho2 / c2 + v * v / (1 - iou + v + eps))
+
+
+# Box pairs (x1, y1, x2, y2): partial overlap, disjoint, nested, a zero-width pred inside the
+# target (intersection width exactly 0, clamp's gradient 0), a zero-area pred point outside, a
+# zero-height target outside, crossing extreme aspect ratios, far apart. No coordinate of a pred
+# equals its target's (no min/max ties).
+CIOU_PRED = [[2.5, 2.1, 6.7, 8.2], [0, 1, 3, 7], [5, 5, 45, 45], [4, 1, 4, 6],
+             [20, 20, 20, 20], [1, 1, 6, 5], [0, 1, 60, 3], [30, 30, 62, 50]]
+CIOU_TARGET = [[2, 3, 6, 9], [10, 10, 14, 11], [15.5, 14, 25, 26.5], [3, 0, 7, 5],
+               [1, 2, 5, 9], [0, 9, 8, 9], [10, 0, 12, 60], [-20, -15, -5, -2]]
+CIOU_WEIGHT = [1.0, 0.5, 2.0, 1.25, 0.75, 1.5, 0.25, 1.0]
+
+
+def record_yolo_ops(entries, rand, record):
+    """The entries of silu, sigmoid, mul, mul_scalar, add, narrow, bce_with_logits,
+    gather_anchors, dfl_expect, dfl_loss and ciou_loss (YOLO_OPS_META says what each is)."""
+    d = torch.float64
+    x = rand(3, 5, 4) * 3
+    x[0, 0] = torch.tensor(EXTREMES, dtype=d)
+    record("silu", [("x", x)], F.silu)
+    x = rand(3, 5, 4) * 3
+    x[0, 0] = torch.tensor(EXTREMES, dtype=d)
+    record("sigmoid", [("x", x)], torch.sigmoid)
+    record("mul", [("a", rand(2, 3, 4)), ("b", rand(2, 3, 4))], torch.mul)
+    record("mul_same", [("x", rand(7))], lambda x: x * x)
+    record("mul_scalar", [("x", rand(2, 3, 4))], lambda x: x * -0.37)
+    record("mul_scalar_zero", [("x", rand(3, 4))], lambda x: x * 0.0)
+    record("add", [("a", rand(2, 3, 4)), ("b", rand(2, 3, 4))], torch.add)
+    record("add_same", [("x", rand(7))], lambda x: x + x)
+    record("narrow_dim1_end", [("x", rand(2, 5, 3, 4))], lambda x: torch.narrow(x, 1, 3, 2))
+    record("narrow_dim1_one_image", [("x", rand(1, 5, 3, 4))],
+           lambda x: torch.narrow(x, 1, 3, 2))
+    record("narrow_dim0_end", [("x", rand(5, 3))], lambda x: torch.narrow(x, 0, 3, 2))
+    record("narrow_last", [("x", rand(2, 3, 7))], lambda x: torch.narrow(x, -1, 4, 3))
+
+    logits = rand(4, 6) * 3
+    logits[0] = torch.tensor([0.0, 40.0, -40.0, 750.0, -750.0, 1e-3], dtype=d)
+    target = torch.sigmoid(rand(4, 6))
+    target[0] = torch.tensor([0.3, 1.0, 0.0, 0.5, 1.0, 0.0], dtype=d)
+    target[1, :3] = torch.tensor([0.0, 1.0, 0.0], dtype=d)
+    entries.append(("bce_with_logits.target", target))  # a constant: no gradient
+    record("bce_with_logits", [("x", logits)],
+           lambda x: F.binary_cross_entropy_with_logits(x, target, reduction="sum"))
+    idx = torch.tensor([7, 0, 9, 7, 4], dtype=torch.int64)  # b A + a: the last, a repeat
+    record("gather_anchors", [("x", rand(2, 3, 5)), ("idx", idx)],
+           lambda x, i: x.permute(0, 2, 1).reshape(-1, x.shape[1])[i])
+
+    bbox_iou, DFLoss, DFL = ultralytics_modules()
+    dfl = DFL(16).double()  # its conv weight is arange(16), exact in float64
+
+    def dfl_rows(x):  # rows (4 a, 16), side-major, through DFL's (1, 4 * 16, a) layout
+        a = x.shape[0] // 4
+        return dfl(x.view(4, a, 16).permute(0, 2, 1).reshape(1, 64, a)).reshape(-1)
+
+    record("dfl_expect", [("x", rand(12, 16) * 2)], dfl_rows)
+    for prefix, bins, t in [
+            ("dfl_loss", 16, [0.0, 14.99, 7.0, 3.25, 20.0, -1.0, 0.01, 14.5]),
+            ("dfl_loss_r8", 8, [6.995, 3.5, 0.2, 9.0, 2.0])]:
+        t = torch.tensor(t, dtype=d)
+        w = torch.linspace(0.25, 2.0, len(t), dtype=d)
+        entries += [(f"{prefix}.target", t), (f"{prefix}.weight", w)]  # constants
+        record(prefix, [("pred", rand(len(t), bins) * 2)],
+               lambda p, t=t, w=w, bins=bins:
+                   (DFLoss(bins)(p, t.clone().view(-1, 1)).view(-1) * w).sum())
+    q = torch.tensor(CIOU_TARGET, dtype=d)
+    w = torch.tensor(CIOU_WEIGHT, dtype=d)
+    p = torch.tensor(CIOU_PRED, dtype=d)
+    ultra = bbox_iou(p, q, xywh=False, CIoU=True)
+    assert (ciou_full(p, q) - ultra).abs().max() < 1e-14, "ciou_full is not bbox_iou's CIoU"
+    entries += [("ciou_loss.target", q), ("ciou_loss.weight", w)]  # constants
+    record("ciou_loss", [("pred", p)],
+           lambda p: ((1 - bbox_iou(p, q, xywh=False, CIoU=True)) * w.view(-1, 1)).sum())
+    entries += [("ciou_loss_alpha_grad.target", q), ("ciou_loss_alpha_grad.weight", w)]
+    record("ciou_loss_alpha_grad", [("pred", p)],
+           lambda p: ((1 - ciou_full(p, q)) * w.view(-1, 1)).sum())
+
+
+YOLO_OPS_META = {
+    "silu": "F.silu(x (3,5,4) * 3) with x[0,0] = (0, 40, -40, -750)",
+    "sigmoid": "torch.sigmoid(x (3,5,4) * 3) with x[0,0] = (0, 40, -40, -750)",
+    "mul": "torch.mul(a (2,3,4), b (2,3,4))",
+    "mul_same": "x (7,) * x: da = 2 x dy",
+    "mul_scalar": "x (2,3,4) * -0.37",
+    "mul_scalar_zero": "x (3,4) * 0.0: dx = 0",
+    "add": "torch.add(a (2,3,4), b (2,3,4))",
+    "add_same": "x (7,) + x: dx = 2 dy",
+    "narrow_dim1_end": "torch.narrow(x (2,5,3,4), 1, 3, 2): the last two channels",
+    "narrow_dim1_one_image": "torch.narrow(x (1,5,3,4), 1, 3, 2)",
+    "narrow_dim0_end": "torch.narrow(x (5,3), 0, 3, 2): the last two rows",
+    "narrow_last": "torch.narrow(x (2,3,7), -1, 4, 3): the end of the last dim",
+    "bce_with_logits": "F.binary_cross_entropy_with_logits(x (4,6), <op>.target (4,6), "
+                       "reduction='sum'); x[0] = (0, 40, -40, 750, -750, 1e-3), targets soft and "
+                       "0/1; target is a constant (no dtarget)",
+    "gather_anchors": "x (2,3,5) (B, C, A) permuted to (B A, C) rows, rows idx = (7, 0, 9, 7, 4) "
+                      "int64 (b A + a): the last anchor and a repeat; y (5, 3)",
+    "dfl_expect": "ultralytics.nn.modules.DFL(16) in float64 on the rows x (12,16) * 2 (side-major: "
+                  "row s a + i is side s of anchor i, a = 3): y (12,) = sum_j softmax(x)_j j",
+    "dfl_loss": "(ultralytics.utils.loss.DFLoss(16)(pred (8,16) * 2, <op>.target.view(-1, 1))"
+                ".view(-1) * <op>.weight).sum(): targets at both clamps (20 -> 14.99, -1 -> 0), "
+                "an integer, 14.99 itself; target and weight constants",
+    "dfl_loss_r8": "the same with DFLoss(8), pred (5,8) * 2 (targets clamped to 6.99)",
+    "ciou_loss": "((1 - ultralytics.utils.metrics.bbox_iou(pred (8,4), <op>.target (8,4), "
+                 "xywh=False, CIoU=True)) * <op>.weight.view(-1, 1)).sum() (alpha under no_grad, "
+                 "as BboxLoss): overlapping, disjoint, nested, zero-width, zero-area and "
+                 "zero-height boxes, extreme aspect ratios; target and weight constants",
+    "ciou_loss_alpha_grad": "the same boxes with make_golden.ciou_full, bbox_iou's CIoU (equal to "
+                            "1e-14) with alpha differentiated too",
+}
 
 
 FIXTURES = {"lenet": ("lenet_golden.safetensors", make_lenet),
             "ops": ("ops_golden.safetensors", make_ops)}
+# Fixtures whose entries already in the file are kept (keep_stored): new entries are appended.
+KEEP_STORED = {"ops"}
 
 
 def main():
-    """Writes the fixtures named on the command line (lenet, ops), or both."""
-    names = sys.argv[1:] or list(FIXTURES)
+    """Writes the fixtures named on the command line (lenet, ops), or both; --fresh rewrites the
+    ops fixture's stored entries too (see keep_stored)."""
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    names = [a for a in sys.argv[1:] if not a.startswith("--")] or list(FIXTURES)
     unknown = [n for n in names if n not in FIXTURES]
     if unknown:
         sys.exit(f"unknown fixture {unknown[0]!r}; choose from {', '.join(FIXTURES)}")
     torch.set_num_threads(1)  # one summation order, so reruns give the same bytes
-    for name, make in (FIXTURES[n] for n in names):
+    for key, (name, make) in ((n, FIXTURES[n]) for n in names):
         entries, meta = make()
         path = os.path.join(OUT_DIR, name)
+        if key in KEEP_STORED and "--fresh" not in flags:
+            entries = keep_stored(path, entries, meta)
         size = save_safetensors(path, entries, meta)
         print(f"{path}: {len(entries)} entries, {size} bytes")
 

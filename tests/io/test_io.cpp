@@ -488,9 +488,15 @@ TEST(IoGolden, LenetFixtureLoadsWithExpectedEntries) {
 
 TEST(IoGolden, OpsFixtureIsSelfConsistent) {
   const auto f = hpcnet::load_safetensors(golden("ops_golden.safetensors"));
-  EXPECT_EQ(f.tensors.size(), 192u);  // see tests/golden/README.md
-  for (const auto& [name, t] : f.tensors)
-    EXPECT_EQ(t.dtype(), name.ends_with(".target") ? DType::kInt64 : DType::kFloat64) << name;
+  EXPECT_EQ(f.tensors.size(), 282u);  // see tests/golden/README.md
+  // int64: the class targets and gather_anchors' indices; the detection losses' targets are
+  // float64 (distances, boxes, soft scores) like every other entry.
+  for (const auto& [name, t] : f.tensors) {
+    const bool detection = name.starts_with("bce_with_logits.") || name.starts_with("dfl_loss") ||
+                           name.starts_with("ciou_loss");
+    const bool integer = name == "gather_anchors.idx" || (name.ends_with(".target") && !detection);
+    EXPECT_EQ(t.dtype(), integer ? DType::kInt64 : DType::kFloat64) << name;
+  }
   EXPECT_NEAR(f.at("cross_entropy.y").item(),
               cross_entropy(f.at("cross_entropy.x"), f.at("cross_entropy.target")), 1e-12);
   const std::vector<double> x = f.at("relu.x").to_vector_f64();

@@ -437,6 +437,20 @@ TEST(OpCases, EveryOpHasABf16CheckOrSaysWhyNot) {
   }
 }
 
+TEST(OpCases, EveryDifferentiableOpHasAPyTorchGoldenOrSaysWhyNot) {
+  for (const op_cases::Entry& e : op_cases::kAll) {
+    const OpCases& c = cases_of(e);
+    const bool golden = !c.goldens.empty() || has_custom(c, "PyTorchGoldenFloat64");
+    if (e.differentiable)
+      EXPECT_NE(golden, c.no_golden != nullptr)
+          << "op '" << e.name << "': PyTorch goldens (OpCases::goldens, from "
+          << "tests/golden/make_golden.py) or OpCases::no_golden (one of the two)";
+    else
+      EXPECT_FALSE(golden && c.no_golden != nullptr)
+          << "op '" << e.name << "': PyTorch goldens and OpCases::no_golden both";
+  }
+}
+
 TEST(OpCases, EveryExportableOpHasAnOnnxRoundTripOrSaysWhyNot) {
   std::map<std::string, const ops::OpRecord*> records;
   for (const ops::OpRecord* r : op_record::kAll) records[r->name] = r;

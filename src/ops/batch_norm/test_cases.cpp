@@ -20,10 +20,6 @@ using namespace ops::case_checks;
 using D = Device;
 const Device kGpu = gpu_device();
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> batch_norm_samples() {
   return {
       {"batch_norm training",

@@ -14,10 +14,6 @@ namespace {
 using namespace ops::cases;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 // Normal inputs of one shape, times 2.
 ops::CaseInputs r64(Shape s) {
   return [s](Rng& r) { return std::vector<Tensor>{randn64(s, r, 2.0)}; };

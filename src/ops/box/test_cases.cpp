@@ -1,6 +1,7 @@
 // The test cases of bce_with_logits, gather_anchors, dfl_expect, ciou_loss and dfl_loss
 // (src/ops/op_cases.h; tests/ops/op_checks.cpp runs them as Ops/<op>.*): samples for the
-// finite-difference and CUDA parity checks and error inputs. Compiled into the test binary only.
+// finite-difference and CUDA parity checks, error inputs and PyTorch goldens (Ultralytics'
+// bbox_iou, DFLoss and DFL in make_golden.py). Compiled into the test binary only.
 #include <string>
 #include <vector>
 
@@ -13,10 +14,6 @@ namespace {
 
 using namespace ops::cases;
 using D = Device;
-
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
 
 std::vector<ops::SampleCase> bce_with_logits_samples() {
   return {
@@ -274,26 +271,60 @@ std::vector<ops::ErrorCase> dfl_loss_errors() {
 
 }  // namespace
 
+// The goldens' targets and weights are constants of the fixture (no gradient), passed after the
+// inputs: v[1], v[2].
 ops::OpCases op_cases::bce_with_logits() {
-  return {
-      .samples = bce_with_logits_samples(), .errors = bce_with_logits_errors(), .no_bf16 = kNoBf16};
+  return {.samples = bce_with_logits_samples(),
+          .errors = bce_with_logits_errors(),
+          .goldens = {{op_name::bce_with_logits,
+                       {"x"},
+                       [](auto& v) { return F::bce_with_logits(v[0], v[1]); },
+                       {"target"}}},
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::gather_anchors() {
-  return {
-      .samples = gather_anchors_samples(), .errors = gather_anchors_errors(), .no_bf16 = kNoBf16};
+  return {.samples = gather_anchors_samples(),
+          .errors = gather_anchors_errors(),
+          .goldens = {{op_name::gather_anchors,
+                       {"x", "idx"},
+                       [](auto& v) { return F::gather_anchors(v[0], v[1]); }}},
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::dfl_expect() {
-  return {.samples = dfl_expect_samples(), .errors = dfl_expect_errors(), .no_bf16 = kNoBf16};
+  return {.samples = dfl_expect_samples(),
+          .errors = dfl_expect_errors(),
+          .goldens = {{op_name::dfl_expect, {"x"}, [](auto& v) { return F::dfl_expect(v[0]); }}},
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::ciou_loss() {
-  return {.samples = ciou_loss_samples(), .errors = ciou_loss_errors(), .no_bf16 = kNoBf16};
+  return {.samples = ciou_loss_samples(),
+          .errors = ciou_loss_errors(),
+          .goldens = {{op_name::ciou_loss,
+                       {"pred"},
+                       [](auto& v) { return F::ciou_loss(v[0], v[1], v[2]); },
+                       {"target", "weight"}},
+                      {"ciou_loss_alpha_grad",
+                       {"pred"},
+                       [](auto& v) { return F::ciou_loss(v[0], v[1], v[2], true); },
+                       {"target", "weight"}}},
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::dfl_loss() {
-  return {.samples = dfl_loss_samples(), .errors = dfl_loss_errors(), .no_bf16 = kNoBf16};
+  return {.samples = dfl_loss_samples(),
+          .errors = dfl_loss_errors(),
+          .goldens = {{op_name::dfl_loss,
+                       {"pred"},
+                       [](auto& v) { return F::dfl_loss(v[0], v[1], v[2]); },
+                       {"target", "weight"}},
+                      {"dfl_loss_r8",
+                       {"pred"},
+                       [](auto& v) { return F::dfl_loss(v[0], v[1], v[2]); },
+                       {"target", "weight"}}},
+          .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

@@ -20,10 +20,6 @@ using namespace ops::case_checks;
 using D = Device;
 const Device kGpu = gpu_device();
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> cat_samples() {
   return {
       {"cat dim 1 of three (N, C, H, W)",
@@ -218,6 +214,12 @@ ops::OpCases op_cases::cat() {
 ops::OpCases op_cases::narrow() {
   return {.samples = narrow_samples(),
           .errors = narrow_errors(),
+          .goldens = {{"narrow_dim1_end", {"x"}, [](auto& v) { return F::narrow(v[0], 1, 3, 2); }},
+                      {"narrow_dim1_one_image",  // a view of x's memory
+                       {"x"},
+                       [](auto& v) { return F::narrow(v[0], 1, 3, 2); }},
+                      {"narrow_dim0_end", {"x"}, [](auto& v) { return F::narrow(v[0], 0, 3, 2); }},
+                      {"narrow_last", {"x"}, [](auto& v) { return F::narrow(v[0], -1, 4, 3); }}},
           .onnx = {{"narrow of channels 1 to 2",
                     [](const Tensor& x, auto&) { return F::narrow(x, 1, 1, 2); },
                     nullptr,

@@ -24,10 +24,6 @@ using namespace ops::cases;
 using namespace ops::case_checks;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> conv2d_samples() {
   return {
       {"conv2d stride 1 pad 1", [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 1); },

@@ -26,10 +26,6 @@ struct DepthwiseNet : nn::Module {
 using namespace ops::cases;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 // x, w (C, 1, R, S) and, when bias, b (C,).
 ops::CaseInputs dw(Shape x, Shape w, bool bias) {
   return [x, w, bias](Rng& r) {

@@ -20,10 +20,6 @@ using namespace ops::cases;
 using namespace ops::case_checks;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> relu_samples() {
   return {
       {op_name::relu, [](auto& v) { return F::relu(v[0]); },
@@ -430,6 +426,8 @@ ops::OpCases op_cases::relu() {
 ops::OpCases op_cases::add() {
   return {.samples = add_samples(),
           .errors = add_errors(),
+          .goldens = {{op_name::add, {"a", "b"}, [](auto& v) { return F::add(v[0], v[1]); }},
+                      {"add_same", {"x"}, [](auto& v) { return F::add(v[0], v[0]); }}},
           .checks = {{"CudaParity", "the kernels, in place too", add_kernel_parity}},
           .onnx = {{"x + sigmoid(x)",
                     [](const Tensor& x, auto&) { return F::add(x, F::sigmoid(x)); },
@@ -439,14 +437,17 @@ ops::OpCases op_cases::add() {
 }
 
 ops::OpCases op_cases::mul_scalar() {
-  return {.samples = mul_scalar_samples(),
-          .errors = mul_scalar_errors(),
-          .checks = {{"CudaParity", "the scale kernel", mul_scalar_kernel_parity}},
-          .onnx = {{"x * -0.37",
-                    [](const Tensor& x, auto&) { return F::mul_scalar(x, -0.37); },
-                    nullptr,
-                    {{"Mul", 1}}}},
-          .no_bf16 = kNoBf16};
+  return {
+      .samples = mul_scalar_samples(),
+      .errors = mul_scalar_errors(),
+      .goldens = {{op_name::mul_scalar, {"x"}, [](auto& v) { return F::mul_scalar(v[0], -0.37); }},
+                  {"mul_scalar_zero", {"x"}, [](auto& v) { return F::mul_scalar(v[0], 0.0); }}},
+      .checks = {{"CudaParity", "the scale kernel", mul_scalar_kernel_parity}},
+      .onnx = {{"x * -0.37",
+                [](const Tensor& x, auto&) { return F::mul_scalar(x, -0.37); },
+                nullptr,
+                {{"Mul", 1}}}},
+      .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::reshape() {
@@ -483,6 +484,7 @@ ops::OpCases op_cases::mean() {
 ops::OpCases op_cases::silu() {
   return {.samples = silu_samples(),
           .errors = silu_errors(),
+          .goldens = {{op_name::silu, {"x"}, [](auto& v) { return F::silu(v[0]); }}},
           .onnx = {{"silu of 4 x: x sigmoid(x)",
                     [](const Tensor& x, auto&) { return F::silu(F::mul_scalar(x, 4.0)); },
                     nullptr,
@@ -493,6 +495,7 @@ ops::OpCases op_cases::silu() {
 ops::OpCases op_cases::sigmoid() {
   return {.samples = sigmoid_samples(),
           .errors = sigmoid_errors(),
+          .goldens = {{op_name::sigmoid, {"x"}, [](auto& v) { return F::sigmoid(v[0]); }}},
           .onnx = {{"sigmoid of 4 x",
                     [](const Tensor& x, auto&) { return F::sigmoid(F::mul_scalar(x, 4.0)); },
                     nullptr,
@@ -503,6 +506,8 @@ ops::OpCases op_cases::sigmoid() {
 ops::OpCases op_cases::mul() {
   return {.samples = mul_samples(),
           .errors = mul_errors(),
+          .goldens = {{op_name::mul, {"a", "b"}, [](auto& v) { return F::mul(v[0], v[1]); }},
+                      {"mul_same", {"x"}, [](auto& v) { return F::mul(v[0], v[0]); }}},
           .onnx = {{"x * sigmoid(x)",
                     [](const Tensor& x, auto&) { return F::mul(x, F::sigmoid(x)); },
                     nullptr,

@@ -14,10 +14,6 @@ namespace {
 using namespace ops::cases;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> gelu_samples() {
   return {
       {op_name::gelu, [](auto& v) { return F::gelu(v[0]); },

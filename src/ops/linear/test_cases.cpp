@@ -17,10 +17,6 @@ using namespace ops::cases;
 using namespace ops::case_checks;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> linear_samples() {
   return {
       {op_name::linear, [](auto& v) { return F::linear(v[0], v[1], v[2]); },

@@ -17,10 +17,6 @@ using namespace ops::cases;
 using namespace ops::case_checks;
 using D = Device;
 
-constexpr const char* kNoBf16 =
-    "its kernels compute in the input's dtype, float32 or float64 (src/ops/float_dispatch.h); "
-    "bfloat16 serves convolutions only (ops::set_conv_precision)";
-
 std::vector<ops::SampleCase> max_pool2d_samples() {
   return {
       {"max_pool2d 2x2", [](auto& v) { return F::max_pool2d(v[0], 2, 2); },
