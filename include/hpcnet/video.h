@@ -69,6 +69,11 @@ class VideoReader {
   double fps() const;            // the stream's average frame rate (25 when it does not say)
   int64_t frame_count() const;   // as the container says; 0 when it does not
   int64_t bad_packets() const;   // packets skipped because the decoder rejected them
+  // Frames the demuxer skipped over damaged bytes without a word, from the jumps of the packets'
+  // timestamps (Matroska and MPEG-TS resynchronise so).
+  int64_t missing_frames() const;
+  // Frames the decoder returned over damaged data (its error concealment); they are returned.
+  int64_t damaged_frames() const;
   std::string codec() const;     // the decoder's name, e.g. "h264"
   // Why the input ended before its end of file, once next() has returned false: empty at a
   // normal end, else FFmpeg's reason ("Connection reset by peer", "Connection timed out"); for a

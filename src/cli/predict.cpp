@@ -437,10 +437,15 @@ void Predictor::summarize(const std::string& path, const data::VideoReader& read
                           const std::string& out_file) const {
   std::string notes;
   if (!out_file.empty()) notes += ", annotated video " + out_file;
-  if (reader.bad_packets() > 0)
-    notes += ", " + std::to_string(reader.bad_packets()) + " damaged packets skipped";
-  if (dropped > 0)
-    notes += ", " + std::to_string(dropped) + " frames dropped while the model was busy";
+  auto count = [](int64_t n, const char* what) {
+    return ", " + std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  if (reader.bad_packets() > 0) notes += count(reader.bad_packets(), "damaged packet") + " skipped";
+  if (reader.missing_frames() > 0)
+    notes += count(reader.missing_frames(), "frame") + " lost to damaged data";
+  if (reader.damaged_frames() > 0)
+    notes += count(reader.damaged_frames(), "frame") + " decoded over damaged data";
+  if (dropped > 0) notes += count(dropped, "frame") + " dropped while the model was busy";
   if (args_.follow && !data::is_live_source(path))
     notes += "; the file stopped growing (" + reader.end_reason() + ")";
   else if (!reader.end_reason().empty())

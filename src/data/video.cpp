@@ -115,7 +115,8 @@ struct VideoReader::Impl {
   FramePtr frame = new_frame();
   PacketPtr packet = new_packet();
   bool input_done = false, decoder_done = false;
-  int64_t bad_packets = 0;
+  int64_t bad_packets = 0, missing_frames = 0, damaged_frames = 0;
+  int64_t last_dts = AV_NOPTS_VALUE, last_duration = 0;
   std::string end_reason;
   double timeout_s = 10.0;
   bool follow = false;
@@ -242,6 +243,17 @@ struct VideoReader::Impl {
     return std::chrono::steady_clock::now() > static_cast<Impl*>(self)->open_deadline ? 1 : 0;
   }
 
+  // Packets a demuxer skipped without a word (Matroska and MPEG-TS resynchronise past damaged
+  // bytes): a jump of the video packets' decoding timestamps past the previous packet's duration
+  // counts the frames that fit in the gap.
+  void count_gap() {
+    if (packet->dts == AV_NOPTS_VALUE) return;
+    if (last_dts != AV_NOPTS_VALUE && last_duration > 0 && packet->dts > last_dts + last_duration)
+      missing_frames += (packet->dts - last_dts + last_duration / 2) / last_duration - 1;
+    last_dts = packet->dts;
+    last_duration = packet->duration;
+  }
+
   // Feeds the decoder the next packet of the stream; false once the input is exhausted.
   bool feed() {
     while (true) {
@@ -260,6 +272,7 @@ struct VideoReader::Impl {
         av_packet_unref(packet.get());
         continue;
       }
+      count_gap();
       const int sent = avcodec_send_packet(decoder, packet.get());
       av_packet_unref(packet.get());
       if (sent < 0 && sent != AVERROR(EAGAIN)) ++bad_packets;
@@ -310,6 +323,9 @@ bool VideoReader::next(Image& out) {
   while (!d.decoder_done) {
     const int err = avcodec_receive_frame(d.decoder, d.frame.get());
     if (err == 0) {
+      // Decoded, but over damaged data (error concealment): predicted, and counted.
+      if (d.frame->decode_error_flags != 0 || (d.frame->flags & AV_FRAME_FLAG_CORRUPT) != 0)
+        ++d.damaged_frames;
       d.convert(out);
       av_frame_unref(d.frame.get());
       return true;
@@ -343,6 +359,8 @@ int64_t VideoReader::frame_count() const {
 }
 
 int64_t VideoReader::bad_packets() const { return impl_->bad_packets; }
+int64_t VideoReader::missing_frames() const { return impl_->missing_frames; }
+int64_t VideoReader::damaged_frames() const { return impl_->damaged_frames; }
 std::string VideoReader::codec() const { return impl_->decoder->codec->name; }
 const std::string& VideoReader::end_reason() const { return impl_->end_reason; }
 

@@ -69,6 +69,8 @@ TEST(Video, WrittenFramesReadBack) {
     }
     EXPECT_EQ(n, 20) << name;
     EXPECT_EQ(reader.bad_packets(), 0) << name;
+    EXPECT_EQ(reader.missing_frames(), 0) << name;
+    EXPECT_EQ(reader.damaged_frames(), 0) << name;
   }
 }
 
