@@ -1,8 +1,10 @@
 // `hpcnet predict` on videos (the binary, as tests/cli/test_predict.cpp runs it): a 10-second
 // 640x480 MP4 made here with FFmpeg's libraries gives an annotated video of the same frame count
 // and rate, and on every frame the detections that predicting that frame, decoded to PNG, gives;
-// --vid-stride; a damaged video among good inputs; a network stream (served here over TCP) that
-// plays to its end, is killed halfway, or never answers.
+// --vid-stride; --batch; damaged, truncated and foreign videos; a network stream (served here over
+// TCP) that plays to its end, is killed halfway, or never answers; a growing file (--follow);
+// standard input as a video, MJPEG or raw frames; --save-txt and --save-json; segmentation and
+// classification models on video.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -334,8 +336,8 @@ TEST(PredictVideo, StreamOutWritesMjpegFrames) {
       << image.err;
 }
 
-// Segmentation and classification models on a video: one line per frame and an annotated video
-// (class overlays; the top classes as text).
+// Segmentation (U-Net, DeepLab) and classification models on a video: one line per frame and an
+// annotated video (class overlays with their legend; the top 5 classes as text).
 TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
   const VideoShared& s = shared();
   TempDir tmp("predict_video_tasks");
@@ -344,7 +346,8 @@ TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
     const char* task;
     int64_t imgsz;
   };
-  for (const Case& c : {Case{"unet_resnet18", "segment", 64}, Case{"lenet", "classify", 32}}) {
+  for (const Case& c : {Case{"unet_resnet18", "segment", 64},
+                        Case{"deeplabv3_resnet50", "segment", 64}, Case{"lenet", "classify", 32}}) {
     const std::string weights = tmp.str(std::string(c.model) + ".safetensors");
     save_fresh_model(weights, c.model, c.task, {"background", "red", "green"}, c.imgsz, 3);
     const std::string out = tmp.str(std::string("out_") + c.model);
