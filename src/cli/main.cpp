@@ -618,8 +618,8 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
                 "videos: frames per forward pass (live sources: 1, they do not wait for more)")
       ->capture_default_str();
   p->add_option("--stream-timeout", a.stream_timeout,
-                "network streams: seconds opening or a silence may last before the stream counts "
-                "as gone")
+                "network streams and --follow'ed files: seconds opening or a silence may last "
+                "before the stream counts as gone (the file as finished)")
       ->capture_default_str();
   p->add_flag("--save-txt", a.save_txt,
               "with --save: YOLO label rows (class cx cy w h, normalised) of detection models in "
