@@ -428,6 +428,16 @@ int64_t box_line_width(int64_t height, int64_t width);
 // Returns the tabs' rectangles, in the boxes' order (width 0 for a box without a label).
 std::vector<PixelRect> draw_boxes(uint8_t* px, int64_t height, int64_t width,
                                   const std::vector<LabeledBox>& boxes);
+// A legend at the image's top left, on a darkened panel: one line per entry, a square of its
+// colour (none where `swatch` is false) and its text in white, scaled as box labels
+// (box_line_width). Entries past the image's height are left out. Returns the panel.
+struct LegendEntry {
+  std::string text;
+  std::array<uint8_t, 3> color{};
+  bool swatch = true;
+};
+PixelRect draw_legend(uint8_t* px, int64_t height, int64_t width,
+                      const std::vector<LegendEntry>& entries);
 // n class colours: PASCAL VOC's colour map (0 black, 1 dark red, 2 dark green, ...; 255 white).
 std::vector<std::array<uint8_t, 3>> class_palette(int64_t n);
 

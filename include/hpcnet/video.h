@@ -24,17 +24,34 @@ bool is_stream_url(const std::string& source);
 // A V4L2 camera: "/dev/videoN", or "N" alone as Ultralytics' source=0.
 bool is_camera(const std::string& source);
 // A source read as it comes, where the newest frame wins while the model is busy: a network
-// stream, a camera, or "-" (standard input: a video or MJPEG frames piped in).
+// stream, a camera, or "-" (standard input: a video, MJPEG or raw frames piped in). (A followed
+// file, VideoOptions::follow, is live too; that is the caller's to say.)
 bool is_live_source(const std::string& source);
 
 struct VideoOptions {
-  // Network streams: how long opening, or waiting for the next packet, may take before the
-  // stream counts as gone (seconds; FFmpeg's rw_timeout / timeout, and an interrupt while opening).
+  // Network streams and followed files: how long opening, or waiting for the next packet, may
+  // take before the stream counts as gone (seconds; FFmpeg's rw_timeout / timeout, and an
+  // interrupt while opening).
   double timeout_s = 10.0;
+  // A file that grows (a video being recorded): at its end, wait for more (FFmpeg's file
+  // protocol option follow=1) until nothing new comes for timeout_s; then it ends as a stream
+  // does, end_reason() saying so. The file is read front to back (seekable=0), as a stream.
+  bool follow = false;
+  // The input's format, as ffmpeg's `-f` before `-i`: a libavformat demuxer name ("mjpeg" for
+  // JPEG frames one after another, "rawvideo" for raw frames); empty: probed from the bytes.
+  std::string format;
+  // Raw frames (format "rawvideo"): their size "WxH" (or an FFmpeg abbreviation such as "vga"),
+  // required; their pixel format (FFmpeg's name: rgb24, bgr24, yuv420p, gray, ...). Both as
+  // ffmpeg's -video_size and -pixel_format.
+  std::string video_size, pixel_format = "rgb24";
+  // Frames per second of an input that does not say (raw frames, MJPEG; ffmpeg's -framerate):
+  // 0 leaves FFmpeg's default, 25.
+  double framerate = 0;
 };
 
 // Decodes the best video stream of a file (or anything libavformat opens: a network stream, a
-// camera, "-" for standard input) frame by frame.
+// camera, "-" for standard input, a file still being written with VideoOptions::follow) frame by
+// frame.
 // Packets the decoder rejects (a corrupt or truncated file) are skipped and counted; the frames
 // around them are still returned. InputError (one line, naming the file) when the file cannot be
 // opened or holds no decodable video stream.
@@ -52,9 +69,15 @@ class VideoReader {
   double fps() const;            // the stream's average frame rate (25 when it does not say)
   int64_t frame_count() const;   // as the container says; 0 when it does not
   int64_t bad_packets() const;   // packets skipped because the decoder rejected them
+  // Frames the demuxer skipped over damaged bytes without a word, from the jumps of the packets'
+  // timestamps (Matroska and MPEG-TS resynchronise so).
+  int64_t missing_frames() const;
+  // Frames the decoder returned over damaged data (its error concealment); they are returned.
+  int64_t damaged_frames() const;
   std::string codec() const;     // the decoder's name, e.g. "h264"
   // Why the input ended before its end of file, once next() has returned false: empty at a
-  // normal end, else FFmpeg's reason ("Connection reset by peer", "Connection timed out").
+  // normal end, else FFmpeg's reason ("Connection reset by peer", "Connection timed out"); for a
+  // followed file "no new data within S s".
   const std::string& end_reason() const;
 
  private:

@@ -618,12 +618,32 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
                 "videos: frames per forward pass (live sources: 1, they do not wait for more)")
       ->capture_default_str();
   p->add_option("--stream-timeout", a.stream_timeout,
-                "network streams: seconds opening or a silence may last before the stream counts "
-                "as gone")
+                "network streams and --follow'ed files: seconds opening or a silence may last "
+                "before the stream counts as gone (the file as finished)")
       ->capture_default_str();
+  p->add_flag("--save-txt", a.save_txt,
+              "with --save: YOLO label rows (class cx cy w h, normalised) of detection models in "
+              "DIR/labels/NAME.txt, a video frame's in NAME_FRAME.txt (frames from 1), as "
+              "Ultralytics' save_txt");
+  p->add_flag("--save-conf", a.save_conf, "--save-txt's rows end with the score");
+  p->add_option("--save-json", a.save_json,
+                "write every image's and video frame's JSON line to this file (JSON Lines)");
+  p->add_flag("--follow", a.follow,
+              "video files that grow (being recorded): at their end wait for more, until none "
+              "comes for --stream-timeout seconds; read as live sources");
+  p->add_option("--input-format", a.input_format,
+                "the inputs' format, as ffmpeg's -f: mjpeg (JPEG frames one after another), "
+                "rawvideo (raw frames; with --video-size), ...; default: probed");
+  p->add_option("--video-size", a.video_size, "raw frames: their size WxH (ffmpeg's -video_size)");
+  p->add_option("--pixel-format", a.pixel_format,
+                "raw frames: FFmpeg's pixel format name, e.g. rgb24, bgr24, yuv420p, gray "
+                "(default rgb24)");
+  p->add_option("--framerate", a.framerate,
+                "frames per second of an input that does not say (raw frames, MJPEG; default 25)");
   p->add_option("images", a.images,
-                "image and video files, folders (every image and video in them, sorted), or "
-                "network streams (rtsp://, http(s)://, tcp://, ...)")
+                "image and video files, folders (every image and video in them, sorted), network "
+                "streams (rtsp://, http(s)://, tcp://, ...), cameras (/dev/video0 or 0), or - "
+                "(standard input: a video, MJPEG or raw frames)")
       ->required();
   return p;
 }

@@ -129,6 +129,7 @@ class Predictor {
     po_ = a.options;
     po_.top = a.top;
     if (!save_.empty()) saved_lines_.emplace((fs::path(save_) / "predictions.jsonl").string(), false);
+    if (!a.save_json.empty()) json_file_.emplace(a.save_json, false);
   }
 
   // One image file; false when it could not be read (said on stderr).
@@ -147,6 +148,12 @@ class Predictor {
   std::vector<Result> run(const std::vector<const data::Image*>& images);
   std::string unique_name(const std::string& path);
   void emit(nlohmann::json j, const std::string& label, const task::Prediction& p);
+  // --save-txt: the prediction's YOLO label rows in DIR/labels/NAME.txt (none without rows).
+  void save_txt(const std::string& name, const task::Prediction& p, int64_t height, int64_t width,
+                nlohmann::json& j);
+  // The summary line of a video: frames, FPS, the source, what was saved, dropped, skipped.
+  void summarize(const std::string& path, const data::VideoReader& reader, int64_t frames,
+                 int64_t dropped, double seconds, const std::string& out_file) const;
 
   const PredictArgs& args_;
   train::LoadedModel& model_;
@@ -156,6 +163,7 @@ class Predictor {
   task::PredictOptions po_;
   std::string save_;
   std::optional<MetricsLog> saved_lines_;  // --save: predictions.jsonl beside the pictures
+  std::optional<MetricsLog> json_file_;    // --save-json FILE
   std::set<std::string> used_names_;       // --save: one name per input, even for equal stems
   double pre_ms_ = 0, infer_ms_ = 0, post_ms_ = 0;
   int64_t runs_ = 0;
@@ -214,11 +222,31 @@ std::string Predictor::unique_name(const std::string& path) {
 void Predictor::emit(nlohmann::json j, const std::string& label, const task::Prediction& p) {
   j.update(p.json);
   if (saved_lines_) saved_lines_->write(j);
+  if (json_file_) json_file_->write(j);
   if (args_.stream_out) return;  // stdout carries the frames
   if (args_.json)
     std::cout << j.dump() << std::endl;
   else
     std::printf("%s:%s\n", label.c_str(), p.line.c_str());
+}
+
+void Predictor::save_txt(const std::string& name, const task::Prediction& p, int64_t height,
+                         int64_t width, nlohmann::json& j) {
+  if (!args_.save_txt) return;
+  const std::optional<std::string> rows = task_.label_file(p, height, width);
+  if (!rows || rows->empty()) return;  // as Ultralytics: no file for an image without objects
+  std::string text = *rows;
+  if (!args_.save_conf) {  // each row's last field is the score: class cx cy w h [conf]
+    text.clear();
+    size_t begin = 0;
+    for (size_t end; (end = rows->find('\n', begin)) != std::string::npos; begin = end + 1) {
+      const std::string row = rows->substr(begin, end - begin);
+      text += row.substr(0, row.rfind(' ')) + "\n";
+    }
+  }
+  const std::string file = (fs::path(save_) / "labels" / (name + ".txt")).string();
+  write_file_atomic(file, text);
+  j["saved"].push_back(file);
 }
 
 bool Predictor::image(const std::string& path) {
@@ -246,6 +274,7 @@ bool Predictor::image(const std::string& path) {
       write_file_atomic(file, *rows);
       j["saved"].push_back(file);
     }
+    save_txt(base, r.prediction, im.height, im.width, j);
   }
   emit(std::move(j), path, r.prediction);
   return true;
@@ -297,9 +326,18 @@ struct Frame {
 
 bool Predictor::video(const std::string& path) {
   std::unique_ptr<data::VideoReader> reader;
-  const bool live = data::is_live_source(path);
+  // A growing file (--follow) is read as it comes, as a stream.
+  const bool followed = args_.follow && !data::is_live_source(path);
+  const bool live = data::is_live_source(path) || followed;
   try {
-    reader = std::make_unique<data::VideoReader>(path, data::VideoOptions{args_.stream_timeout});
+    data::VideoOptions vo;
+    vo.timeout_s = args_.stream_timeout;
+    vo.follow = followed;
+    vo.format = args_.input_format;
+    vo.video_size = args_.video_size;
+    if (!args_.pixel_format.empty()) vo.pixel_format = args_.pixel_format;
+    vo.framerate = args_.framerate;
+    reader = std::make_unique<data::VideoReader>(path, vo);
   } catch (const InputError& e) {
     report_error(e.what());
     return false;
@@ -308,8 +346,12 @@ bool Predictor::video(const std::string& path) {
   AnnotatedVideo writer;  // --save's file and --stream-out's MJPEG on stdout
   std::string out_file;
   const double out_fps = reader->fps() / static_cast<double>(stride);
+  // The name results are saved under: the file's stem, a stream's name.
+  const std::string base =
+      save_.empty() ? ""
+                    : unique_name(data::is_live_source(path) ? stream_name(path) + ".mp4" : path);
   if (!save_.empty()) {
-    out_file = annotated_video_name(save_, unique_name(live ? stream_name(path) + ".mp4" : path), path);
+    out_file = annotated_video_name(save_, base, path);
     writer.file = std::make_unique<data::VideoWriter>(out_file, reader->height(), reader->width(),
                                                       out_fps);
   }
@@ -366,8 +408,11 @@ bool Predictor::video(const std::string& path) {
     for (size_t i = 0; i < pending.size(); ++i) {
       Frame& f = pending[i];
       const std::string count = total > 0 ? std::to_string(total) : std::string("?");
-      emit({{"video", path}, {"frame", f.index}},
-           path + " (frame " + std::to_string(f.index + 1) + "/" + count + ")",
+      nlohmann::json j = {{"video", path}, {"frame", f.index}};
+      // Ultralytics' labels/NAME_FRAME.txt, frames numbered from 1
+      save_txt(base + "_" + std::to_string(f.index + 1), results[i].prediction, f.image.height,
+               f.image.width, j);
+      emit(std::move(j), path + " (frame " + std::to_string(f.index + 1) + "/" + count + ")",
            results[i].prediction);
       ++frames;
       if (writer.any()) {
@@ -383,24 +428,36 @@ bool Predictor::video(const std::string& path) {
   encoder.join();
   if (decode_error) std::rethrow_exception(decode_error);
   if (write_error) std::rethrow_exception(write_error);
-  const double seconds = ms_since(start) / 1000.0;
+  summarize(path, *reader, frames, decoded.dropped(), ms_since(start) / 1000.0, out_file);
+  return true;
+}
+
+void Predictor::summarize(const std::string& path, const data::VideoReader& reader,
+                          int64_t frames, int64_t dropped, double seconds,
+                          const std::string& out_file) const {
   std::string notes;
-  if (writer.file) notes += ", annotated video " + out_file;
-  if (reader->bad_packets() > 0)
-    notes += ", " + std::to_string(reader->bad_packets()) + " damaged packets skipped";
-  if (decoded.dropped() > 0)
-    notes += ", " + std::to_string(decoded.dropped()) + " frames dropped while the model was busy";
-  if (!reader->end_reason().empty())
-    notes += "; the stream ended: " + reader->end_reason();
-  else if (live)
+  if (!out_file.empty()) notes += ", annotated video " + out_file;
+  auto count = [](int64_t n, const char* what) {
+    return ", " + std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  if (reader.bad_packets() > 0) notes += count(reader.bad_packets(), "damaged packet") + " skipped";
+  if (reader.missing_frames() > 0)
+    notes += count(reader.missing_frames(), "frame") + " lost to damaged data";
+  if (reader.damaged_frames() > 0)
+    notes += count(reader.damaged_frames(), "frame") + " decoded over damaged data";
+  if (dropped > 0) notes += count(dropped, "frame") + " dropped while the model was busy";
+  if (args_.follow && !data::is_live_source(path))
+    notes += "; the file stopped growing (" + reader.end_reason() + ")";
+  else if (!reader.end_reason().empty())
+    notes += "; the stream ended: " + reader.end_reason();
+  else if (data::is_live_source(path))
     notes += "; the stream ended";
   std::fflush(stdout);
   std::fprintf(stderr, "%s: %lld frames in %.2f s, %.1f FPS (%s %lldx%lld at %.3g FPS)%s\n",
                path.c_str(), static_cast<long long>(frames), seconds,
-               seconds > 0 ? static_cast<double>(frames) / seconds : 0.0, reader->codec().c_str(),
-               static_cast<long long>(reader->width()), static_cast<long long>(reader->height()),
-               reader->fps(), notes.c_str());
-  return true;
+               seconds > 0 ? static_cast<double>(frames) / seconds : 0.0, reader.codec().c_str(),
+               static_cast<long long>(reader.width()), static_cast<long long>(reader.height()),
+               reader.fps(), notes.c_str());
 }
 
 void Predictor::print_speed() const {
@@ -413,6 +470,28 @@ void Predictor::print_speed() const {
                "Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at "
                "shape (%s)\n",
                pre_ms_ / n, infer_ms_ / n, post_ms_ / n, shape.c_str());
+}
+
+// Whether an input is read as a video: by its name, a live source, or any file with
+// --input-format (raw frames, MJPEG: names say nothing).
+bool is_video_input(const std::string& path, const PredictArgs& a) {
+  std::error_code ec;
+  return data::is_video_name(path) || data::is_live_source(path) ||
+         (!a.input_format.empty() && fs::is_regular_file(path, ec));
+}
+
+// The flags' combinations that cannot work, as one-line usage errors.
+void check_output_flags(const PredictArgs& a, const task::Task& task) {
+  HPCNET_REQUIRE(!a.save_txt || !a.save.empty(),
+                 "--save-txt writes its files into --save's folder (DIR/labels/); give --save DIR");
+  HPCNET_REQUIRE(!a.save_conf || a.save_txt, "--save-conf adds the score to --save-txt's rows");
+  HPCNET_REQUIRE(!a.save_txt || task.target_kind() == data::TargetKind::kBoxes,
+                 "--save-txt writes YOLO label rows (class cx cy w h) of detection models; a " +
+                     task.name() + " model's results are in --save's pictures and --save-json");
+  HPCNET_REQUIRE(a.input_format == "rawvideo" || (a.video_size.empty() && a.pixel_format.empty()),
+                 "--video-size and --pixel-format describe raw frames: give --input-format "
+                 "rawvideo with them");
+  HPCNET_REQUIRE(a.framerate >= 0, "--framerate must be positive (frames per second)");
 }
 
 }  // namespace
@@ -435,9 +514,12 @@ int cmd_predict(const PredictArgs& a) {
   m.module->to_(dev);
   if (a.imgsz > 0) m.imgsz = a.imgsz;
   const std::unique_ptr<task::Task> task = task_of(m);
+  check_output_flags(a, *task);
   std::vector<std::string> inputs;
   for (const std::string& p : a.images) {
-    if (data::is_live_source(p)) {  // a stream, a camera, stdin: opened as it is read
+    std::error_code ec;
+    // A stream, a camera, stdin: opened as it is read; a file of --input-format whatever its name.
+    if (data::is_live_source(p) || (!a.input_format.empty() && fs::is_regular_file(p, ec))) {
       inputs.push_back(p);
       continue;
     }
@@ -448,27 +530,25 @@ int cmd_predict(const PredictArgs& a) {
   const std::string save = a.save.empty() ? "" : fresh_save_dir(a.save, a.exist_ok, &renamed);
   if (!save.empty()) {
     std::error_code ec;
-    fs::create_directories(save, ec);
+    fs::create_directories(a.save_txt ? fs::path(save) / "labels" : fs::path(save), ec);
     HPCNET_REQUIRE(!ec && fs::is_directory(save),
                    "--save " + save + ": cannot create the folder (" +
                        (ec ? ec.message() : std::string("not a directory")) + ")");
   }
   for (const std::string& p : inputs)
-    HPCNET_REQUIRE(!a.stream_out || data::is_video_name(p) || data::is_live_source(p),
+    HPCNET_REQUIRE(!a.stream_out || is_video_input(p, a),
                    "--stream-out writes the frames of videos and streams; " + p +
                        " is an image (--save writes its picture)");
   NoGradGuard no_grad;
   Predictor predictor(a, m, *task, dev, save);
   int64_t failed = 0;
   for (const std::string& path : inputs)
-    if (!(data::is_video_name(path) || data::is_live_source(path) ? predictor.video(path)
-                                                                   : predictor.image(path)))
+    if (!(is_video_input(path, a) ? predictor.video(path) : predictor.image(path)))
       ++failed;
   // The timing line after videos (as Ultralytics'), and after images with --speed (scripts
   // reading predict's stderr on images see nothing new).
-  const bool videos = std::any_of(inputs.begin(), inputs.end(), [](const std::string& p) {
-    return data::is_video_name(p) || data::is_live_source(p);
-  });
+  const bool videos = std::any_of(inputs.begin(), inputs.end(),
+                                  [&](const std::string& p) { return is_video_input(p, a); });
   if (a.speed || videos) predictor.print_speed();
   if (!save.empty()) {
     const std::string why =

@@ -17,8 +17,19 @@ struct PredictArgs {
   int top = 3, threads = 0;
   int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1,
           batch = 1;
-  double stream_timeout = 10.0;  // seconds a network stream may stay silent
+  double stream_timeout = 10.0;  // seconds a network stream (or a followed file) may stay silent
   bool json = false, exist_ok = false, speed = false, stream_out = false;
+  // Sources (data::VideoOptions): --follow reads files as they grow; --input-format names the
+  // demuxer (ffmpeg's -f: mjpeg, rawvideo, ...), with raw frames' --video-size, --pixel-format
+  // (empty: rgb24) and --framerate (0: FFmpeg's default, 25).
+  bool follow = false;
+  std::string input_format, video_size, pixel_format;
+  double framerate = 0;
+  // Outputs beside --save's pictures and videos: --save-txt writes YOLO label rows (DIR/labels/
+  // NAME.txt for an image, NAME_FRAME.txt for a video frame), with the score with --save-conf;
+  // --save-json FILE writes every image's and frame's JSON line to FILE.
+  bool save_txt = false, save_conf = false;
+  std::string save_json;
   task::PredictOptions options;
 };
 

@@ -182,4 +182,33 @@ std::vector<PixelRect> draw_boxes(uint8_t* px, int64_t h, int64_t w,
   return tabs;
 }
 
+PixelRect draw_legend(uint8_t* px, int64_t h, int64_t w, const std::vector<LegendEntry>& entries) {
+  const int64_t lw = box_line_width(h, w), pad = 2 * lw, line = 9 * lw, square = 7 * lw;
+  const bool swatches = std::any_of(entries.begin(), entries.end(),
+                                    [](const LegendEntry& e) { return e.swatch; });
+  const int64_t text_x = pad + (swatches ? square + 2 * lw : 0);
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(entries.size()),
+                                      std::max<int64_t>(0, (h - 2 * pad) / line));
+  if (n == 0) return {};
+  int64_t text_w = 0;
+  for (int64_t k = 0; k < n; ++k)
+    text_w = std::max(text_w, text_width(entries[static_cast<size_t>(k)].text, lw));
+  const PixelRect panel{0, 0, std::min(w, text_x + text_w + pad), std::min(h, 2 * pad + n * line)};
+  for (int64_t y = 0; y < panel.height; ++y)
+    for (int64_t x = 0; x < panel.width; ++x)
+      for (int c = 0; c < 3; ++c) {
+        uint8_t& v = px[(y * w + x) * 3 + c];
+        v = static_cast<uint8_t>(v / 3);
+      }
+  for (int64_t k = 0; k < n; ++k) {
+    const LegendEntry& e = entries[static_cast<size_t>(k)];
+    const int64_t y = pad + k * line;
+    if (e.swatch)
+      for (int64_t sy = 0; sy < square; ++sy)
+        for (int64_t sx = 0; sx < square; ++sx) put(px, h, w, y + sy, pad + sx, e.color);
+    draw_text(px, h, w, text_x, y, e.text, {255, 255, 255}, lw);
+  }
+  return panel;
+}
+
 }  // namespace hpcnet::data

@@ -9,6 +9,8 @@ extern "C" {
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
+#include <libavutil/parseutils.h>
+#include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 }
 
@@ -113,9 +115,13 @@ struct VideoReader::Impl {
   FramePtr frame = new_frame();
   PacketPtr packet = new_packet();
   bool input_done = false, decoder_done = false;
-  int64_t bad_packets = 0;
+  int64_t bad_packets = 0, missing_frames = 0, damaged_frames = 0;
+  int64_t last_dts = AV_NOPTS_VALUE, last_duration = 0;
   std::string end_reason;
   double timeout_s = 10.0;
+  bool follow = false;
+  std::string format_name, video_size, pixel_format;
+  double framerate = 0;
   // Opening a stream ends by then (FFmpeg's interrupt callback).
   std::chrono::steady_clock::time_point open_deadline = std::chrono::steady_clock::time_point::max();
 
@@ -127,40 +133,81 @@ struct VideoReader::Impl {
 
   InputError fail(const std::string& what) const { return InputError(path + ": " + what); }
 
-  void open() {
+  // The demuxer options of the source (and its input format, for a camera or a named format).
+  AVDictionary* source_options(std::string* url, const AVInputFormat** input_format) {
     // A file reads only files: a playlist or reference file inside it cannot make FFmpeg open
     // network addresses or devices. (URLs are opened with FFmpeg's network protocols.)
     AVDictionary* options = nullptr;
-    const bool stream_url = is_stream_url(path);
-    std::string url = path;
-    const AVInputFormat* input_format = nullptr;
-    if (path == "-") {  // standard input: a container FFmpeg probes, or MJPEG frames
-      url = "pipe:0";
+    *url = path;
+    if (path == "-") {  // standard input: a container FFmpeg probes, MJPEG or raw frames
+      *url = "pipe:0";
       av_dict_set(&options, "protocol_whitelist", "pipe", 0);
     } else if (is_camera(path)) {
-      url = path.rfind("/dev/", 0) == 0 ? path : "/dev/video" + path;
+      *url = path.rfind("/dev/", 0) == 0 ? path : "/dev/video" + path;
       std::error_code ec;
-      if (!std::filesystem::exists(url, ec))
-        throw fail("no camera at " + url + " (V4L2; `ls /dev/video*` lists the cameras)");
+      if (!std::filesystem::exists(*url, ec))
+        throw fail("no camera at " + *url + " (V4L2; `ls /dev/video*` lists the cameras)");
       avdevice_register_all();
-      input_format = av_find_input_format("video4linux2");
-      if (input_format == nullptr) throw fail("this FFmpeg has no V4L2 input (libavdevice)");
-    } else if (!stream_url) {
+      *input_format = av_find_input_format("video4linux2");
+      if (*input_format == nullptr) throw fail("this FFmpeg has no V4L2 input (libavdevice)");
+    } else if (!is_stream_url(path)) {
       av_dict_set(&options, "protocol_whitelist", "file", 0);
+      if (follow) {  // wait at the end for more, read front to back as a stream
+        av_dict_set(&options, "follow", "1", 0);
+        av_dict_set(&options, "seekable", "0", 0);
+      }
     }
-    if (stream_url) {  // a stream that never answers: a timeout, not a hang
+    if (!format_name.empty()) {
+      *input_format = av_find_input_format(format_name.c_str());
+      if (*input_format == nullptr)
+        throw fail("FFmpeg has no input format '" + format_name +
+                   "' (mjpeg, rawvideo, ...; `ffmpeg -demuxers` lists them)");
+    }
+    if (!video_size.empty()) av_dict_set(&options, "video_size", video_size.c_str(), 0);
+    if (!pixel_format.empty()) av_dict_set(&options, "pixel_format", pixel_format.c_str(), 0);
+    if (framerate > 0) av_dict_set(&options, "framerate", std::to_string(framerate).c_str(), 0);
+    if (is_stream_url(path) || follow) {  // a source that never answers: a timeout, not a hang
       const std::string us = std::to_string(static_cast<int64_t>(timeout_s * 1e6));
       av_dict_set(&options, "rw_timeout", us.c_str(), 0);
-      av_dict_set(&options, "timeout", us.c_str(), 0);
+      if (!follow) av_dict_set(&options, "timeout", us.c_str(), 0);
       format = avformat_alloc_context();
       HPCNET_CHECK(format != nullptr, "video: out of memory (avformat_alloc_context)");
       open_deadline = std::chrono::steady_clock::now() +
                       std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
       format->interrupt_callback = {&Impl::interrupted, this};
     }
+    return options;
+  }
+
+  // Raw frames need their size, and their pixel format must be one FFmpeg knows.
+  void check_raw_options() const {
+    if (format_name == "rawvideo" && video_size.empty())
+      throw fail("raw frames need their size (--video-size WxH, as ffmpeg's -video_size)");
+    int w = 0, h = 0;
+    if (!video_size.empty() && av_parse_video_size(&w, &h, video_size.c_str()) < 0)
+      throw fail("--video-size " + video_size + ": not a frame size (WxH, e.g. 640x480)");
+    if (format_name == "rawvideo" && av_get_pix_fmt(pixel_format.c_str()) == AV_PIX_FMT_NONE)
+      throw fail("--pixel-format " + pixel_format +
+                 ": FFmpeg knows no such pixel format (rgb24, bgr24, yuv420p, gray, ...; "
+                 "`ffmpeg -pix_fmts` lists them)");
+  }
+
+  void open() {
+    check_raw_options();
+    std::string url;
+    const AVInputFormat* input_format = nullptr;
+    AVDictionary* options = source_options(&url, &input_format);
     int err = avformat_open_input(&format, url.c_str(), input_format, &options);
+    // Options the demuxer did not take: the raw-frame ones given to a format that has none.
+    const bool unused_size = av_dict_get(options, "video_size", nullptr, 0) != nullptr;
     av_dict_free(&options);
     if (err < 0) throw fail("cannot open as a video (" + open_error(err) + ")");
+    // From here on silences are rw_timeout's: an interrupt would end the input for good (a slow
+    // writer of a followed file can make reading the streams' first frames outlast the timeout).
+    open_deadline = std::chrono::steady_clock::time_point::max();
+    if (unused_size)
+      throw fail("--video-size is for raw frames (--input-format rawvideo); this input says its "
+                 "own size");
     err = avformat_find_stream_info(format, nullptr);
     if (err < 0) throw fail("cannot read the video's streams (" + open_error(err) + ")");
     const AVCodec* codec = nullptr;
@@ -178,14 +225,15 @@ struct VideoReader::Impl {
     if (err < 0) throw fail("cannot open the " + std::string(codec->name) + " decoder (" +
                             av_message(err) + ")");
     if (decoder->width <= 0 || decoder->height <= 0) throw fail("the video stream has no size");
-    open_deadline = std::chrono::steady_clock::time_point::max();  // reads: rw_timeout's
   }
 
   // Why opening failed: FFmpeg's message, or for a stream silent past the timeout, that.
   std::string open_error(int err) const {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
-    if (std::chrono::steady_clock::now() > open_deadline || err == AVERROR(ETIMEDOUT))
+    // (A followed file's silence past rw_timeout reads as EIO.)
+    if (std::chrono::steady_clock::now() > open_deadline || err == AVERROR(ETIMEDOUT) ||
+        (follow && err == AVERROR(EIO)))
       return std::string("no answer within ") + seconds + " s; --stream-timeout sets the wait";
     return av_message(err);
   }
@@ -193,6 +241,17 @@ struct VideoReader::Impl {
   // FFmpeg's interrupt callback: non-zero ends a blocking open of a stream past its deadline.
   static int interrupted(void* self) {
     return std::chrono::steady_clock::now() > static_cast<Impl*>(self)->open_deadline ? 1 : 0;
+  }
+
+  // Packets a demuxer skipped without a word (Matroska and MPEG-TS resynchronise past damaged
+  // bytes): a jump of the video packets' decoding timestamps past the previous packet's duration
+  // counts the frames that fit in the gap.
+  void count_gap() {
+    if (packet->dts == AV_NOPTS_VALUE) return;
+    if (last_dts != AV_NOPTS_VALUE && last_duration > 0 && packet->dts > last_dts + last_duration)
+      missing_frames += (packet->dts - last_dts + last_duration / 2) / last_duration - 1;
+    last_dts = packet->dts;
+    last_duration = packet->duration;
   }
 
   // Feeds the decoder the next packet of the stream; false once the input is exhausted.
@@ -213,10 +272,16 @@ struct VideoReader::Impl {
         av_packet_unref(packet.get());
         continue;
       }
+      count_gap();
       const int sent = avcodec_send_packet(decoder, packet.get());
       av_packet_unref(packet.get());
       if (sent < 0 && sent != AVERROR(EAGAIN)) ++bad_packets;
       return true;
+    }
+    if (follow) {  // a followed file ends when its writer has stopped for timeout_s
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+      end_reason = std::string("no new data within ") + seconds + " s";
     }
     avcodec_send_packet(decoder, nullptr);  // drain
     input_done = true;
@@ -243,6 +308,11 @@ VideoReader::VideoReader(const std::string& path, const VideoOptions& options)
   HPCNET_REQUIRE(options.timeout_s > 0, "video: the stream timeout must be positive");
   impl_->path = path;
   impl_->timeout_s = options.timeout_s;
+  impl_->follow = options.follow;
+  impl_->format_name = options.format;
+  impl_->video_size = options.video_size;
+  impl_->pixel_format = options.format == "rawvideo" ? options.pixel_format : "";
+  impl_->framerate = options.framerate;
   impl_->open();
 }
 
@@ -253,6 +323,9 @@ bool VideoReader::next(Image& out) {
   while (!d.decoder_done) {
     const int err = avcodec_receive_frame(d.decoder, d.frame.get());
     if (err == 0) {
+      // Decoded, but over damaged data (error concealment): predicted, and counted.
+      if (d.frame->decode_error_flags != 0 || (d.frame->flags & AV_FRAME_FLAG_CORRUPT) != 0)
+        ++d.damaged_frames;
       d.convert(out);
       av_frame_unref(d.frame.get());
       return true;
@@ -286,6 +359,8 @@ int64_t VideoReader::frame_count() const {
 }
 
 int64_t VideoReader::bad_packets() const { return impl_->bad_packets; }
+int64_t VideoReader::missing_frames() const { return impl_->missing_frames; }
+int64_t VideoReader::damaged_frames() const { return impl_->damaged_frames; }
 std::string VideoReader::codec() const { return impl_->decoder->codec->name; }
 const std::string& VideoReader::end_reason() const { return impl_->end_reason; }
 

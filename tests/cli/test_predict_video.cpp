@@ -1,8 +1,10 @@
 // `hpcnet predict` on videos (the binary, as tests/cli/test_predict.cpp runs it): a 10-second
 // 640x480 MP4 made here with FFmpeg's libraries gives an annotated video of the same frame count
 // and rate, and on every frame the detections that predicting that frame, decoded to PNG, gives;
-// --vid-stride; a damaged video among good inputs; a network stream (served here over TCP) that
-// plays to its end, is killed halfway, or never answers.
+// --vid-stride; --batch; damaged, truncated and foreign videos; a network stream (served here over
+// TCP) that plays to its end, is killed halfway, or never answers; a growing file (--follow);
+// standard input as a video, MJPEG or raw frames; --save-txt and --save-json; segmentation and
+// classification models on video.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,6 +165,9 @@ TEST(PredictVideo, ADamagedVideoAmongGoodInputs) {
   EXPECT_NE(r.err.find("bad.mp4: cannot open as a video"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1 of 2 inputs could not be read"), std::string::npos) << r.err;
   EXPECT_EQ(json_lines(r.out).size(), static_cast<size_t>(s.kFrames));
+  const RunResult alone = predict({tmp.str("in/bad.mp4")}, tmp.path());  // one line, exit 2
+  EXPECT_EQ(alone.rc, 2);
+  EXPECT_EQ(split_lines(alone.err).size(), 1u) << alone.err;
   EXPECT_EQ(run_hpcnet({"predict", "--weights", s.weights.string(), "--vid-stride", "0",
                         s.video.string()},
                        tmp.path())
@@ -246,6 +252,19 @@ int64_t number_before(const std::string& text, const std::string& what) {
   return std::stoll(text.substr(start, at - start));
 }
 
+// The lines of text that hold `what`.
+size_t count_lines_with(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (const std::string& line : split_lines(text)) n += line.find(what) != std::string::npos;
+  return n;
+}
+
+// The frames a summary line says were dropped while the model was busy (0 when it says none).
+int64_t dropped_frames(const std::string& err) {
+  return std::max({number_before(err, " frames dropped"), number_before(err, " frame dropped"),
+                   int64_t{0}});
+}
+
 }  // namespace
 
 // A live stream: every frame is predicted or counted as dropped (the newest frame wins while the
@@ -257,7 +276,7 @@ TEST(PredictVideo, ANetworkStreamKeepsUpOrCountsWhatItDropped) {
   const RunResult r = predict({"--save", tmp.str("out"), server.url()}, tmp.path());
   ASSERT_EQ(r.rc, 0) << r.err;
   const int64_t predicted = static_cast<int64_t>(json_lines(r.out).size());
-  const int64_t dropped = std::max<int64_t>(number_before(r.err, " frames dropped"), 0);
+  const int64_t dropped = dropped_frames(r.err);
   EXPECT_GT(predicted, 0) << r.err;
   EXPECT_EQ(predicted + dropped, VideoShared::kFrames) << r.err;
   EXPECT_NE(r.err.find("the stream ended"), std::string::npos) << r.err;
@@ -277,7 +296,8 @@ TEST(PredictVideo, AKilledSourceEndsPredictCleanly) {
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_GT(json_lines(r.out).size(), 0u) << r.err;
   EXPECT_LT(json_lines(r.out).size(), static_cast<size_t>(VideoShared::kFrames)) << r.err;
-  EXPECT_NE(r.err.find("the stream ended"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines_with(r.err, "the stream ended"), 1u) << r.err;  // its summary line
+  EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
 }
 
 TEST(PredictVideo, AStreamThatNeverAnswersTimesOut) {
@@ -316,8 +336,8 @@ TEST(PredictVideo, StreamOutWritesMjpegFrames) {
       << image.err;
 }
 
-// Segmentation and classification models on a video: one line per frame and an annotated video
-// (class overlays; the top classes as text).
+// Segmentation (U-Net, DeepLab) and classification models on a video: one line per frame and an
+// annotated video (class overlays with their legend; the top 5 classes as text).
 TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
   const VideoShared& s = shared();
   TempDir tmp("predict_video_tasks");
@@ -326,7 +346,8 @@ TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
     const char* task;
     int64_t imgsz;
   };
-  for (const Case& c : {Case{"unet_resnet18", "segment", 64}, Case{"lenet", "classify", 32}}) {
+  for (const Case& c : {Case{"unet_resnet18", "segment", 64},
+                        Case{"deeplabv3_resnet50", "segment", 64}, Case{"lenet", "classify", 32}}) {
     const std::string weights = tmp.str(std::string(c.model) + ".safetensors");
     save_fresh_model(weights, c.model, c.task, {"background", "red", "green"}, c.imgsz, 3);
     const std::string out = tmp.str(std::string("out_") + c.model);
@@ -337,21 +358,43 @@ TEST(PredictVideo, SegmentAndClassifyModelsOnAVideo) {
     EXPECT_EQ(json_lines(r.out).size(), 5u) << c.model;
     data::VideoReader annotated(out + "/clip.mp4");
     data::VideoReader source(s.video.string());
-    data::Image drawn, original;
+    data::Image drawn, original, first;
     int64_t n = 0;
     double diff = 0;
     while (annotated.next(drawn)) {
       ASSERT_TRUE(source.next(original));
       for (int k = 1; k < 10; ++k) source.next(original);  // frames 0, 10, 20, ...
-      if (n == 0)
+      if (n == 0) {
+        first = drawn;
         for (size_t i = 0; i < drawn.pixels.size(); ++i)
           diff += std::abs(drawn.pixels[i] - original.pixels[i]);
+      }
       ++n;
     }
     EXPECT_EQ(n, 5) << c.model;
     // Something was drawn on the first frame (an overlay, or the text band), beyond the codec's
     // loss (a few levels per pixel).
     EXPECT_GT(diff / static_cast<double>(drawn.pixels.size()), 3.0) << c.model;
+    // The legend at the top left (line width 2 at 640x480: a 4-pixel margin, 18-pixel lines):
+    // white text, which the source (at most ~150 per channel there) does not have; for the
+    // segmentation model a 14-pixel square of a class colour first on its line.
+    auto px = [&](int64_t x, int64_t y, int ch) {
+      return static_cast<int>(first.pixels[static_cast<size_t>((y * s.kWidth + x) * 3 + ch)]);
+    };
+    int64_t white = 0;
+    for (int64_t y = 4; y < 4 + 18; ++y)
+      for (int64_t x = 4; x < 160; ++x) white += px(x, y, 0) > 190 && px(x, y, 1) > 190;
+    EXPECT_GT(white, 20) << c.model;
+    if (std::string(c.task) == "segment") {
+      const auto palette = data::class_palette(3);
+      int best = 1 << 30;
+      for (int k = 1; k < 3; ++k) {
+        int d = 0;
+        for (int ch = 0; ch < 3; ++ch) d = std::max(d, std::abs(px(11, 11, ch) - palette[k][ch]));
+        best = std::min(best, d);
+      }
+      EXPECT_LT(best, 40) << "the legend's first square";
+    }
   }
 }
 
@@ -408,4 +451,278 @@ TEST(PredictVideo, BatchedFramesGiveTheSameDetections) {
   int64_t n = 0;
   while (annotated.next(frame)) ++n;
   EXPECT_EQ(n, 17);
+}
+
+namespace {
+
+// Writes `bytes` to `file` as a recorder would, in 40 chunks over about 2 s: the first at once (so
+// the file exists when predict opens it), then one every 50 ms, stopping after `stop` bytes (all
+// of them, or a writer killed halfway).
+class GrowingFile {
+ public:
+  GrowingFile(const fs::path& file, std::string bytes, size_t stop)
+      : file_(file), bytes_(std::move(bytes)), stop_(std::min(stop, bytes_.size())),
+        chunk_(std::max<size_t>(bytes_.size() / 40, 4096)) {
+    std::FILE* f = std::fopen(file_.c_str(), "wb");
+    if (f == nullptr) throw std::runtime_error("GrowingFile: cannot create " + file_.string());
+    written_ = std::min(chunk_, stop_);
+    std::fwrite(bytes_.data(), 1, written_, f);
+    std::fclose(f);
+    thread_ = std::thread([this] { grow(); });
+  }
+  ~GrowingFile() { thread_.join(); }
+
+ private:
+  void grow() {
+    while (written_ < stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::FILE* f = std::fopen(file_.c_str(), "ab");
+      const size_t n = std::min(chunk_, stop_ - written_);
+      std::fwrite(bytes_.data() + written_, 1, n, f);
+      std::fclose(f);
+      written_ += n;
+    }
+  }
+  fs::path file_;
+  std::string bytes_;
+  size_t stop_, chunk_, written_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace
+
+// A video being recorded (--follow): read as it grows, every frame predicted or counted as
+// dropped, and the end comes when the writer has stopped for --stream-timeout; a writer killed
+// halfway ends predict cleanly with the frames so far and its one summary line.
+TEST(PredictVideo, AGrowingFileIsFollowedUntilItsWriterStops) {
+  shared();
+  TempDir tmp("predict_follow");
+  {
+    GrowingFile growing(tmp / "rec.mkv", clip_mkv(), std::string::npos);
+    const RunResult r = predict(
+        {"--follow", "--stream-timeout", "1", "--save", tmp.str("out"), tmp.str("rec.mkv")},
+        tmp.path());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const int64_t predicted = static_cast<int64_t>(json_lines(r.out).size());
+    const int64_t dropped = dropped_frames(r.err);
+    EXPECT_GT(predicted, 0) << r.err;
+    EXPECT_EQ(predicted + dropped, VideoShared::kFrames) << r.err;
+    EXPECT_EQ(count_lines_with(r.err, "the file stopped growing (no new data within 1 s)"), 1u)
+        << r.err;
+    data::VideoReader annotated(tmp.str("out/rec.mkv"));
+    data::Image frame;
+    int64_t n = 0;
+    while (annotated.next(frame)) ++n;
+    EXPECT_EQ(n, predicted);
+  }
+  {
+    GrowingFile killed(tmp / "cut.mkv", clip_mkv(), clip_mkv().size() / 2);
+    const RunResult r =
+        predict({"--follow", "--stream-timeout", "1", tmp.str("cut.mkv")}, tmp.path());
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const size_t predicted = json_lines(r.out).size();
+    EXPECT_GT(predicted, 0u) << r.err;
+    EXPECT_LT(predicted, static_cast<size_t>(VideoShared::kFrames)) << r.err;
+    EXPECT_EQ(count_lines_with(r.err, "stopped growing"), 1u) << r.err;
+    EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
+  }
+}
+
+// Standard input as MJPEG frames: predict's own --stream-out piped into a second predict.
+TEST(PredictVideo, StandardInputAsMjpegFrames) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_stdin_mjpeg");
+  for (const bool named : {true, false}) {  // --input-format mjpeg, or probed from the bytes
+    const std::string out = tmp.str(named ? "named" : "probed");
+    std::vector<std::string> second = {"predict", "--weights", s.weights.string(), "--threads",
+                                       "1", "--conf", "0", "--json", "--save", out};
+    if (named) second.insert(second.end(), {"--input-format", "mjpeg"});
+    second.push_back("-");
+    const RunResult r = run_shell(
+        "{ " +
+        hpcnet_command_line({"predict", "--weights", s.weights.string(), "--threads", "1",
+                             "--stream-out", "--vid-stride", "5", s.video.string()},
+                            tmp.path()) +
+        " | ( " + hpcnet_command_line(second, tmp.path()) + " ); }");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const int64_t predicted = static_cast<int64_t>(json_lines(r.out).size());
+    const int64_t dropped = dropped_frames(r.err);
+    EXPECT_GT(predicted, 0) << r.err;
+    EXPECT_EQ(predicted + dropped, 10) << r.err;
+    EXPECT_NE(r.err.find("-: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("(mjpeg 640x480"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::exists(fs::path(out) / "stdin.mp4")) << r.err;
+  }
+}
+
+// Standard input as raw frames (bgr24, as OpenCV's): the detections of each frame equal those of
+// the same frame as a PNG, and the annotated video has the rate --framerate gives.
+TEST(PredictVideo, StandardInputAsRawFrames) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_stdin_raw");
+  const int64_t h = 120, w = 160, n = 12;
+  std::string raw;
+  fs::create_directories(tmp / "frames");
+  for (int64_t k = 0; k < n; ++k) {
+    const data::Image im = scene_frame(k, h, w);
+    for (size_t p = 0; p < im.pixels.size(); p += 3)
+      raw += {static_cast<char>(im.pixels[p + 2]), static_cast<char>(im.pixels[p + 1]),
+              static_cast<char>(im.pixels[p])};
+    char name[32];
+    std::snprintf(name, sizeof name, "%03lld.png", static_cast<long long>(k));
+    write_file(tmp / "frames" / name, string_of(data::encode_png_rgb(im.pixels.data(), h, w)));
+  }
+  write_file(tmp / "frames.bgr", raw);
+  const std::vector<std::string> raw_flags = {"--input-format", "rawvideo", "--video-size",
+                                              "160x120", "--pixel-format", "bgr24"};
+  std::vector<std::string> args = {"predict", "--weights", s.weights.string(), "--threads", "2",
+                                   "--conf", "0", "--max-det", "5", "--json", "--framerate", "10",
+                                   "--save", tmp.str("out")};
+  args.insert(args.end(), raw_flags.begin(), raw_flags.end());
+  args.push_back("-");
+  const RunResult r = run_shell("{ cat " + shell_quote(tmp.str("frames.bgr")) + " | ( " +
+                                hpcnet_command_line(args, tmp.path()) + " ); }");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<nlohmann::json> rows = json_lines(r.out);
+  const int64_t dropped = dropped_frames(r.err);
+  EXPECT_EQ(static_cast<int64_t>(rows.size()) + dropped, n) << r.err;
+  const RunResult images = predict({tmp.str("frames")}, tmp.path());
+  ASSERT_EQ(images.rc, 0) << images.err;
+  const std::vector<nlohmann::json> image_rows = json_lines(images.out);
+  ASSERT_EQ(image_rows.size(), static_cast<size_t>(n));
+  for (const nlohmann::json& row : rows) {
+    const int64_t k = row.at("frame");
+    const auto &a = row.at("boxes"), &b = image_rows[static_cast<size_t>(k)].at("boxes");
+    ASSERT_EQ(a.size(), b.size()) << "frame " << k;
+    for (size_t j = 0; j < a.size(); ++j)
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(a[j].at("box")[c].get<double>(), b[j].at("box")[c].get<double>(), 1e-3)
+            << "frame " << k;
+  }
+  data::VideoReader annotated(tmp.str("out/stdin.mp4"));
+  EXPECT_NEAR(annotated.fps(), 10.0, 1e-6);
+  EXPECT_EQ(annotated.width(), w);
+  // Raw frames from a file too (not only a pipe), and the usage errors: one line each, exit 2.
+  std::vector<std::string> from_file = raw_flags;
+  from_file.push_back(tmp.str("frames.bgr"));
+  EXPECT_EQ(json_lines(predict(from_file, tmp.path()).out).size(), static_cast<size_t>(n));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--input-format", "rawvideo", tmp.str("frames.bgr")}, "need their size (--video-size"},
+      {{"--video-size", "160x120", s.video.string()}, "give --input-format rawvideo"},
+      {{"--input-format", "rawvideo", "--video-size", "160x120", "--pixel-format", "rgb99",
+        tmp.str("frames.bgr")},
+       "knows no such pixel format"},
+      {{"--input-format", "nosuchformat", tmp.str("frames.bgr")}, "no input format 'nosuchformat'"},
+  };
+  for (const auto& [flags, message] : bad) {
+    const RunResult e = predict(flags, tmp.path());
+    EXPECT_EQ(e.rc, 2) << message << ": " << e.err;
+    EXPECT_NE(e.err.find(message), std::string::npos) << e.err;
+    EXPECT_EQ(split_lines(e.err).size(), 1u) << e.err;
+  }
+}
+
+// --save-txt: Ultralytics' labels/NAME_FRAME.txt per video frame (frames from 1) and
+// labels/NAME.txt per image, rows "class cx cy w h" normalised (+ score with --save-conf), equal
+// to the JSON lines' boxes; --save-json FILE holds the JSON lines, also with --stream-out.
+TEST(PredictVideo, SaveTxtAndSaveJson) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_save_txt");
+  data::VideoReader source(s.video.string());
+  data::Image first;
+  ASSERT_TRUE(source.next(first));
+  write_file(tmp / "still.png", string_of(data::encode_png_rgb(first.pixels.data(), 480, 640)));
+  for (const bool conf : {false, true}) {
+    const std::string out = tmp.str(conf ? "with_conf" : "no_conf");
+    std::vector<std::string> args = {"--vid-stride", "10", "--save-txt", "--save", out,
+                                     s.video.string(), tmp.str("still.png")};
+    if (conf) args.insert(args.begin(), "--save-conf");
+    const RunResult r = predict(args, tmp.path());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const std::vector<nlohmann::json> rows = json_lines(r.out);
+    ASSERT_EQ(rows.size(), 6u);  // frames 0, 10, ..., 40, then the image
+    for (const nlohmann::json& row : rows) {
+      const std::string name =
+          row.contains("frame") ? "clip_" + std::to_string(row.at("frame").get<int64_t>() + 1)
+                                : "still";
+      const fs::path file = fs::path(out) / "labels" / (name + ".txt");
+      ASSERT_TRUE(fs::exists(file)) << file;
+      const std::vector<std::string> lines = split_lines(read_file(file));
+      const auto& boxes = row.at("boxes");
+      ASSERT_EQ(lines.size(), boxes.size()) << file;
+      for (size_t j = 0; j < lines.size(); ++j) {
+        std::istringstream in(lines[j]);
+        std::vector<double> v;
+        for (double x; in >> x;) v.push_back(x);
+        ASSERT_EQ(v.size(), conf ? 6u : 5u) << lines[j];
+        const auto& b = boxes[j].at("box");
+        const double x1 = b[0], y1 = b[1], x2 = b[2], y2 = b[3];
+        EXPECT_EQ(v[0], boxes[j].at("class").get<double>());
+        EXPECT_NEAR(v[1], (x1 + x2) / 2 / 640, 1e-5);
+        EXPECT_NEAR(v[2], (y1 + y2) / 2 / 480, 1e-5);
+        EXPECT_NEAR(v[3], (x2 - x1) / 640, 1e-5);
+        EXPECT_NEAR(v[4], (y2 - y1) / 480, 1e-5);
+        if (conf) EXPECT_NEAR(v[5], boxes[j].at("score").get<double>(), 1e-5);
+      }
+    }
+  }
+  // --save-json with --stream-out: stdout carries the frames, the file the JSON lines.
+  const RunResult streamed = predict(
+      {"--stream-out", "--vid-stride", "10", "--save-json", tmp.str("lines.jsonl"),
+       s.video.string()},
+      tmp.path());
+  ASSERT_EQ(streamed.rc, 0) << streamed.err;
+  const std::vector<nlohmann::json> saved = json_lines(read_file(tmp / "lines.jsonl"));
+  ASSERT_EQ(saved.size(), 5u);
+  EXPECT_EQ(saved[4].at("frame"), 40);
+  EXPECT_GT(saved[0].at("boxes").size(), 0u);
+  // --save-txt without a folder, or for a model whose results are not boxes: one line, exit 2.
+  const RunResult no_folder = predict({"--save-txt", s.video.string()}, tmp.path());
+  EXPECT_EQ(no_folder.rc, 2);
+  EXPECT_NE(no_folder.err.find("give --save DIR"), std::string::npos) << no_folder.err;
+  save_fresh_model(tmp / "seg.safetensors", "unet_resnet18", "segment", {"a", "b"}, 64, 3);
+  const RunResult seg = run_hpcnet({"predict", "--weights", tmp.str("seg.safetensors"),
+                                    "--save-txt", "--save", tmp.str("seg"), s.video.string()},
+                                   tmp.path());
+  EXPECT_EQ(seg.rc, 2);
+  EXPECT_NE(seg.err.find("--save-txt writes YOLO label rows"), std::string::npos) << seg.err;
+  EXPECT_EQ(split_lines(seg.err).size(), 1u) << seg.err;
+}
+
+// Damaged videos: a Matroska file with three runs of garbage inside (the demuxer resynchronises,
+// the decoder conceals) and one cut short are predicted around the damage, which the summary line
+// counts; every frame of the file is predicted or counted as lost.
+TEST(PredictVideo, CorruptAndTruncatedVideosArePredictedAroundTheDamage) {
+  shared();
+  TempDir tmp("predict_video_corrupt");
+  std::string bytes = clip_mkv();
+  uint64_t state = 12345;
+  for (const double at : {0.3, 0.5, 0.7})
+    for (size_t k = 0; k < 3000; ++k) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      bytes[static_cast<size_t>(at * static_cast<double>(bytes.size())) + k] =
+          static_cast<char>(state >> 56);
+    }
+  write_file(tmp / "garbled.mkv", bytes);
+  write_file(tmp / "cut.mkv", clip_mkv().substr(0, clip_mkv().size() * 6 / 10));
+  const RunResult r = predict({"--save", tmp.str("out"), tmp.str("garbled.mkv")}, tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const int64_t predicted = static_cast<int64_t>(json_lines(r.out).size());
+  const int64_t lost = std::max({number_before(r.err, " frames lost"),
+                                 number_before(r.err, " frame lost"), int64_t{0}});
+  EXPECT_GT(predicted, VideoShared::kFrames / 2) << r.err;
+  EXPECT_EQ(predicted + lost, VideoShared::kFrames) << r.err;
+  EXPECT_TRUE(r.err.find("damaged data") != std::string::npos ||
+              r.err.find("damaged packet") != std::string::npos)
+      << r.err;
+  data::VideoReader annotated(tmp.str("out/garbled.mkv"));
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, predicted);
+  const RunResult cut = predict({tmp.str("cut.mkv")}, tmp.path());
+  ASSERT_EQ(cut.rc, 0) << cut.err;
+  EXPECT_GT(json_lines(cut.out).size(), 5u) << cut.err;
+  EXPECT_LT(json_lines(cut.out).size(), static_cast<size_t>(VideoShared::kFrames)) << cut.err;
+  EXPECT_EQ(cut.err.find("error"), std::string::npos) << cut.err;
 }

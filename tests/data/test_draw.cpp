@@ -82,3 +82,32 @@ TEST(Draw, ABoxWithoutALabelHasNoTab) {
   EXPECT_EQ(tabs[0].width, 0);
   EXPECT_EQ(px[(4 * 64 + 4) * 3], 9);  // the outline is drawn
 }
+
+// The legend (segmentation overlays, classification's top 5): a darkened panel at the top left,
+// a square of each entry's colour and its text; entries past the image's height left out.
+TEST(Draw, LegendOfClassColours) {
+  const int64_t h = 480, w = 640;  // line width 2: a 4-pixel margin, 18-pixel lines, 14 squares
+  std::vector<uint8_t> px(static_cast<size_t>(h * w * 3), 150);
+  const std::vector<data::LegendEntry> entries = {{"car", {200, 0, 0}}, {"road", {0, 0, 200}}};
+  const data::PixelRect panel = data::draw_legend(px.data(), h, w, entries);
+  EXPECT_EQ(panel.x, 0);
+  EXPECT_EQ(panel.y, 0);
+  EXPECT_EQ(panel.height, 4 + 2 * 18 + 4);
+  EXPECT_EQ(panel.width, 4 + 14 + 4 + data::text_width("road", 2) + 4);
+  auto at = [&](int64_t x, int64_t y) { return &px[static_cast<size_t>((y * w + x) * 3)]; };
+  EXPECT_EQ(at(10, 10)[0], 200);  // the first square
+  EXPECT_EQ(at(10, 10)[2], 0);
+  EXPECT_EQ(at(10, 28)[2], 200);  // the second
+  EXPECT_EQ(at(2, 2)[1], 50);     // the panel: darkened to a third
+  EXPECT_EQ(at(panel.width + 1, 2)[1], 150);  // beside it: untouched
+  int64_t white = 0;
+  for (int64_t y = 4; y < 22; ++y)
+    for (int64_t x = 22; x < panel.width; ++x) white += at(x, y)[0] == 255;
+  EXPECT_GT(white, 20);  // the text
+  // Without squares the text starts at the margin; a short image keeps the lines that fit.
+  std::vector<uint8_t> small(static_cast<size_t>(18 * 200 * 3), 0);
+  const data::PixelRect text_only = data::draw_legend(
+      small.data(), 18, 200, {{"cat 0.91", {}, false}, {"dog 0.05", {}, false}});
+  EXPECT_EQ(text_only.height, 2 + 9 + 2);  // one line of 9 (line width 1 below 256 pixels)
+  EXPECT_EQ(text_only.width, 2 + data::text_width("cat 0.91", 1) + 2);
+}

@@ -69,6 +69,8 @@ TEST(Video, WrittenFramesReadBack) {
     }
     EXPECT_EQ(n, 20) << name;
     EXPECT_EQ(reader.bad_packets(), 0) << name;
+    EXPECT_EQ(reader.missing_frames(), 0) << name;
+    EXPECT_EQ(reader.damaged_frames(), 0) << name;
   }
 }
 
@@ -123,4 +125,42 @@ TEST(Video, NamesByExtension) {
     EXPECT_TRUE(data::is_video_name(v)) << v;
   for (const char* v : {"a.jpg", "b.png", "mp4", "c.mp4.txt", "d"})
     EXPECT_FALSE(data::is_video_name(v)) << v;
+}
+
+// Raw frames (ffmpeg's -f rawvideo -video_size WxH -pixel_format F -framerate R) read back exactly,
+// whatever their pixel format; their size is required.
+TEST(Video, RawFramesReadBackExactly) {
+  TempDir tmp("video_raw");
+  std::string rgb, gray;
+  for (int64_t k = 0; k < 5; ++k) {
+    const data::Image im = pattern_frame(k, 48, 64);
+    rgb.append(im.pixels.begin(), im.pixels.end());
+    for (size_t p = 0; p < im.pixels.size(); p += 3) gray += static_cast<char>(im.pixels[p]);
+  }
+  write_file(tmp / "frames.rgb", rgb);
+  write_file(tmp / "frames.gray", gray);
+  data::VideoOptions o;
+  o.format = "rawvideo";
+  o.video_size = "64x48";
+  o.framerate = 12;
+  data::VideoReader reader(tmp.str("frames.rgb"), o);
+  EXPECT_EQ(reader.codec(), "rawvideo");
+  EXPECT_NEAR(reader.fps(), 12.0, 1e-6);
+  data::Image frame;
+  int64_t n = 0;
+  while (reader.next(frame)) {
+    const data::Image want = pattern_frame(n++, 48, 64);
+    EXPECT_EQ(frame.pixels, want.pixels) << "frame " << n - 1;
+  }
+  EXPECT_EQ(n, 5);
+  o.pixel_format = "gray";
+  data::VideoReader grays(tmp.str("frames.gray"), o);
+  for (n = 0; grays.next(frame); ++n) {
+    const data::Image want = pattern_frame(n, 48, 64);
+    for (size_t p = 0; p < frame.pixels.size(); ++p)
+      ASSERT_EQ(frame.pixels[p], want.pixels[p - p % 3]) << "frame " << n << " byte " << p;
+  }
+  EXPECT_EQ(n, 5);
+  o.video_size.clear();
+  EXPECT_THROW(data::VideoReader(tmp.str("frames.rgb"), o), InputError);
 }

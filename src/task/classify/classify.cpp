@@ -162,6 +162,22 @@ class ClassifyTask : public Task {
     }
     return p;
   }
+  // The top 5 classes and their probabilities, one per line at the top left, as Ultralytics'
+  // classification plot.
+  void annotate(data::Image& frame, const Outputs& outputs, int64_t i,
+                const std::vector<std::string>& classes, const PredictOptions& po) const override {
+    PredictOptions o = po;
+    o.top = 5;
+    std::vector<data::LegendEntry> lines;
+    char buf[160];
+    const Prediction p = predict(outputs, i, classes, o);
+    for (const auto& t : p.json.at("top")) {
+      std::snprintf(buf, sizeof buf, "%s %.2f", t.at("class").get<std::string>().c_str(),
+                    t.at("probability").get<double>());
+      lines.push_back({buf, {}, false});
+    }
+    data::draw_legend(frame.pixels.data(), frame.height, frame.width, lines);
+  }
 
  private:
   static constexpr data::Normalize kNormalize{{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};

@@ -268,7 +268,9 @@ class SegmentTask : public Task {
   }
   void annotate(data::Image& frame, const Outputs& outputs, int64_t i,
                 const std::vector<std::string>& classes, const PredictOptions&) const override {
-    overlay(frame.pixels, mask_at(frame, outputs, i), classes);
+    const std::vector<uint8_t> mask = mask_at(frame, outputs, i);
+    overlay(frame.pixels, mask, classes);
+    legend(frame, mask, classes);
   }
   std::vector<std::pair<std::string, std::vector<uint8_t>>> pictures(
       const data::Image& im, const Outputs& outputs, int64_t i,
@@ -276,6 +278,9 @@ class SegmentTask : public Task {
     const std::vector<uint8_t> mask = mask_at(im, outputs, i);
     std::vector<uint8_t> drawn(im.pixels);
     overlay(drawn, mask, classes);
+    data::Image framed{im.height, im.width, std::move(drawn)};
+    legend(framed, mask, classes);
+    drawn = std::move(framed.pixels);
     const auto palette = data::class_palette(static_cast<int64_t>(classes.size()));
     return {{"_mask.png", data::encode_png_index(mask.data(), im.height, im.width, palette)},
             {"_overlay.png", data::encode_png_rgb(drawn.data(), im.height, im.width)}};
@@ -296,6 +301,21 @@ class SegmentTask : public Task {
       if (mask[p] != 0)
         for (int c = 0; c < 3; ++c)
           px[p * 3 + c] = static_cast<uint8_t>((px[p * 3 + c] + palette[mask[p]][c] + 1) / 2);
+  }
+  // The legend: the classes drawn (not background), the most pixels first, with their colours.
+  static void legend(data::Image& im, const std::vector<uint8_t>& mask,
+                     const std::vector<std::string>& classes) {
+    const auto palette = data::class_palette(static_cast<int64_t>(classes.size()));
+    std::vector<int64_t> count(classes.size(), 0);
+    for (uint8_t v : mask) count[v]++;
+    std::vector<size_t> shown;
+    for (size_t k = 1; k < classes.size(); ++k)
+      if (count[k] > 0) shown.push_back(k);
+    std::stable_sort(shown.begin(), shown.end(),
+                     [&](size_t a, size_t b) { return count[a] > count[b]; });
+    std::vector<data::LegendEntry> entries;
+    for (size_t k : shown) entries.push_back({classes[k], palette[k]});
+    data::draw_legend(im.pixels.data(), im.height, im.width, entries);
   }
   static constexpr data::Normalize kNormalize{{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
   static constexpr data::Normalize kImageNet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
