@@ -273,6 +273,7 @@ inline Value gemm(const onnx::NodeProto& n, const Value& a, const Value& b, cons
 inline Value max_pool(const onnx::NodeProto& n, const Value& x) {
   only_attrs(n, {"kernel_shape", "strides", "pads"});
   require_4d(n, x.dims);
+  if (!attr(n, "kernel_shape")) throw std::runtime_error("MaxPool: kernel_shape is required");
   const auto ks = attr_ints_2d(n, "kernel_shape", {0, 0}), st = attr_ints_2d(n, "strides", {1, 1}),
              pd = attr_ints_2d(n, "pads", {0, 0, 0, 0});
   const int64_t N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
