@@ -295,6 +295,41 @@ void conv2d_kernel_parity() {
     }
 }
 
+// ConvTranspose's round trips: a batch of 2 (the exported (1, 6, H, W) image folded into
+// (2, 3, H, W)), odd and non-square sizes, output_padding below the stride or the dilation.
+std::vector<ops::OnnxCase> conv_transpose2d_onnx() {
+  return {
+      {"(2, 3, 5, 7) stride 2 pad 1 output_padding 1 with bias",
+       [](const Tensor& x, auto& p) {
+         return F::conv_transpose2d(F::reshape(x, {2, 3, 5, 7}), p[0], p[1], 2, 1, 1);
+       },
+       [](Rng& r) {
+         return std::vector<Tensor>{randn({3, 4, 3, 3}, r), randn({4}, r)};
+       },
+       {{"ConvTranspose", 1}, {"Reshape", 1}},
+       6,
+       5,
+       7},
+      {"(1, 3, 4, 5) kernel 2x3 stride 3 pad 1 output_padding 2 dilation 2, no bias",
+       [](const Tensor& x, auto& p) { return F::conv_transpose2d(x, p[0], Tensor(), 3, 1, 2, 2); },
+       [](Rng& r) {
+         return std::vector<Tensor>{randn({3, 2, 2, 3}, r)};
+       },
+       {{"ConvTranspose", 1}},
+       3,
+       4,
+       5},
+      {"(1, 2, 3, 3) stride 2 pad 2 output_padding 1 dilation 2, with bias",
+       [](const Tensor& x, auto& p) { return F::conv_transpose2d(x, p[0], p[1], 2, 2, 1, 2); },
+       [](Rng& r) {
+         return std::vector<Tensor>{randn({2, 5, 3, 3}, r), randn({5}, r)};
+       },
+       {{"ConvTranspose", 1}},
+       2,
+       3,
+       3}};
+}
+
 }  // namespace
 
 ops::OpCases op_cases::conv2d() {
@@ -337,9 +372,8 @@ ops::OpCases op_cases::conv_transpose2d() {
           .goldens = {{op_name::conv_transpose2d,
                        {"x", "w", "b"},
                        [](auto& v) { return F::conv_transpose2d(v[0], v[1], v[2], 2, 1, 1); }}},
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip =
-              "the reference interpreter (tests/export/onnx_eval.h) has no ConvTranspose"};
+          .onnx = conv_transpose2d_onnx(),
+          .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

@@ -125,6 +125,29 @@ void linear_kernel_parity() {
         }
 }
 
+// Gemm's round trips: a batch of 3 (the exported (1, 3, 5, 5) image reshaped to (3, 25)) with
+// a bias, and flatten(x, 1) into linear_relu without one.
+std::vector<ops::OnnxCase> linear_onnx() {
+  return {
+      {"(3, 25) x (4, 25)^T + bias",
+       [](const Tensor& x, auto& p) {
+         return F::linear(F::reshape(x, {3, 25}), p[0], p[1]);
+       },
+       [](Rng& r) {
+         return std::vector<Tensor>{randn({4, 25}, r), randn({4}, r)};
+       },
+       {{"Gemm", 1}, {"Reshape", 1}}},
+      {"linear_relu of flatten(x, 1), (1, 63) x (5, 63)^T, no bias",
+       [](const Tensor& x, auto& p) { return F::linear_relu(F::flatten(x, 1), p[0], Tensor()); },
+       [](Rng& r) {
+         return std::vector<Tensor>{randn({5, 63}, r)};
+       },
+       {{"Flatten", 1}, {"Gemm", 1}, {"Relu", 1}},
+       3,
+       7,
+       3}};
+}
+
 }  // namespace
 
 ops::OpCases op_cases::linear() {
@@ -135,9 +158,8 @@ ops::OpCases op_cases::linear() {
                    {"x", "w", "b"},
                    [](auto& v) { return F::linear(v[0], v[1], v[2]); }}},
       .checks = {{"CudaParity", "the kernels, outputs pre-filled with NaN", linear_kernel_parity}},
-      .no_bf16 = kNoBf16,
-      .no_onnx_round_trip =
-          "the reference interpreter (tests/export/onnx_eval.h) has no Gemm or Flatten"};
+      .onnx = linear_onnx(),
+      .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet

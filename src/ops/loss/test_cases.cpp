@@ -584,6 +584,25 @@ void cross_entropy2d_all_ignored_golden() {
                   "cross_entropy2d_all_ignored.dx");
 }
 
+// LogSoftmax's round trips: a batch of 3 rows of 25 (the exported image reshaped), scaled so
+// that some probabilities are tiny, and a classifier head (flatten, linear, log_softmax).
+std::vector<ops::OnnxCase> log_softmax_onnx() {
+  return {{"log_softmax of 6 x over (3, 25)",
+           [](const Tensor& x, auto&) {
+             return F::log_softmax(F::mul_scalar(F::reshape(x, {3, 25}), 6.0));
+           },
+           nullptr,
+           {{"LogSoftmax", 1}, {"Reshape", 1}, {"Mul", 1}}},
+          {"classifier head: log_softmax(linear(flatten(x)))",
+           [](const Tensor& x, auto& p) {
+             return F::log_softmax(F::linear(F::flatten(x, 1), p[0], p[1]));
+           },
+           [](Rng& r) {
+             return std::vector<Tensor>{randn({10, 75}, r), randn({10}, r)};
+           },
+           {{"LogSoftmax", 1}, {"Gemm", 1}, {"Flatten", 1}}}};
+}
+
 }  // namespace
 
 ops::OpCases op_cases::log_softmax() {
@@ -592,9 +611,8 @@ ops::OpCases op_cases::log_softmax() {
           .goldens = {{op_name::log_softmax, {"x"}, [](auto& v) { return F::log_softmax(v[0]); }}},
           .checks = {{"CudaParity", "the kernels, outputs pre-filled with NaN",
                       log_softmax_kernel_parity}},
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip =
-              "the reference interpreter (tests/export/onnx_eval.h) has no LogSoftmax"};
+          .onnx = log_softmax_onnx(),
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::nll_loss() {

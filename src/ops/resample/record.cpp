@@ -57,9 +57,14 @@ std::string emit_upsample_bilinear2d(OnnxGraph& b, const trace::Record& r) {
   const std::string y = b.fresh(r.op);
   OnnxNode& n = b.node("Resize", {x, "", "", sizes}, {y});
   attr_string(n, "mode", "linear");  // not an op name: ONNX Resize's mode
-  // torch's align_corners=False is half-pixel with sources clamped at 0 (pytorch_half_pixel).
+  // torch's align_corners=False is half-pixel, src = (dst + 0.5) / scale - 0.5, with sources
+  // outside the input taking its edge (as linear Resize does): pytorch_half_pixel, as torch.onnx
+  // writes it, except that pytorch_half_pixel maps an output of length 1 to source 0 where torch
+  // takes the centre, (H - 1) / 2; half_pixel there (the two agree on every other length).
+  const bool length_one = r.output.size(2) == 1 || r.output.size(3) == 1;
+  const char* half_pixel = length_one ? "half_pixel" : "pytorch_half_pixel";
   attr_string(n, "coordinate_transformation_mode",
-              onnx_int_attr(r, "align_corners") ? "align_corners" : "pytorch_half_pixel");
+              onnx_int_attr(r, "align_corners") ? "align_corners" : half_pixel);
   return y;
 }
 

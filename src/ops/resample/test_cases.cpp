@@ -361,6 +361,74 @@ void upsample_bilinear2d_kernel_parity() {
       }
 }
 
+// The round trips of global_avg_pool2d, subsample_pad and upsample_bilinear2d: batches of 2
+// (the exported (1, 6, H, W) image folded into (2, 3, H, W)), odd and non-square sizes.
+std::vector<ops::OnnxCase> global_avg_pool2d_onnx() {
+  return {{"(2, 3, 7, 5) -> (2, 3)",
+           [](const Tensor& x, auto&) {
+             return F::global_avg_pool2d(F::reshape(x, {2, 3, 7, 5}));
+           },
+           nullptr,
+           {{"GlobalAveragePool", 1}, {"Flatten", 1}},
+           6,
+           7,
+           5},
+          {"ResNet's head: linear(global_avg_pool2d(x))",
+           [](const Tensor& x, auto& p) { return F::linear(F::global_avg_pool2d(x), p[0], p[1]); },
+           [](Rng& r) {
+             return std::vector<Tensor>{randn({4, 3}, r), randn({4}, r)};
+           },
+           {{"GlobalAveragePool", 1}, {"Flatten", 1}, {"Gemm", 1}}}};
+}
+
+std::vector<ops::OnnxCase> subsample_pad_onnx() {
+  return {{"(2, 3, 7, 5) stride 2 pad 2 -> (2, 7, 4, 3)",
+           [](const Tensor& x, auto&) {
+             return F::subsample_pad(F::reshape(x, {2, 3, 7, 5}), 2, 2);
+           },
+           nullptr,
+           {{"Slice", 1}, {"Pad", 1}},
+           6,
+           7,
+           5},
+          {"(1, 3, 8, 4) stride 3 pad 1 -> (1, 5, 3, 2)",
+           [](const Tensor& x, auto&) { return F::subsample_pad(x, 3, 1); },
+           nullptr,
+           {{"Slice", 1}, {"Pad", 1}},
+           3,
+           8,
+           4}};
+}
+
+// (label, out_h, out_w, align_corners) on (2, 3, 5, 4); an output length of 1 is where ONNX's
+// pytorch_half_pixel and torch's half-pixel centres part (the mapping writes half_pixel there).
+std::vector<ops::OnnxCase> upsample_bilinear2d_onnx() {
+  struct Size {
+    const char* label;
+    int64_t h, w;
+    bool align;
+  };
+  const Size sizes[] = {{"(2, 3, 5, 4) up to 9x7", 9, 7, false},
+                        {"(2, 3, 5, 4) up to 9x7, align_corners", 9, 7, true},
+                        {"(2, 3, 5, 4) down to 3x3", 3, 3, false},
+                        {"(2, 3, 5, 4) down to 2x3, align_corners", 2, 3, true},
+                        {"(2, 3, 5, 4) to 1x6", 1, 6, false},
+                        {"(2, 3, 5, 4) to 7x1", 7, 1, false},
+                        {"(2, 3, 5, 4) to 7x1, align_corners", 7, 1, true}};
+  std::vector<ops::OnnxCase> out;
+  for (const Size& s : sizes)
+    out.push_back({s.label,
+                   [s](const Tensor& x, auto&) {
+                     return F::upsample_bilinear2d(F::reshape(x, {2, 3, 5, 4}), s.h, s.w, s.align);
+                   },
+                   nullptr,
+                   {{"Resize", 1}, {"Shape", 1}, {"Concat", 1}},
+                   6,
+                   5,
+                   4});
+  return out;
+}
+
 }  // namespace
 
 ops::OpCases op_cases::global_avg_pool2d() {
@@ -371,9 +439,8 @@ ops::OpCases op_cases::global_avg_pool2d() {
                        [](auto& v) { return F::global_avg_pool2d(v[0]); },
                        {},
                        "resnet_golden.safetensors"}},
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip =
-              "the reference interpreter (tests/export/onnx_eval.h) has no GlobalAveragePool"};
+          .onnx = global_avg_pool2d_onnx(),
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::subsample_pad() {
@@ -390,8 +457,8 @@ ops::OpCases op_cases::subsample_pad() {
                        {},
                        "resnet_golden.safetensors"}},
           .checks = {{"CudaParity", "the kernels", subsample_pad_kernel_parity}},
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip = "the reference interpreter (tests/export/onnx_eval.h) has no Pad"};
+          .onnx = subsample_pad_onnx(),
+          .no_bf16 = kNoBf16};
 }
 
 ops::OpCases op_cases::dropout() {
@@ -438,9 +505,8 @@ ops::OpCases op_cases::upsample_bilinear2d() {
                       {"upsample_bilinear2d_down",
                        {"x"},
                        [](auto& v) { return F::upsample_bilinear2d(v[0], 3, 4, false); }}},
-          .no_bf16 = kNoBf16,
-          .no_onnx_round_trip =
-              "the reference interpreter (tests/export/onnx_eval.h) has no Shape or linear Resize"};
+          .onnx = upsample_bilinear2d_onnx(),
+          .no_bf16 = kNoBf16};
 }
 
 }  // namespace hpcnet
