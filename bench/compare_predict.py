@@ -9,7 +9,8 @@ model is `hpcnet export` of the same file. The video: FRAMES frames of 640x480 a
 with OpenCV (MPEG-4 part 2, "mp4v", in .mp4), from the scenes photographs when --photos names a
 folder of JPEGs, else from moving coloured rectangles on noise.
 
-  hpcnet       hpcnet predict --weights W --imgsz 640 --threads T --save OUT VIDEO
+  hpcnet       hpcnet predict --weights W --imgsz 640 --threads T --precision P --save OUT VIDEO
+               (one row per --precision value: fp32 and bf16 by default)
                (decoding, letterbox, forward, NMS, drawing and H.264 encoding of the annotated
                video, overlapped in threads; whole process)
   ultralytics  YOLO(W.pt).predict(source=VIDEO, imgsz=640, save=True, stream=True), torch with T
@@ -139,6 +140,8 @@ def main():
     p.add_argument("--python", default=sys.executable, help="interpreter with ultralytics, ORT")
     p.add_argument("--photos", default="", help="a folder of JPEGs for the video's frames")
     p.add_argument("--ort-runs", type=int, default=50)
+    p.add_argument("--precision", default="fp32,bf16",
+                   help="hpcnet predict's --precision values, one row each (fp32, bf16)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="compare_predict_")
     env = dict(compare.thread_env(a.threads), YOLO_OFFLINE="1")
@@ -152,14 +155,15 @@ def main():
     shutil.copy2(a.hpcnet, binary)
 
     rows = []
-    wall, rss, out, err = measured(
-        [binary, "predict", "--weights", weights, "--imgsz", "640", "--threads", str(a.threads),
-         "--device", "cpu", "--save", os.path.join(work, "hpcnet-out"), video],
-        env, work, "hpcnet")
-    infer = re.search(r"Speed: .*?, ([\d.]+)ms inference", err)
-    frames = len([l for l in out.splitlines() if l.strip()])
-    rows.append(("hpcnet predict", frames / wall, 1000.0 / float(infer.group(1)) if infer else None,
-                 rss, "(1, 3, 640, 640)"))
+    for prec in a.precision.split(","):
+        wall, rss, out, err = measured(
+            [binary, "predict", "--weights", weights, "--imgsz", "640", "--threads", str(a.threads),
+             "--device", "cpu", "--precision", prec, "--save", os.path.join(work, "hpcnet-out"),
+             video], env, work, "hpcnet-" + prec)
+        infer = re.search(r"Speed: .*?, ([\d.]+)ms inference", err)
+        frames = len([l for l in out.splitlines() if l.strip()])
+        rows.append((f"hpcnet predict {prec}", frames / wall,
+                     1000.0 / float(infer.group(1)) if infer else None, rss, "(1, 3, 640, 640)"))
     wall, rss, out, err = measured(
         [a.python, "-c", ULTRALYTICS, pt, video, str(a.threads), os.path.join(work, "ul-out")],
         env, work, "ultralytics")
@@ -176,9 +180,10 @@ def main():
     for name, fps, fwd, rss, shape in rows:
         f = lambda v: f"{v:.1f}" if v is not None else "-"
         print(f"{name:26s} {f(fps):>13s} {f(fwd):>12s} {rss:12.0f}  {shape}")
-    hp, ul, ort_fps = rows[0][1], rows[1][1], rows[2][2]
-    print(f"hpcnet pipeline / ORT forward alone: {hp / ort_fps:.2f}x")
-    print(f"hpcnet pipeline / Ultralytics pipeline: {hp / ul:.2f}x")
+    ul, ort_fps = rows[-2][1], rows[-1][2]
+    for name, hp, _, _, _ in rows[:-2]:
+        print(f"{name} pipeline / ORT forward alone: {hp / ort_fps:.2f}x")
+        print(f"{name} pipeline / Ultralytics pipeline: {hp / ul:.2f}x")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -221,7 +221,8 @@ struct EvalArgs {
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   int workers = 2, threads = 0;
   bool json = false, tta_flip = false, dataset_given = false, split_given = false;
-  std::string device = "auto", save_json;
+  std::string device = "auto", save_json, precision = "fp32";
+  int64_t imgsz = 0;  // 0: the model file's
 };
 
 // "a, b, c" of names, the first 10 and the count after them.
@@ -259,7 +260,10 @@ int cmd_eval(const EvalArgs& given) {
                  "--split must be test or val (got '" + given.split + "')");
   HPCNET_REQUIRE(given.batch_size >= 1, "--batch-size must be at least 1");
   data::set_max_image_pixels(given.max_image_pixels);
+  train::apply_precision(given.precision);
+  HPCNET_REQUIRE(given.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   train::LoadedModel m = train::load_model(given.weights, given.model);
+  if (given.imgsz > 0) m.imgsz = given.imgsz;
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
   EvalArgs args = given;
@@ -563,6 +567,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->add_option("--workers", a.workers, "data-loading threads")->capture_default_str();
   e->add_option("--threads", a.threads, "CPU threads (0 = all cores)")->capture_default_str();
   e->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
+  e->add_option("--imgsz", a.imgsz, "input size (0: the model file's)")->capture_default_str();
+  e->add_option("--precision", a.precision, "fp32 or bf16 (bfloat16 convolutions)")
+      ->capture_default_str();
   e->add_option("--max-image-pixels", a.max_image_pixels, kMaxPixelsHelp)->capture_default_str();
   e->add_flag("--json", a.json, "print one JSON object instead of text");
   e->add_flag("--tta-flip", a.tta_flip,

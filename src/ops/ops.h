@@ -17,6 +17,9 @@ struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
   int64_t dil_h = 1, dil_w = 1;  // dilation (torch's convention: 1 = none)
+  // CPU forward only: compute in bfloat16 whatever x's dtype (a float32 x is converted on its way
+  // into the primitive, in the same pass as its reorder). Set by inference under --precision bf16.
+  bool bf16 = false;
 };
 // The activation a convolution's forward kernel applies to its output (oneDNN post-op, cuDNN's
 // fused activation, or a pass over the output where neither applies).

@@ -12,6 +12,7 @@
 
 #include "hpcnet/functional.h"
 #include "hpcnet/rng.h"
+#include "src/ops/conv2d/functional.h"
 #include "src/ops/ops.h"
 #include "test_util.h"
 
@@ -160,6 +161,56 @@ TEST(ResnetBf16, AppliesToFullChannelStrideOneConvolutionsOnly) {
     } else {
       EXPECT_EQ(d, 0.0) << what << ": should stay float32";
     }
+  }
+}
+
+// Inference (no graph recorded) widens bf16 to the strided convolutions with 32 or more input
+// channels (multiples of 16), where oneDNN's AMX kernels are faster (conv_inference_bf16), also
+// through ops::conv2d_into (predict's in-place concatenations); the same convolution recording
+// a graph (training) stays float32, as do the stem (3 channels) and 16 channels at stride 2.
+TEST(ResnetBf16, InferenceAlsoRunsStridedConvolutionsInBfloat16) {
+  if (!ops::cpu_supports_bf16())
+    GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16 convolutions)";
+  struct Case {
+    Shape x, w;
+    bool bf16;
+  };
+  const std::vector<Case> cases = {{{2, 32, 8, 8}, {64, 32, 3, 3}, true},
+                                   {{1, 64, 10, 10}, {16, 64, 3, 3}, true},
+                                   {{2, 3, 8, 8}, {16, 3, 3, 3}, false},
+                                   {{2, 16, 8, 8}, {32, 16, 3, 3}, false}};
+  uint64_t seed = 70;
+  for (const auto& c : cases) {
+    const std::string what = shape_str(c.x) + " * " + shape_str(c.w);
+    Tensor x = normal_tensor(c.x, seed++);
+    Tensor w = normal_tensor(c.w, seed++, 0.2);
+    Tensor b = normal_tensor({c.w[0]}, seed++, 0.1);
+    const Tensor y32 = F::conv2d(x, w, b, 2, 1).contiguous();
+    Tensor yinf, yinto, yrec;
+    {
+      ConvPrecisionGuard guard(ops::Precision::kBFloat16);
+      yinf = F::conv2d(x, w, b, 2, 1).contiguous();
+      Tensor out = Tensor::empty(y32.shape());
+      ops::conv2d_into(x, w, b, ops::Conv2dParams{2, 2, 1, 1, 1, 1}, ops::Act::kNone, out);
+      yinto = out.contiguous();
+      Tensor xg = x.detach();
+      xg.set_requires_grad(true);
+      yrec = F::conv2d(xg, w, b, 2, 1).detach().contiguous();
+    }
+    EXPECT_EQ(yrec.to_vector(), y32.to_vector()) << what << ": a recorded conv left float32";
+    EXPECT_EQ(yinto.to_vector(), yinf.to_vector()) << what << ": conv2d_into differs";
+    auto [d, m] = rs_max_diff(yinf, y32);
+    if (!c.bf16) {
+      EXPECT_EQ(d, 0.0) << what << ": should stay float32";
+      continue;
+    }
+    EXPECT_LT(d, 2e-2 * m) << what;
+    EXPECT_GT(d, 0.0) << what << ": identical to fp32, so bf16 did not run";
+    // A conv of the bf16-rounded input and weights in float32.
+    Tensor xr = x.to(DType::kBFloat16).to(DType::kFloat32);
+    Tensor wr = w.to(DType::kBFloat16).to(DType::kFloat32);
+    auto [dr, sr] = rs_max_diff(yinf, F::conv2d(xr, wr, b, 2, 1).contiguous());
+    EXPECT_LT(dr, 1e-5 * sr) << what << ": not a conv of bf16-rounded inputs";
   }
 }
 

@@ -17,8 +17,9 @@ void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d
   HPCNET_CHECK(!any_requires_grad({&x, &w, &b}),
                "conv2d_into: inference only, but an input requires a gradient");
   detail::check_same_device_dense("conv2d_into", x.device(), {&out});
-  const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
-  conv2d_forward(bf16 ? cpu::to_bf16(x) : x, w, b, out, p, act);
+  Conv2dParams q = p;
+  q.bf16 = x.device().is_cpu() && cpu::conv2d_inference_bf16(x, w.shape(), p);
+  conv2d_forward(x, w, b, out, q, act);
 }
 
 }  // namespace ops
@@ -77,6 +78,11 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
   ops::check_conv(op_name::conv2d, x, w, b);  // channels, dtypes and bias, before allocating
   ops::Conv2dParams p{stride, stride, padding, padding, dilation, dilation};
+  // Inference (no gradient recorded) under --precision bf16: every float32 convolution computes
+  // in bfloat16, x converted inside the kernel in the pass that reorders it. Recorded ones keep
+  // the training rule (conv2d_uses_bf16) and a bfloat16 copy of x for the weight gradient.
+  const bool recording = any_requires_grad({&x_in, &w_in, &b_in});
+  p.bf16 = !recording && x.device().is_cpu() && cpu::conv2d_inference_bf16(x, w.shape(), p);
   int64_t oh = ops::conv_out_size(x.size(2), w.size(2), stride, padding, dilation);
   int64_t ow = ops::conv_out_size(x.size(3), w.size(3), stride, padding, dilation);
   // (conv_out_size truncates towards 0, so a too-large kernel with stride > 1 still gives 1.)
@@ -90,11 +96,11 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   Tensor y = Tensor::empty_layout({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device(),
                                   ops::conv2d_output_layout(x, w.shape(), p));
   // bfloat16 convolutions read a bfloat16 copy of x, made once and kept for the weight gradient.
-  const bool bf16 = x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
+  const bool bf16 = recording && x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
   Tensor xk = bf16 ? cpu::to_bf16(x) : x;
   ops::conv2d_forward(xk, w, b, y, p, act);
   const bool relu = act == ops::Act::kRelu;
-  if (any_requires_grad({&x_in, &w_in, &b_in})) {
+  if (recording) {
     HPCNET_CHECK(act != ops::Act::kSilu, "conv2d_silu: no backward (F::conv2d_silu unfuses)");
     auto node = std::make_shared<Conv2dNode>();
     node->x = xk;

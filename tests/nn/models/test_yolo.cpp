@@ -14,6 +14,7 @@
 #include "hpcnet/functional.h"
 #include "hpcnet/nn.h"
 #include "src/nn/models/yolo.h"
+#include "src/ops/ops.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -275,6 +276,66 @@ TEST(Yolo, PredictPathMatchesThePlainPath) {
       EXPECT_LT(rel_err(folded[k], plain[k]), 1e-5) << k;
       EXPECT_EQ(in_place[k].to_vector(), folded[k].to_vector()) << k;
     }
+  }
+}
+
+// Training is unaffected by the inference folding: in train mode, and in eval mode while a graph
+// is recorded, every Conv runs unfolded (BatchNorm and SiLU as ops of their own), so turning the
+// folding off changes nothing, bit for bit.
+TEST(Yolo, TrainingAndRecordedForwardsDoNotFold) {
+  auto m = formula_model("yolov8n", 10);
+  const Tensor x = wave({2, 3, 64, 64}, 0.3);
+  nn::YoloConv* conv = nullptr;
+  for (auto& [n, mod] : m->named_modules())
+    if (!conv) conv = dynamic_cast<nn::YoloConv*>(mod);
+  ASSERT_NE(conv, nullptr);
+  auto outputs = [&](bool fold, bool train) {
+    struct Restore {
+      ~Restore() { nn::set_inference_fusion(true); }
+    } restore;
+    nn::set_inference_fusion(fold);
+    m->train(train);
+    nn::Outputs y = m->forward_all(x);  // grad mode on: the parameters record a graph
+    if (conv) EXPECT_FALSE(conv->folds());
+    std::vector<std::vector<float>> v;
+    for (const Tensor& t : y) v.push_back(t.to_vector());
+    return v;
+  };
+  EXPECT_EQ(outputs(true, false), outputs(false, false)) << "eval mode with a graph";
+  // Train mode updates the running statistics: each run from the same ones.
+  const auto state = m->state_dict();
+  std::map<std::string, std::vector<float>> saved;
+  for (auto& [n, t] : state) saved[n] = t.to_vector();
+  auto restore_stats = [&] {
+    for (auto& [n, t] : m->state_dict()) t.copy_(Tensor::from_vector(saved[n], t.shape()));
+  };
+  const auto folded = outputs(true, true);
+  restore_stats();
+  EXPECT_EQ(folded, outputs(false, true)) << "train mode";
+}
+
+// --precision bf16 at predict time (eval, no graph): every Conv but the RGB stem and the
+// 16-channel stride-2 one computes in bfloat16 (src/ops/conv2d/cpu.cpp, conv_inference_bf16);
+// the outputs stay within bfloat16's reach of the float32 ones.
+TEST(Yolo, Bf16PredictPathStaysNearFloat32) {
+  if (!ops::cpu_supports_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 (oneDNN's bf16)";
+  auto m = formula_model("yolov8n", 10);
+  m->eval();
+  NoGradGuard ng;
+  const Tensor x = wave({1, 3, 96, 64}, 0.7);
+  const nn::Outputs f32 = m->forward_all(x);
+  nn::Outputs bf;
+  {
+    struct Restore {
+      ~Restore() { ops::set_conv_precision(ops::Precision::kFloat32); }
+    } restore;
+    ops::set_conv_precision(ops::Precision::kBFloat16);
+    bf = m->forward_all(x);
+  }
+  for (int k = 0; k < 2; ++k) {
+    const double e = rel_err(bf[k], f32[k]);
+    EXPECT_LT(e, 3e-2) << k;
+    EXPECT_GT(e, 1e-6) << k << ": identical to float32, so bf16 did not run";
   }
 }
 
