@@ -1,9 +1,12 @@
 // CPU batch normalisation over NCHW, one channel per task (OpenMP over channels): the statistics
 // of a channel are a reduction over its N contiguous H*W planes. Forward is two passes over x
 // (statistics, then the normalised, affine, residual-added and optionally rectified output);
-// backward is two passes over g and x (the two channel sums, then dx). Sums are taken relative
-// to a per-channel shift (the channel's first element) in float within a plane and in double
-// across planes, so a large mean does not cancel the variance away.
+// backward is two passes over g and x (the two channel sums, then dx).
+// The training forward is computed in double from the float values, as exact arithmetic would:
+// the sums about each channel's first value, and y = (x - mean) a + b with one rounding (eval
+// keeps y = x a + b in T with a = invstd w, b = bias - mean a: the folded form predict uses).
+// float32 there lost digits in proportion to |mean| / std and left yolov8m's training-mode
+// gradients 20x less accurate than PyTorch's (tests/nn/models/test_yolo_scales_golden.cpp).
 #include <algorithm>
 #include <vector>
 
@@ -50,9 +53,9 @@ struct BnBackwardPtrs {
 
 // One channel's normalisation from its shifted sums s1 = sum(x - shift), s2 = sum((x - shift)^2)
 // over m values (training; running stats updated as torch does) or from the running stats (eval):
-// records save_mean / save_invstd and returns the affine map y = x * a + b.
+// records save_mean / save_invstd and returns the map y = (x - m) * a + b (in double).
 template <class T>
-math::BnAffine<T> channel_affine(int64_t c, double s1, double s2, double shift, double m,
+math::BnAffine<double> channel_affine(int64_t c, double s1, double s2, double shift, double m,
                                  const BnForwardPtrs<T>& t, const BatchNormParams& p) {
   math::BnStats st;
   if (p.training) {
@@ -64,19 +67,25 @@ math::BnAffine<T> channel_affine(int64_t c, double s1, double s2, double shift, 
   }
   t.sm[c] = static_cast<T>(st.mean);
   t.si[c] = static_cast<T>(st.invstd);
-  return math::bn_affine(st, t.w ? t.w + c : nullptr, t.b ? t.b + c : nullptr);
+  // training: y = (x - mean) a + b in double, a = invstd w, b = bias; eval: m = 0 and a, b of
+  // the folded form rounded to T.
+  const double wa = t.w ? static_cast<double>(t.w[c]) : 1.0;
+  const double b = t.b ? static_cast<double>(t.b[c]) : 0.0;
+  if (p.training) return {st.mean, st.invstd * wa, b};
+  return {0.0, static_cast<double>(static_cast<T>(st.invstd * wa)),
+          static_cast<double>(static_cast<T>(b - st.mean * st.invstd * wa))};
 }
 
-// Sum of (x - shift) and of its square over one channel.
+// Sum of (x - shift) and of its square over one channel, in double.
 template <class T>
-void channel_moments(const T* x, const BnDims& d, int64_t c, T shift, double& s1, double& s2) {
+void channel_moments(const T* x, const BnDims& d, int64_t c, double shift, double& s1, double& s2) {
   s1 = s2 = 0;
   for (int64_t n = 0; n < d.n; ++n) {
     const T* p = x + (n * d.c + c) * d.hw;
-    T a = 0, b = 0;
+    double a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
     for (int64_t i = 0; i < d.hw; ++i) {
-      T v = p[i] - shift;
+      double v = static_cast<double>(p[i]) - shift;
       a += v;
       b += v * v;
     }
@@ -88,8 +97,8 @@ void channel_moments(const T* x, const BnDims& d, int64_t c, T shift, double& s1
 // ---- nChw16c (Layout::kBlocked16): 16 channels per vector, threads over (n, channel block) ----
 
 // Per-channel sums of a(x) and b(x) over N, H, W in the blocked layout: f(off, c, a, b) adds one
-// element's contributions; partial sums per thread in float per plane, double across planes.
-template <class T, class F>
+// element's contributions; partial sums per thread in Acc per run of 32 pixels, double across.
+template <class T, class Acc = T, class F>
 void blocked_channel_sums(const BnDims& d, std::vector<double>& s1, std::vector<double>& s2,
                           F&& f) {
   const int64_t cb = d.c / 16;
@@ -105,7 +114,7 @@ void blocked_channel_sums(const BnDims& d, std::vector<double>& s1, std::vector<
         // float per channel loses digits when g * (x - mean) cancels.
         const int64_t base = (n * cb + b) * d.hw * 16;
         for (int64_t p0 = 0; p0 < d.hw; p0 += 32) {
-          T a[16] = {}, q[16] = {};
+          Acc a[16] = {}, q[16] = {};
           const int64_t p1 = std::min<int64_t>(p0 + 32, d.hw);
           for (int64_t p = p0; p < p1; ++p) {
 #pragma omp simd
@@ -146,14 +155,14 @@ void bn_forward_blocked(const BnDims& d, const BnForwardPtrs<T>& t, const BatchN
   const T* pr = t.r;
   T* py = t.y;
   const double m = static_cast<double>(d.n * d.hw);
-  std::vector<T> shift(d.c), a(d.c), b(d.c);
+  std::vector<double> shift(d.c), mm(d.c), a(d.c), b(d.c);
   if (d.n * d.hw > 0)  // an empty batch (eval) has no first value to read
     for (int64_t c = 0; c < d.c; ++c) shift[c] = px[(c / 16) * d.hw * 16 + c % 16];  // n = 0, p = 0
   std::vector<double> s1, s2;
   if (p.training) {
-    const T* sh = shift.data();
-    blocked_channel_sums<T>(d, s1, s2, [&](int64_t off, int64_t c, T& u, T& v) {
-      T t = px[off] - sh[c];
+    const double* sh = shift.data();
+    blocked_channel_sums<T, double>(d, s1, s2, [&](int64_t off, int64_t c, double& u, double& v) {
+      double t = static_cast<double>(px[off]) - sh[c];
       u += t;
       v += t * t;
     });
@@ -161,16 +170,28 @@ void bn_forward_blocked(const BnDims& d, const BnForwardPtrs<T>& t, const BatchN
   for (int64_t c = 0; c < d.c; ++c) {
     auto af = channel_affine<T>(c, p.training ? s1[c] : 0.0, p.training ? s2[c] : 0.0, shift[c],
                                 m, t, p);
+    mm[c] = af.m;
     a[c] = af.a;
     b[c] = af.b;
   }
-  const T* pa = a.data();
-  const T* pbb = b.data();
+  const double* pm = mm.data();
+  const double* pa = a.data();
+  const double* pbb = b.data();
   const bool relu = p.relu;
+  if (!p.training) {  // y = x a + b in T (see channel_affine)
+    std::vector<T> fa(a.begin(), a.end()), fb(b.begin(), b.end());
+    const T *qa = fa.data(), *qb = fb.data();
+    blocked_map(d, [&](int64_t off, int64_t c) {
+      T v = px[off] * qa[c] + qb[c];
+      if (pr) v += pr[off];
+      py[off] = relu ? (v > 0 ? v : T(0)) : v;
+    });
+    return;
+  }
   blocked_map(d, [&](int64_t off, int64_t c) {
-    T v = px[off] * pa[c] + pbb[c];
+    double v = (static_cast<double>(px[off]) - pm[c]) * pa[c] + pbb[c];
     if (pr) v += pr[off];
-    py[off] = relu ? (v > 0 ? v : T(0)) : v;
+    py[off] = static_cast<T>(relu ? (v > 0 ? v : 0.0) : v);
   });
 }
 
@@ -222,14 +243,30 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 #pragma omp parallel for schedule(static) if (d.n * d.c * d.hw > (1 << 15))
     for (int64_t c = 0; c < d.c; ++c) {
       // The first value of the channel centres the sums; an empty batch (eval) has none to read.
-      const T shift = d.n * d.hw > 0 ? px[c * d.hw] : T(0);
+      double shift = d.n * d.hw > 0 ? px[c * d.hw] : 0.0;
       double s1 = 0, s2 = 0;
       if (p.training) channel_moments(px, d, c, shift, s1, s2);
-      // y = x * a + b (+ residual), a = invstd * w, b = bias - mean * a.
+      // y = (x - m) * a + b (+ residual) in double: m the mean, a = invstd * w, b = bias.
       // Plain variables, not a structured binding: clang 14 cannot capture those in the
       // region that omp simd outlines.
-      const math::BnAffine<T> ab = channel_affine<T>(c, s1, s2, shift, m, t, p);
-      const T a = ab.a, b = ab.b;
+      const math::BnAffine<double> ab = channel_affine<T>(c, s1, s2, shift, m, t, p);
+      const double mm = ab.m, a = ab.a, b = ab.b;
+      if (!p.training) {  // y = x a + b in T (see channel_affine)
+        const T fa = static_cast<T>(a), fb = static_cast<T>(b);
+        for (int64_t n = 0; n < d.n; ++n) {
+          int64_t off = (n * d.c + c) * d.hw;
+          const T* xi = px + off;
+          const T* ri = pr ? pr + off : nullptr;
+          T* yi = py + off;
+#pragma omp simd
+          for (int64_t i = 0; i < d.hw; ++i) {
+            T v = xi[i] * fa + fb;
+            if (ri) v += ri[i];
+            yi[i] = relu ? (v > 0 ? v : T(0)) : v;
+          }
+        }
+        continue;
+      }
       for (int64_t n = 0; n < d.n; ++n) {
         int64_t off = (n * d.c + c) * d.hw;
         const T* xi = px + off;
@@ -238,14 +275,14 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
           const T* ri = pr + off;
 #pragma omp simd
           for (int64_t i = 0; i < d.hw; ++i) {
-            T v = xi[i] * a + b + ri[i];
-            yi[i] = relu ? (v > 0 ? v : T(0)) : v;
+            double v = (static_cast<double>(xi[i]) - mm) * a + b + ri[i];
+            yi[i] = static_cast<T>(relu ? (v > 0 ? v : 0.0) : v);
           }
         } else {
 #pragma omp simd
           for (int64_t i = 0; i < d.hw; ++i) {
-            T v = xi[i] * a + b;
-            yi[i] = relu ? (v > 0 ? v : T(0)) : v;
+            double v = (static_cast<double>(xi[i]) - mm) * a + b;
+            yi[i] = static_cast<T>(relu ? (v > 0 ? v : 0.0) : v);
           }
         }
       }

@@ -60,10 +60,10 @@ __global__ void bn_forward_kernel(const T* __restrict__ x, const T* __restrict__
     si[ch] = static_cast<T>(st.invstd);
   }
   const math::BnAffine<T> af = math::bn_affine(st, w ? w + ch : nullptr, b ? b + ch : nullptr);
-  const T a = af.a, bb = af.b;
+  const T mm = af.m, a = af.a, bb = af.b;
   for (int64_t i = threadIdx.x; i < total; i += blockDim.x) {
     int64_t off = ((i / hw) * c + ch) * hw + i % hw;
-    T v = x[off] * a + bb;
+    T v = (x[off] - mm) * a + bb;
     if (res) v += res[off];
     y[off] = p.relu ? (v > T(0) ? v : T(0)) : v;
   }
