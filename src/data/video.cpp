@@ -137,6 +137,14 @@ struct VideoReader::Impl {
   AVDictionary* source_options(std::string* url, const AVInputFormat** input_format) {
     // A file reads only files: a playlist or reference file inside it cannot make FFmpeg open
     // network addresses or devices. (URLs are opened with FFmpeg's network protocols.)
+    // Every check that can throw comes before the first av_dict_set (nothing to free then).
+    if (is_camera(path)) avdevice_register_all();  // V4L2's input formats, named or not
+    if (!format_name.empty()) {
+      *input_format = av_find_input_format(format_name.c_str());
+      if (*input_format == nullptr)
+        throw fail("FFmpeg has no input format '" + format_name +
+                   "' (mjpeg, rawvideo, ...; `ffmpeg -demuxers` lists them)");
+    }
     AVDictionary* options = nullptr;
     *url = path;
     if (path == "-") {  // standard input: a container FFmpeg probes, MJPEG or raw frames
@@ -147,8 +155,7 @@ struct VideoReader::Impl {
       std::error_code ec;
       if (!std::filesystem::exists(*url, ec))
         throw fail("no camera at " + *url + " (V4L2; `ls /dev/video*` lists the cameras)");
-      avdevice_register_all();
-      *input_format = av_find_input_format("video4linux2");
+      if (*input_format == nullptr) *input_format = av_find_input_format("video4linux2");
       if (*input_format == nullptr) throw fail("this FFmpeg has no V4L2 input (libavdevice)");
     } else if (!is_stream_url(path)) {
       av_dict_set(&options, "protocol_whitelist", "file", 0);
@@ -156,12 +163,6 @@ struct VideoReader::Impl {
         av_dict_set(&options, "follow", "1", 0);
         av_dict_set(&options, "seekable", "0", 0);
       }
-    }
-    if (!format_name.empty()) {
-      *input_format = av_find_input_format(format_name.c_str());
-      if (*input_format == nullptr)
-        throw fail("FFmpeg has no input format '" + format_name +
-                   "' (mjpeg, rawvideo, ...; `ffmpeg -demuxers` lists them)");
     }
     if (!video_size.empty()) av_dict_set(&options, "video_size", video_size.c_str(), 0);
     if (!pixel_format.empty()) av_dict_set(&options, "pixel_format", pixel_format.c_str(), 0);
