@@ -142,8 +142,12 @@ def main():
     p.add_argument("--ort-runs", type=int, default=50)
     p.add_argument("--precision", default="fp32,bf16",
                    help="hpcnet predict's --precision values, one row each (fp32, bf16)")
+    p.add_argument("--work", default="",
+                   help="a folder to keep the video, weights and outputs in (default: a temporary"
+                        " folder, removed at the end)")
     a = p.parse_args()
-    work = tempfile.mkdtemp(prefix="compare_predict_")
+    work = a.work or tempfile.mkdtemp(prefix="compare_predict_")
+    os.makedirs(work, exist_ok=True)
     env = dict(compare.thread_env(a.threads), YOLO_OFFLINE="1")
     video = os.path.join(work, "video.mp4")
     make_video(video, a.frames, a.photos)
@@ -184,7 +188,8 @@ def main():
     for name, hp, _, _, _ in rows[:-2]:
         print(f"{name} pipeline / ORT forward alone: {hp / ort_fps:.2f}x")
         print(f"{name} pipeline / Ultralytics pipeline: {hp / ul:.2f}x")
-    shutil.rmtree(work, ignore_errors=True)
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

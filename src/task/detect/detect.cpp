@@ -423,13 +423,17 @@ class DetectTask : public Task {
     const int64_t side = options().imgsz;
     HPCNET_CHECK(A == detect::make_anchors(side, side).size(),
                  "detect: outputs do not fit an input of " + std::to_string(side));
-    const Tensor pred = detect::decode_predictions(outputs[0], outputs[1], side, side);
-    const int64_t nc = pred.size(1) - 4;
+    const int64_t nc = outputs.at(1).size(1);
     detect::NmsOptions o;
     o.conf = po.conf;
     o.iou = po.iou;
     o.max_det = po.max_det;
-    std::vector<detect::Detection> d = detect::nms(pred.data<float>() + i * (4 + nc) * A, A, nc, o);
+    // Only the anchors that can pass conf are decoded (the same NMS as on the whole decoding).
+    const detect::Candidates c =
+        detect::decode_candidates(outputs[0], outputs[1], side, side, i, po.conf);
+    const int64_t M = static_cast<int64_t>(c.anchor.size());
+    std::vector<detect::Detection> d = detect::nms(c.pred.data(), M, nc, o);
+    for (detect::Detection& x : d) x.anchor = c.anchor[static_cast<size_t>(x.anchor)];
     if (po.height > 0 && po.width > 0)
       for (detect::Detection& x : d) x.box = detect::unletterbox(x.box, side, po.height, po.width);
     return d;

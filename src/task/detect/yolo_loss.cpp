@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -307,6 +308,46 @@ Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, 
       pstride[a] = anchors.stride[a];
     }
     trace::add_function("yolo_decode", {boxes, scores, centres, strides}, out, {{"reg_max", kRegMax}});
+  }
+  return out;
+}
+
+Candidates decode_candidates(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
+                             int64_t b, float conf) {
+  const Anchors anchors = make_anchors(h, w);
+  const int64_t A = boxes.size(2), nc = scores.size(1);
+  HPCNET_REQUIRE(A == anchors.size() && boxes.size(1) == 4 * kRegMax && b < boxes.size(0),
+                 "yolo decode: outputs " + shape_str(boxes.shape()) + " do not fit a " +
+                     std::to_string(h) + "x" + std::to_string(w) + " input");
+  Candidates out;
+  if (!(conf < 1.f)) return out;  // no sigmoid score exceeds 1
+  const Tensor bc = cpu_f32(boxes), sc = cpu_f32(scores);
+  const float* bb = bc.data<float>() + b * 4 * kRegMax * A;
+  const float* sb = sc.data<float>() + b * nc * A;
+  // Each anchor's best logit, class rows read in order (scores are (nc, A) per image).
+  std::vector<float> best(static_cast<size_t>(A), -std::numeric_limits<float>::infinity());
+  for (int64_t c = 0; c < nc; ++c) {
+    const float* row = sb + c * A;
+    for (int64_t a = 0; a < A; ++a) best[static_cast<size_t>(a)] = std::max(best[a], row[a]);
+  }
+  const float lo = conf > 0.f ? std::log(conf / (1.f - conf)) - 1e-3f
+                              : -std::numeric_limits<float>::infinity();
+  for (int64_t a = 0; a < A; ++a)
+    if (!(best[static_cast<size_t>(a)] < lo)) out.anchor.push_back(a);  // NaN logits kept
+  const int64_t M = static_cast<int64_t>(out.anchor.size());
+  out.pred.resize(static_cast<size_t>((4 + nc) * M));
+  float* po = out.pred.data();
+  for (int64_t m = 0; m < M; ++m) {  // decode_predictions' arithmetic, column a -> m
+    const int64_t a = out.anchor[static_cast<size_t>(m)];
+    float d[4];
+    for (int k = 0; k < 4; ++k) d[k] = side_expectation(bb, A, a, k);
+    const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
+    const float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
+    po[0 * M + m] = (x1 + x2) / 2 * s;
+    po[1 * M + m] = (y1 + y2) / 2 * s;
+    po[2 * M + m] = (x2 - x1) * s;
+    po[3 * M + m] = (y2 - y1) * s;
+    for (int64_t c = 0; c < nc; ++c) po[(4 + c) * M + m] = math::sigmoid(sb[c * A + a]);
   }
   return out;
 }

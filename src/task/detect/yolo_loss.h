@@ -85,4 +85,17 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
 // in grid cells, strides (1, 1, A); attr reg_max), which the ONNX exporter writes as nodes.
 Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w);
 
+// Image b's anchors that may score above conf, decoded: `anchor` lists them (ascending) and
+// `pred` is (4 + nc, anchor.size()) row-major, each column equal to that anchor's column of
+// decode_predictions(boxes, scores, h, w) for image b. An anchor is left out only when its best
+// class logit is below logit(conf) by a margin (1e-3) far above float rounding, so none whose
+// sigmoid score exceeds conf is missed; predict's NMS on these equals NMS on the whole decoding,
+// without the DFL and sigmoid of the thousands of anchors that cannot pass.
+struct Candidates {
+  std::vector<int64_t> anchor;
+  std::vector<float> pred;
+};
+Candidates decode_candidates(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
+                             int64_t b, float conf);
+
 }  // namespace hpcnet::task::detect

@@ -75,6 +75,42 @@ TEST(DetectPost, NmsIsPerClassGreedyAndMultiLabel) {
   EXPECT_EQ(det::nms(p.data(), 4, 2, o).size(), 4u);
 }
 
+// Predict decodes only the anchors whose best logit can pass conf; NMS on them gives exactly
+// the detections NMS gives on the whole decoding (random head outputs for a 64 x 96 input, logits
+// spread so that some anchors sit right at the threshold, several conf values, both labels).
+TEST(DetectPost, CandidatesGiveTheWholeDecodingsDetections) {
+  const int64_t B = 2, nc = 5, h = 64, w = 96;
+  const int64_t A = det::make_anchors(h, w).size();
+  Rng rng(7);
+  Tensor boxes = Tensor::empty({B, 4 * det::kRegMax, A}), scores = Tensor::empty({B, nc, A});
+  for (int64_t i = 0; i < boxes.numel(); ++i)
+    boxes.data<float>()[i] = static_cast<float>(rng.normal() * 2);
+  for (int64_t i = 0; i < scores.numel(); ++i)
+    scores.data<float>()[i] = static_cast<float>(rng.normal() * 1.5 - 1.5);
+  scores.data<float>()[3] = std::log(0.25f / 0.75f);  // sigmoid at conf 0.25 (or next to it)
+  const Tensor pred = det::decode_predictions(boxes, scores, h, w);
+  for (const float conf : {0.f, 0.001f, 0.25f, 0.5f, 0.9f, 1.f})
+    for (const bool multi : {false, true})
+      for (int64_t b = 0; b < B; ++b) {
+        det::NmsOptions o;
+        o.conf = conf;
+        o.multi_label = multi;
+        const auto whole = det::nms(pred.data<float>() + b * (4 + nc) * A, A, nc, o);
+        const det::Candidates c = det::decode_candidates(boxes, scores, h, w, b, conf);
+        EXPECT_LE(c.anchor.size(), static_cast<size_t>(A));
+        auto some = det::nms(c.pred.data(), static_cast<int64_t>(c.anchor.size()), nc, o);
+        for (det::Detection& d : some) d.anchor = c.anchor[static_cast<size_t>(d.anchor)];
+        ASSERT_EQ(some.size(), whole.size()) << "conf " << conf << " multi " << multi;
+        for (size_t i = 0; i < whole.size(); ++i) {
+          EXPECT_EQ(some[i].anchor, whole[i].anchor);
+          EXPECT_EQ(some[i].cls, whole[i].cls);
+          EXPECT_EQ(some[i].score, whole[i].score);
+          EXPECT_EQ(some[i].box, whole[i].box);
+        }
+        if (conf == 0.9f) EXPECT_LT(c.anchor.size(), static_cast<size_t>(A) / 4);
+      }
+}
+
 // Boxes of a letterboxed input mapped back to the original (scale_boxes), clipped to it.
 TEST(DetectPost, UnletterboxMapsBackAndClips) {
   // 100 wide, 50 high into 64: scale 0.64, 64 x 32 at top 16.
