@@ -508,19 +508,26 @@ struct CenterCrop {
 // r = min(size / H, size / W) (bilinear as Resize) to (round(H r), round(W r)), then pads to
 // size x size with `fill` (114, gray), the image centred (top = round(dh / 2 - 0.1),
 // left = round(dw / 2 - 0.1)); masks get kIgnoreIndex in the padding. Must come first.
+// stride 0: a size x size square (training, validation, export). stride > 0: Ultralytics'
+// predict (LetterBox(auto=True)): the scaled image padded on each axis only up to the next
+// multiple of stride (a 640x480 frame at size 640, stride 32, stays 640x480: 25% fewer pixels
+// than the square), centred as in the square.
 struct Letterbox {
   int64_t size = 640;
   uint8_t fill = 114;
+  int64_t stride = 0;
 };
-// Where a letterboxed image lies in its size x size square: scaled to new_height x new_width
-// (a point maps as x * new_width / width + left, y * new_height / height + top, as the pixels do)
-// at offset (top, left).
+// Where a letterboxed image lies in its out_height x out_width canvas (the size x size square
+// when stride is 0): scaled to new_height x new_width (a point maps as x * new_width / width +
+// left, y * new_height / height + top, as the pixels do) at offset (top, left).
 struct LetterboxGeometry {
   double scale = 1;
   int64_t new_height = 0, new_width = 0;  // the scaled image
-  int64_t top = 0, left = 0;              // its offset in the square
+  int64_t top = 0, left = 0;              // its offset in the canvas
+  int64_t out_height = 0, out_width = 0;  // the canvas
 };
-LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size);
+LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size,
+                                     int64_t stride = 0);
 // A one-byte-per-pixel map (a class mask) (height, width) resampled nearest to (out_height,
 // out_width) as Resize resamples masks: source index floor((y + 0.5) * height / out_height).
 std::vector<uint8_t> resize_nearest(const uint8_t* src, int64_t height, int64_t width,

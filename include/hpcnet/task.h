@@ -109,6 +109,8 @@ struct PredictOptions {
   float conf = 0.25f, iou = 0.7f;
   int64_t max_det = 300;
   int64_t height = 0, width = 0;
+  // The model input's size (predict_transform()'s output; 0: options().imgsz square).
+  int64_t input_height = 0, input_width = 0;
 };
 struct Prediction {
   nlohmann::json json;  // one object, written as one line by `predict --json`
@@ -145,6 +147,9 @@ class Task {
     return train_transform();
   }
   virtual data::Compose eval_transform() const = 0;
+  // What `hpcnet predict` feeds the model: eval_transform(), or for detect Ultralytics' predict
+  // letterbox (only padded to a multiple of 32: a 640x480 frame stays 640x480).
+  virtual data::Compose predict_transform() const { return eval_transform(); }
   // The shorter side JPEGs may be decoded down to (data::set_decode_min_side) without changing
   // what the transforms need: 0 (full size) unless the task says otherwise (classify: imgsz, or
   // imgsz * 256 / 224 for the imagenet policy, the evaluation resize).

@@ -334,7 +334,7 @@ int cmd_eval(const EvalArgs& given) {
 // `hpcnet export`: the weights as an ONNX model (opset 17) for onnxruntime, TensorRT, OpenVINO.
 struct ExportArgs {
   std::string weights, model, format = "onnx", out, batch = "1", save_io;
-  int64_t imgsz = 0;
+  std::vector<int64_t> imgsz;  // {} (the trained size), {side} or {height, width}
 };
 
 int cmd_export(const ExportArgs& a) {
@@ -348,9 +348,12 @@ int cmd_export(const ExportArgs& a) {
     HPCNET_REQUIRE(!a.batch.empty() && *end == '\0' && o.batch >= 1,
                    "--batch " + a.batch + ": expected a batch size >= 1 or 'dynamic'");
   }
-  HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be positive");
+  HPCNET_REQUIRE(a.imgsz.size() <= 2 && std::all_of(a.imgsz.begin(), a.imgsz.end(),
+                                                     [](int64_t v) { return v > 0; }),
+                 "--imgsz: expected a positive size or HEIGHT,WIDTH (480,640)");
   train::LoadedModel m = train::load_model(a.weights, a.model);
-  o.height = o.width = a.imgsz > 0 ? a.imgsz : m.imgsz;
+  o.height = o.width = a.imgsz.empty() ? m.imgsz : a.imgsz[0];
+  if (a.imgsz.size() == 2) o.width = a.imgsz[1];
   o.model_name = m.name;
   o.task = m.task;
   o.classes = m.classes;
@@ -692,7 +695,11 @@ CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
   x->add_option("--model", a.model, "model name (default: from the weights file)");
   x->add_option("--format", a.format, "onnx")->capture_default_str();
   x->add_option("--out", a.out, "output file (default: the weights' name with .onnx)");
-  x->add_option("--imgsz", a.imgsz, "input height and width (default: the size it was trained at)");
+  x->add_option("--imgsz", a.imgsz,
+                "input size, or HEIGHT,WIDTH as Ultralytics' imgsz=[h, w] (default: the size it "
+                "was trained at)")
+      ->expected(1, 2)
+      ->delimiter(',');
   x->add_option("--batch", a.batch, "batch size of the input, or 'dynamic'")->capture_default_str();
   x->add_option("--save-io", a.save_io,
                 "also write the traced input and hpcnet's output to this safetensors file (to "

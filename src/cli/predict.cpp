@@ -124,7 +124,7 @@ class Predictor {
  public:
   Predictor(const PredictArgs& a, train::LoadedModel& m, const task::Task& task, Device dev,
             std::string save)
-      : args_(a), model_(m), task_(task), tf_(task.eval_transform()), dev_(dev),
+      : args_(a), model_(m), task_(task), tf_(task.predict_transform()), dev_(dev),
         save_(std::move(save)) {
     po_ = a.options;
     po_.top = a.top;
@@ -142,6 +142,7 @@ class Predictor {
   struct Result {
     task::Outputs outputs;  // of the batch, on the CPU
     int64_t index = 0;      // in the batch
+    task::PredictOptions po;  // what the prediction was made with (the input's sizes)
     task::Prediction prediction;
   };
   // The model on decoded images of one size, as one batch (timed): outputs and predictions.
@@ -194,9 +195,12 @@ std::vector<Predictor::Result> Predictor::run(const std::vector<const data::Imag
     task::PredictOptions po = po_;
     po.height = images[static_cast<size_t>(i)]->height;  // results in the input's pixels
     po.width = images[static_cast<size_t>(i)]->width;
+    po.input_height = shape[1];  // predict_transform's size of this batch
+    po.input_width = shape[2];
     Result& r = results[static_cast<size_t>(i)];
     r.outputs = outputs;
     r.index = i;
+    r.po = po;
     r.prediction = task_.predict(outputs, i, model_.classes, po);
   }
   post_ms_ += ms_since(t);
@@ -261,8 +265,7 @@ bool Predictor::image(const std::string& path) {
   nlohmann::json j = {{"image", path}};
   if (!save_.empty()) {
     const std::string base = unique_name(path);
-    task::PredictOptions po = po_;
-    for (auto& [suffix, bytes] : task_.pictures(im, r.outputs, 0, model_.classes, po)) {
+    for (auto& [suffix, bytes] : task_.pictures(im, r.outputs, 0, model_.classes, r.po)) {
       const std::string file = (fs::path(save_) / (base + suffix)).string();
       write_file_atomic(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
                                                bytes.size()));
@@ -322,6 +325,7 @@ struct Frame {
   data::Image image;
   task::Outputs outputs;  // filled by the model, for drawing: the batch's
   int64_t batch_index = 0;  // the frame's place in that batch
+  task::PredictOptions po;  // the prediction's (Predictor::Result::po)
 };
 
 bool Predictor::video(const std::string& path) {
@@ -383,7 +387,7 @@ bool Predictor::video(const std::string& path) {
     if (!writer.any()) return;  // nothing to draw
     try {
       while (std::optional<Frame> f = drawn.pop()) {
-        task_.annotate(f->image, f->outputs, f->batch_index, model_.classes, po_);
+        task_.annotate(f->image, f->outputs, f->batch_index, model_.classes, f->po);
         writer.write(f->image);
       }
       writer.close();
@@ -418,6 +422,7 @@ bool Predictor::video(const std::string& path) {
       if (writer.any()) {
         f.outputs = std::move(results[i].outputs);
         f.batch_index = results[i].index;
+        f.po = results[i].po;
         drawn.push(std::move(f));
       }
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <type_traits>
 
 #include "hpcnet/data.h"
@@ -88,6 +89,12 @@ Tap bilinear_tap(int64_t o, int64_t out, int64_t in) {
 void resize_bilinear_into(const Example& ex, const Window& win, int64_t oh, int64_t ow,
                           uint8_t* dst, int64_t dst_w, int64_t top, int64_t left) {
   const int64_t W = ex.width, n = ow * 3;
+  if (oh == win.h && ow == win.w) {  // every tap is (i, weight 1): the same bytes, copied
+    for (int64_t y = 0; y < oh; ++y)
+      std::memcpy(dst + ((top + y) * dst_w + left) * 3, ex.pixels + ((win.y + y) * W + win.x) * 3,
+                  static_cast<size_t>(n));
+    return;
+  }
   thread_local std::vector<Tap> cols;
   thread_local std::vector<double> rows[2];  // source rows interpolated along x, (ow * 3,)
   cols.resize(static_cast<size_t>(ow));
@@ -402,15 +409,22 @@ std::vector<uint8_t> resize_nearest(const uint8_t* src, int64_t height, int64_t 
   return out;
 }
 
-LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size) {
-  HPCNET_REQUIRE(height > 0 && width > 0 && size > 0, "letterbox: sizes must be positive");
+LetterboxGeometry letterbox_geometry(int64_t height, int64_t width, int64_t size,
+                                     int64_t stride) {
+  HPCNET_REQUIRE(height > 0 && width > 0 && size > 0 && stride >= 0,
+                 "letterbox: sizes must be positive");
   LetterboxGeometry g;
   g.scale = std::min(static_cast<double>(size) / height, static_cast<double>(size) / width);
   // Python's round() (half to even), as Ultralytics computes the new shape and the padding.
   g.new_height = static_cast<int64_t>(std::nearbyint(height * g.scale));
   g.new_width = static_cast<int64_t>(std::nearbyint(width * g.scale));
-  g.top = static_cast<int64_t>(std::nearbyint((size - g.new_height) / 2.0 - 0.1));
-  g.left = static_cast<int64_t>(std::nearbyint((size - g.new_width) / 2.0 - 0.1));
+  // The padding of each axis: up to the square, or (auto) to the next multiple of stride.
+  const int64_t pad_h = stride > 0 ? (size - g.new_height) % stride : size - g.new_height;
+  const int64_t pad_w = stride > 0 ? (size - g.new_width) % stride : size - g.new_width;
+  g.top = static_cast<int64_t>(std::nearbyint(pad_h / 2.0 - 0.1));
+  g.left = static_cast<int64_t>(std::nearbyint(pad_w / 2.0 - 0.1));
+  g.out_height = g.new_height + pad_h;
+  g.out_width = g.new_width + pad_w;
   return g;
 }
 
@@ -450,6 +464,7 @@ void check_transform(const CenterCrop& c, Place& at) {
 void check_transform(const Letterbox& l, Place& at) {
   HPCNET_REQUIRE(at.first(), "transforms: Letterbox must come first");
   HPCNET_REQUIRE(l.size > 0, "transforms: Letterbox needs a positive size");
+  HPCNET_REQUIRE(l.stride >= 0, "transforms: Letterbox needs a stride of 0 (square) or more");
 }
 void check_transform(const Mosaic& m, Place& at) {
   HPCNET_REQUIRE(at.first(), "transforms: Mosaic must come first");
@@ -549,7 +564,9 @@ std::array<int64_t, 3> Compose::output_shape(int64_t height, int64_t width) cons
     } else if (const auto* cc = std::get_if<CenterCrop>(&t)) {
       height = width = cc->size;
     } else if (const auto* l = std::get_if<Letterbox>(&t)) {
-      height = width = l->size;
+      const LetterboxGeometry g = letterbox_geometry(height, width, l->size, l->stride);
+      height = g.out_height;
+      width = g.out_width;
     } else if (const auto* rs = std::get_if<RandomScale>(&t)) {
       height = width = rs->size;
     } else if (const auto* ra = std::get_if<RandomAffine>(&t)) {
@@ -691,9 +708,9 @@ Example resample_leading(const std::vector<Transform>& transforms, const Example
     const Window w = random_resized_crop_window(*rrc, ex_in.height, ex_in.width, crop_rng);
     return resample(ex_in, w, rrc->size, rrc->size, rrc->size, rrc->size, 0, 0, 0, buf);
   } else if (const auto* l = std::get_if<Letterbox>(&front)) {
-    const LetterboxGeometry g = letterbox_geometry(ex_in.height, ex_in.width, l->size);
-    return resample(ex_in, g.new_height, g.new_width, l->size, l->size, g.top, g.left, l->fill,
-                    buf);
+    const LetterboxGeometry g = letterbox_geometry(ex_in.height, ex_in.width, l->size, l->stride);
+    return resample(ex_in, g.new_height, g.new_width, g.out_height, g.out_width, g.top, g.left,
+                    l->fill, buf);
   } else if (const auto* rs = std::get_if<RandomScale>(&front)) {
     Rng scale_rng(sample_seed, 1);
     const double f = rs->scale_min + (rs->scale_max - rs->scale_min) * scale_rng.uniform();
@@ -898,7 +915,8 @@ std::string Compose::str() const {
               s += "Resize((" + std::to_string(r.height) + ", " + std::to_string(r.width) + "))";
             },
             [&](const Letterbox& l) {
-              s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) + ")";
+              s += "Letterbox(" + std::to_string(l.size) + ", fill=" + std::to_string(l.fill) +
+                   (l.stride > 0 ? ", auto, stride=" + std::to_string(l.stride) : "") + ")";
             },
             [&](const ResizeShorter& r) { s += "Resize(" + std::to_string(r.size) + ")"; },
             [&](const RandomResizedCrop& r) {

@@ -434,7 +434,8 @@ TEST(PredictVideo, BatchedFramesGiveTheSameDetections) {
               tmp.path());
   ASSERT_EQ(one.rc, 0) << one.err;
   ASSERT_EQ(four.rc, 0) << four.err;
-  EXPECT_NE(four.err.find("at shape (4, 3, 128, 128)"), std::string::npos) << four.err;
+  // 640x480 frames at --imgsz 128: Ultralytics' predict letterbox, padded to a multiple of 32 only.
+  EXPECT_NE(four.err.find("at shape (4, 3, 96, 128)"), std::string::npos) << four.err;
   const auto a = json_lines(one.out), b = json_lines(four.out);
   ASSERT_EQ(a.size(), 17u);  // frames 0, 3, ..., 48: the last batch holds one
   ASSERT_EQ(b.size(), a.size());

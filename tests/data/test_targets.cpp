@@ -405,6 +405,59 @@ TEST(TargetsLetterbox, GeometryMatchesUltralytics) {
   EXPECT_NE(input_error([] { letterbox_geometry(0, 5, 64); }), "no exception");
 }
 
+// Predict's letterbox, Ultralytics' LetterBox(auto=True, stride=32): the same scale and new
+// shape, the padding of each axis (size - new) % stride, halved as above. Worked out by hand.
+TEST(TargetsLetterbox, AutoPadsToAMultipleOfTheStrideAsUltralytics) {
+  struct Case {
+    int64_t h, w, size, stride;
+    int64_t nh, nw, top, left, oh, ow;
+  };
+  const Case cases[] = {
+      // A 640x480 frame at 640: r = 1, no padding at all (the square would add 160 rows).
+      {480, 640, 640, 32, 480, 640, 0, 0, 480, 640},
+      // r = min(640/333, 640/500) = 1.28: 333 r = 426.24 -> 426; dh = 214 % 32 = 22: top =
+      // round(11 - 0.1) = 11, canvas 448 high.
+      {333, 500, 640, 32, 426, 640, 11, 0, 448, 640},
+      // Transposed, and at a stride of 64: dw = 214 % 64 = 22 again.
+      {500, 333, 640, 64, 640, 426, 0, 11, 640, 448},
+      // r = 0.5 (stride 4): 5 r = 2.5 -> 2; dh = 2 % 4 = 2: top = round(0.9) = 1; 4 high.
+      {5, 8, 4, 4, 2, 4, 1, 0, 4, 4},
+      // 33x64 at 64, stride 32: dh = 31 % 32 = 31: top 15, canvas 64 (the square's).
+      {33, 64, 64, 32, 33, 64, 15, 0, 64, 64},
+  };
+  for (const Case& c : cases) {
+    const LetterboxGeometry g = letterbox_geometry(c.h, c.w, c.size, c.stride);
+    const std::string what = std::to_string(c.h) + "x" + std::to_string(c.w) + " -> " +
+                             std::to_string(c.size) + " / " + std::to_string(c.stride);
+    EXPECT_EQ(g.new_height, c.nh) << what;
+    EXPECT_EQ(g.new_width, c.nw) << what;
+    EXPECT_EQ(g.top, c.top) << what;
+    EXPECT_EQ(g.left, c.left) << what;
+    EXPECT_EQ(g.out_height, c.oh) << what;
+    EXPECT_EQ(g.out_width, c.ow) << what;
+    const Compose lb({Letterbox{c.size, 114, c.stride}, ToTensor{}});
+    EXPECT_EQ(lb.output_shape(c.h, c.w), (std::array<int64_t, 3>{3, c.oh, c.ow})) << what;
+  }
+  // The square's canvas is size x size.
+  const LetterboxGeometry sq = letterbox_geometry(480, 640, 640);
+  EXPECT_EQ(sq.out_height, 640);
+  EXPECT_EQ(sq.top, 80);
+  // Pixels: a 10x20 image at 20, stride 8: scale 1, dh = 10 % 8 = 2, canvas 12x20 with the image
+  // itself (copied byte for byte) in rows [1, 11) and 114 above and below.
+  const Bytes px = tg_noise(10 * 20 * 3, 3);
+  const TgOut o = tg_apply(Compose({Letterbox{20, 114, 8}, ToTensor{}}), tg_example(px, 10, 20), 0);
+  ASSERT_EQ(o.px.size(), 3u * 12 * 20);
+  for (int c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 12; ++y)
+      for (int64_t x = 0; x < 20; ++x) {
+        const float v = o.px[static_cast<size_t>((c * 12 + y) * 20 + x)];
+        const uint8_t want =
+            y < 1 || y >= 11 ? 114 : px[static_cast<size_t>(((y - 1) * 20 + x) * 3 + c)];
+        ASSERT_EQ(v, static_cast<float>(want) / 255.0f) << c << "," << y << "," << x;
+      }
+  EXPECT_NE(input_error([] { Compose({Letterbox{64, 114, -1}, ToTensor{}}); }), "no exception");
+}
+
 // Letterbox of a 100x200 image to 64: the scaled image fills rows [16, 48) and is exactly
 // Resize(32, 64) of the image; the padding is 114 (114/255 through ToTensor, (114/255 - mean) /
 // std through Normalize); boxes are scaled by 0.32 and moved down 16 rows; the mask's padding is

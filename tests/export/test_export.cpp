@@ -285,6 +285,17 @@ TEST(Export, CommandWritesTheFileAndRefusesBadOptions) {
   const onnx::ModelProto ymodel = read_model(dir / "yolo.onnx");
   EXPECT_EQ(check(ymodel), "");
   EXPECT_EQ(metadata(ymodel).at("task"), "detect");
+  // --imgsz HEIGHT,WIDTH (Ultralytics' imgsz=[h, w]): a 32x64 input has 42 anchors, not 84.
+  r = run_hpcnet({"export", "--weights", "yolo.safetensors", "--imgsz", "32,64", "--out",
+                  "rect.onnx"},
+                 dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("input (1, 3, 32, 64)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output (N, 6, 42)"), std::string::npos) << r.out;
+  EXPECT_EQ(metadata(read_model(dir / "rect.onnx")).at("imgsz"), "[32, 64]");
+  expect_refused(
+      run_hpcnet({"export", "--weights", "yolo.safetensors", "--imgsz", "32,0"}, dir.path()),
+      "--imgsz 32,0", {"--imgsz: expected a positive size or HEIGHT,WIDTH"});
   expect_refused(
       run_hpcnet({"export", "--weights", "model.safetensors", "--format", "tflite"}, dir.path()),
       "--format tflite", {"--format tflite: only onnx is supported"});

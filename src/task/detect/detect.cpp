@@ -67,8 +67,8 @@ std::vector<Detection> nms(const float* pred, int64_t A, int64_t nc, const NmsOp
 }
 
 std::array<float, 4> unletterbox(const std::array<float, 4>& b, int64_t imgsz, int64_t height,
-                                 int64_t width) {
-  const data::LetterboxGeometry g = data::letterbox_geometry(height, width, imgsz);
+                                 int64_t width, int64_t stride) {
+  const data::LetterboxGeometry g = data::letterbox_geometry(height, width, imgsz, stride);
   const double sx = static_cast<double>(width) / static_cast<double>(g.new_width);
   const double sy = static_cast<double>(height) / static_cast<double>(g.new_height);
   auto fx = [&](float v) {
@@ -107,6 +107,9 @@ std::vector<CocoGroundTruth> batch_ground_truths(const data::Batch& b, int64_t i
 }  // namespace detect
 
 namespace {
+
+// Predict's letterbox pads to a multiple of the Detect head's largest stride.
+constexpr int64_t kLetterboxStride = detect::kStrides[detect::kNumLevels - 1];
 
 using detect::CocoEvaluator;
 using detect::CocoSummary;
@@ -304,6 +307,10 @@ class DetectTask : public Task {
   data::Compose eval_transform() const override {
     return data::Compose({data::Letterbox{options().imgsz, 114}, data::ToTensor{}});
   }
+  // Ultralytics' predict: LetterBox(auto=True, stride=32), one shape per batch.
+  data::Compose predict_transform() const override {
+    return data::Compose({data::Letterbox{options().imgsz, 114, kLetterboxStride}, data::ToTensor{}});
+  }
   int64_t val_batch_size(int64_t train_batch_size) const override {
     return 2 * train_batch_size;
   }
@@ -421,8 +428,11 @@ class DetectTask : public Task {
                                             const PredictOptions& po) const {
     const int64_t A = outputs.at(0).size(2);
     const int64_t side = options().imgsz;
-    HPCNET_CHECK(A == detect::make_anchors(side, side).size(),
-                 "detect: outputs do not fit an input of " + std::to_string(side));
+    const int64_t H = po.input_height > 0 ? po.input_height : side;
+    const int64_t W = po.input_width > 0 ? po.input_width : side;
+    HPCNET_CHECK(A == detect::make_anchors(H, W).size(),
+                 "detect: outputs do not fit an input of " + std::to_string(H) + "x" +
+                     std::to_string(W));
     const int64_t nc = outputs.at(1).size(1);
     detect::NmsOptions o;
     o.conf = po.conf;
@@ -430,12 +440,16 @@ class DetectTask : public Task {
     o.max_det = po.max_det;
     // Only the anchors that can pass conf are decoded (the same NMS as on the whole decoding).
     const detect::Candidates c =
-        detect::decode_candidates(outputs[0], outputs[1], side, side, i, po.conf);
+        detect::decode_candidates(outputs[0], outputs[1], H, W, i, po.conf);
     const int64_t M = static_cast<int64_t>(c.anchor.size());
     std::vector<detect::Detection> d = detect::nms(c.pred.data(), M, nc, o);
     for (detect::Detection& x : d) x.anchor = c.anchor[static_cast<size_t>(x.anchor)];
     if (po.height > 0 && po.width > 0)
-      for (detect::Detection& x : d) x.box = detect::unletterbox(x.box, side, po.height, po.width);
+      for (detect::Detection& x : d) {
+        // A square input is Letterbox's square (also when predict's stride gave one).
+        const int64_t stride = H == side && W == side ? 0 : kLetterboxStride;
+        x.box = detect::unletterbox(x.box, side, po.height, po.width, stride);
+      }
     return d;
   }
 

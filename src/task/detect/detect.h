@@ -36,10 +36,11 @@ struct NmsOptions {
 // iou; the first max_det kept, by score.
 std::vector<Detection> nms(const float* pred, int64_t A, int64_t nc, const NmsOptions& o);
 
-// A box of a letterboxed imgsz x imgsz input in the pixels of the height x width original,
-// clipped to it (Ultralytics' scale_boxes with the letterbox's own padding).
+// A box of a letterboxed imgsz x imgsz input (stride > 0: predict's letterbox, padded to a
+// multiple of stride; data::Letterbox) in the pixels of the height x width original, clipped to
+// it (Ultralytics' scale_boxes with the letterbox's own padding).
 std::array<float, 4> unletterbox(const std::array<float, 4>& box, int64_t imgsz, int64_t height,
-                                 int64_t width);
+                                 int64_t width, int64_t stride = 0);
 
 // The ground truth of item i of an evaluation batch (letterboxed to imgsz x imgsz; its original
 // size in b.sizes, none: the input's) for the COCO metric, as pycocotools reads the dataset: every

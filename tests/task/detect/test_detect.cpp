@@ -124,6 +124,13 @@ TEST(DetectPost, UnletterboxMapsBackAndClips) {
   EXPECT_NEAR(b[1], 0, 1e-4);
   EXPECT_NEAR(b[2], 100, 1e-4);
   EXPECT_NEAR(b[3], 12.5, 1e-4);
+  // Predict's letterbox (stride 32): 100 x 50 into 64 gives 64 x 32 with no padding, so the
+  // same box sits 16 rows higher than in the square.
+  b = det::unletterbox({0.f, 0.f, 64.f, 32.f}, 64, 50, 100, 32);
+  EXPECT_NEAR(b[0], 0, 1e-4);
+  EXPECT_NEAR(b[1], 0, 1e-4);
+  EXPECT_NEAR(b[2], 100, 1e-4);
+  EXPECT_NEAR(b[3], 50, 1e-4);
 }
 
 // ---- the metric's ground truth ----------------------------------------------------------------
