@@ -9,19 +9,22 @@ model is `hpcnet export` of the same file. The video: FRAMES frames of 640x480 a
 with OpenCV (MPEG-4 part 2, "mp4v", in .mp4), from the scenes photographs when --photos names a
 folder of JPEGs, else from moving coloured rectangles on noise.
 
-  hpcnet       hpcnet predict --weights W --imgsz 640 --threads T --precision P --save OUT VIDEO
-               (one row per --precision value: fp32 and bf16 by default)
+  hpcnet       hpcnet predict --weights W --imgsz 640 --threads T --precision P --streams S
+               --save OUT VIDEO (one row per --precision and --streams value: fp32 and bf16,
+               1 and 2 streams by default; row "bf16 s2")
                (decoding, letterbox, forward, NMS, drawing and H.264 encoding of the annotated
                video, overlapped in threads; whole process)
   ultralytics  YOLO(W.pt).predict(source=VIDEO, imgsz=640, save=True, stream=True), torch with T
                threads (whole process: its own decoding, pre/postprocessing, drawing, writing)
   onnxruntime  InferenceSession(model.onnx, intra_op_num_threads=T).run on one (1, 3, 640, 640)
                input and one (1, 3, 480, 640), repeated: the forward pass alone, no decoding,
-               no NMS, no drawing
+               no NMS, no drawing; and, as hpcnet's --streams, T sessions of 1 thread each
+               running at once on (1, 3, 480, 640) (FPS: their runs over the wall time)
 
 Each is its own process (wall time and peak RSS from os.wait4, bench/compare.py). Printed: FPS of
 the whole pipeline (frames / process wall time) and of the forward pass alone (hpcnet: its Speed
-line's inference ms; ORT: the median run), peak RSS, and the ratios the issue asks for: hpcnet's
+line's inference ms, times its streams; ORT: the median run), peak RSS, and the ratios the issue
+asks for: hpcnet's
 pipeline FPS over ORT's forward-only FPS, and over Ultralytics' pipeline FPS.
 
 Note: hpcnet's and Ultralytics' predict letterbox a 640x480 frame to the smallest multiple of 32
@@ -127,6 +130,32 @@ print("median_ms", 1000 * statistics.median(times))
 """
 
 
+ORT_STREAMS = """
+import sys, time, threading, numpy as np, onnxruntime as ort
+n, runs = int(sys.argv[2]), int(sys.argv[3])
+def session():
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = 1
+    o.inter_op_num_threads = 1
+    return ort.InferenceSession(sys.argv[1], o, providers=["CPUExecutionProvider"])
+sessions = [session() for _ in range(n)]
+x = np.random.default_rng(0).random(tuple(sessions[0].get_inputs()[0].shape), dtype=np.float32)
+name = sessions[0].get_inputs()[0].name
+for s in sessions:
+    s.run(None, {name: x})
+def loop(s):
+    for _ in range(runs):
+        s.run(None, {name: x})
+threads = [threading.Thread(target=loop, args=(s,)) for s in sessions]
+t = time.perf_counter()
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+print("fps", n * runs / (time.perf_counter() - t))
+"""
+
+
 def measured(cmd, env, work, tag, timeout=3600):
     out, err = os.path.join(work, tag + ".out"), os.path.join(work, tag + ".err")
     rc, wall, rss_kib = compare.run_measured(cmd, env, timeout, out, err)
@@ -145,6 +174,8 @@ def main():
     p.add_argument("--ort-runs", type=int, default=50)
     p.add_argument("--precision", default="fp32,bf16",
                    help="hpcnet predict's --precision values, one row each (fp32, bf16)")
+    p.add_argument("--streams", default="1,2",
+                   help="hpcnet predict's --streams values, one row each per precision (sN)")
     p.add_argument("--work", default="",
                    help="a folder to keep the video, weights and outputs in (default: a temporary"
                         " folder, removed at the end)")
@@ -167,16 +198,21 @@ def main():
 
     rows = []
     for prec in a.precision.split(","):
-        wall, rss, out, err = measured(
-            [binary, "predict", "--weights", weights, "--imgsz", "640", "--threads", str(a.threads),
-             "--device", "cpu", "--precision", prec, "--save", os.path.join(work, "hpcnet-out"),
-             video], env, work, "hpcnet-" + prec)
-        infer = re.search(r"Speed: .*?, ([\d.]+)ms inference", err)
-        shape = re.search(r"at shape (\(.*?\))", err)
-        frames = len([l for l in out.splitlines() if l.strip()])
-        rows.append((f"hpcnet predict {prec}", frames / wall,
-                     1000.0 / float(infer.group(1)) if infer else None, rss,
-                     shape.group(1) if shape else "?"))
+        for n in a.streams.split(","):
+            tag = f"hpcnet-{prec}-streams{n}"
+            wall, rss, out, err = measured(
+                [binary, "predict", "--weights", weights, "--imgsz", "640", "--threads",
+                 str(a.threads), "--device", "cpu", "--precision", prec, "--streams", n, "--save",
+                 os.path.join(work, "hpcnet-out"), "--exist-ok", video], env, work, tag)
+            infer = re.search(r"Speed: .*?, ([\d.]+)ms inference", err)
+            # --streams: that many forward passes at once, each taking the inference time
+            streams = re.search(r"(\d+) streams at once", err)
+            per_s = int(streams.group(1)) if streams else 1
+            shape = re.search(r"at shape (\(.*?\))", err)
+            frames = len([l for l in out.splitlines() if l.strip()])
+            rows.append((f"hpcnet predict {prec} s{per_s}", frames / wall,
+                         per_s * 1000.0 / float(infer.group(1)) if infer else None, rss,
+                         shape.group(1) if shape else "?"))
     wall, rss, out, err = measured(
         [a.python, "-c", ULTRALYTICS, pt, video, str(a.threads), os.path.join(work, "ul-out")],
         env, work, "ultralytics")
@@ -191,6 +227,13 @@ def main():
         h, w = shape.split(",")
         ort[f"(1, 3, {h}, {w})"] = 1000.0 / ort_ms
         rows.append(("onnxruntime forward only", None, 1000.0 / ort_ms, rss, f"(1, 3, {h}, {w})"))
+    if a.threads > 1:
+        wall, rss, out, err = measured(
+            [a.python, "-c", ORT_STREAMS, onnx["480,640"], str(a.threads), str(a.ort_runs)],
+            env, work, "onnxruntime-streams")
+        fps = float(re.search(r"fps ([\d.]+)", out).group(1))
+        ort[f"(1, 3, 480, 640), {a.threads} x 1 thread"] = fps
+        rows.append((f"onnxruntime {a.threads} sessions", None, fps, rss, "(1, 3, 480, 640)"))
 
     print(f"\n{a.frames} frames of 640x480, yolov8n (random weights, seed 0), {a.threads} threads,"
           f" load {compare.loadavg()}")
@@ -203,7 +246,7 @@ def main():
         if not name.startswith("hpcnet"):
             continue
         for ort_shape, ort_fps in ort.items():
-            same = " (the same input)" if ort_shape == shape else ""
+            same = " (the same input)" if ort_shape.startswith(shape) else ""
             print(f"{name} pipeline / ORT forward alone at {ort_shape}{same}: {hp / ort_fps:.2f}x")
         print(f"{name} pipeline / Ultralytics pipeline: {hp / ul:.2f}x")
     if not a.work:

@@ -6,6 +6,7 @@
 //
 //   build/hpcnet_predict_bench --model yolov8n --imgsz 640 --threads 2 --rounds 5 --iters 5 \
 //       --configs fp32,bf16,fp32-unfolded
+//   build/hpcnet_predict_bench --imgsz 640 --height 480   # predict's input for a 640x480 frame
 //
 // Configurations: fp32 (the default inference path), bf16 (--precision bf16), fp32-unfolded /
 // bf16-unfolded (HPCNET_FUSE=0: BatchNorm and SiLU as ops of their own).
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hpcnet/autograd.h"
@@ -45,6 +47,7 @@ double median(std::vector<double> v) {
 struct Config {
   std::string name;
   bool bf16 = false, fold = true;
+  bool streams = false;  // "-streams": `threads` forwards at once, one thread each
   std::vector<double> wall, cpu;
   hpcnet::nn::Outputs out;
 };
@@ -87,12 +90,13 @@ std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string model_name = "yolov8n", configs = "fp32,bf16";
-  int64_t imgsz = 640, classes = 10;
+  int64_t imgsz = 640, height = 0, classes = 10;  // height 0: imgsz (a square input)
   int threads = 2, rounds = 5, iters = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") model_name = v;
     else if (k == "--imgsz") imgsz = std::stoll(v);
+    else if (k == "--height") height = std::stoll(v);
     else if (k == "--classes") classes = std::stoll(v);
     else if (k == "--threads") threads = std::stoi(v);
     else if (k == "--rounds") rounds = std::stoi(v);
@@ -110,7 +114,9 @@ int main(int argc, char** argv) {
     c.name = n;
     c.bf16 = n.rfind("bf16", 0) == 0;
     c.fold = n.find("unfolded") == std::string::npos;
-    if (n != "fp32" && n != "bf16" && n != "fp32-unfolded" && n != "bf16-unfolded") {
+    c.streams = n.find("-streams") != std::string::npos;
+    if (n != "fp32" && n != "bf16" && n != "fp32-unfolded" && n != "bf16-unfolded" &&
+        n != "fp32-streams" && n != "bf16-streams") {
       std::fprintf(stderr, "unknown configuration %s\n", n.c_str());
       return 2;
     }
@@ -119,9 +125,10 @@ int main(int argc, char** argv) {
   auto model = hpcnet::nn::make_model(model_name, hpcnet::nn::ModelOptions{classes});
   model->eval();
   hpcnet::Rng rng(1);
-  std::vector<float> pixels(static_cast<size_t>(3 * imgsz * imgsz));
+  if (height <= 0) height = imgsz;
+  std::vector<float> pixels(static_cast<size_t>(3 * height * imgsz));
   for (float& p : pixels) p = static_cast<float>(rng.uniform());
-  const Tensor x = Tensor::from_vector(pixels, {1, 3, imgsz, imgsz});
+  const Tensor x = Tensor::from_vector(pixels, {1, 3, height, imgsz});
   hpcnet::NoGradGuard no_grad;
   for (Config& c : cs) {  // warm-up: primitives created, outputs kept for the comparison
     apply(c);
@@ -131,6 +138,23 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r)
     for (Config& c : cs) {
       apply(c);
+      if (c.streams) {  // per image: the wall time of threads x iters forwards over their count
+        const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t)
+          ts.emplace_back([&] {
+            omp_set_num_threads(1);
+            hpcnet::NoGradGuard ng;
+            for (int i = 0; i < iters; ++i) model->forward_all(x);
+          });
+        for (auto& t : ts) t.join();
+        const double n = static_cast<double>(threads) * iters;
+        for (int i = 0; i < iters; ++i) {
+          c.wall.push_back((now(CLOCK_MONOTONIC) - w0) / n);
+          c.cpu.push_back((now(CLOCK_PROCESS_CPUTIME_ID) - c0) / n);
+        }
+        continue;
+      }
       for (int i = 0; i < iters; ++i) {
         const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
         model->forward_all(x);
@@ -149,7 +173,7 @@ int main(int argc, char** argv) {
     std::printf("folding every Conv's BatchNorm: %.2f ms cpu\n", 1e3 * median(t));
   }
   std::printf("%s, (1, 3, %lld, %lld), %d threads, %d rounds x %d forwards\n", model_name.c_str(),
-              static_cast<long long>(imgsz), static_cast<long long>(imgsz), threads, rounds, iters);
+              static_cast<long long>(height), static_cast<long long>(imgsz), threads, rounds, iters);
   std::printf("%-16s %12s %12s %10s %14s\n", "config", "wall ms", "cpu ms", "FPS", "max rel diff");
   for (const Config& c : cs)
     std::printf("%-16s %12.2f %12.2f %10.2f %14.3g\n", c.name.c_str(), 1e3 * median(c.wall),

@@ -119,6 +119,8 @@ void report_error(const std::string& what) {
   std::fprintf(stderr, "hpcnet: error: %s\n", what.c_str());
 }
 
+struct Frame;
+
 // One predict command's state: the model and its task, where results go, the timings.
 class Predictor {
  public:
@@ -146,7 +148,16 @@ class Predictor {
     task::Prediction prediction;
   };
   // The model on decoded images of one size, as one batch (timed): outputs and predictions.
+  // Thread-safe: --streams runs it on several threads at once.
   std::vector<Result> run(const std::vector<const data::Image*>& images);
+  // --streams: a video file's frames from `decoded`, `batch` per forward pass, on `streams`
+  // threads at once (each with its share of the OpenMP threads); finish(frames, results) on
+  // the calling thread, in the frames' order.
+  template <class Finish>
+  void run_streams(BoundedQueue<Frame>& decoded, size_t batch, int streams, Finish& finish);
+  // One stream on the calling thread (live sources, other devices, --streams 1).
+  template <class Finish>
+  void run_one_stream(BoundedQueue<Frame>& decoded, size_t batch, Finish& finish);
   std::string unique_name(const std::string& path);
   void emit(nlohmann::json j, const std::string& label, const task::Prediction& p);
   // --save-txt: the prediction's YOLO label rows in DIR/labels/NAME.txt (none without rows).
@@ -166,9 +177,11 @@ class Predictor {
   std::optional<MetricsLog> saved_lines_;  // --save: predictions.jsonl beside the pictures
   std::optional<MetricsLog> json_file_;    // --save-json FILE
   std::set<std::string> used_names_;       // --save: one name per input, even for equal stems
+  std::mutex stats_mutex_;  // the timings below
   double pre_ms_ = 0, infer_ms_ = 0, post_ms_ = 0;
   int64_t runs_ = 0;
   Shape last_shape_;
+  int max_streams_ = 1;  // the most --streams a video ran with
 };
 
 std::vector<Predictor::Result> Predictor::run(const std::vector<const data::Image*>& images) {
@@ -182,13 +195,13 @@ std::vector<Predictor::Result> Predictor::run(const std::vector<const data::Imag
     data::Example ex{im.pixels.data(), im.height, im.width, 0};
     tf_.apply(ex, 0, x.data<float>() + i * per);
   }
-  if (last_shape_.empty() || n >= last_shape_[0]) last_shape_ = x.shape();  // the fullest batch
+  const Shape x_shape = x.shape();
   x = x.to(dev_);
-  pre_ms_ += ms_since(t);
+  const double pre = ms_since(t);
   t = Clock::now();
   task::Outputs outputs = task_.infer(*model_.module, x, false);
   for (Tensor& o : outputs) o = o.to(cpu_device());
-  infer_ms_ += ms_since(t);
+  const double infer = ms_since(t);
   t = Clock::now();
   std::vector<Result> results(images.size());
   for (int64_t i = 0; i < n; ++i) {
@@ -203,7 +216,12 @@ std::vector<Predictor::Result> Predictor::run(const std::vector<const data::Imag
     r.po = po;
     r.prediction = task_.predict(outputs, i, model_.classes, po);
   }
-  post_ms_ += ms_since(t);
+  const double post = ms_since(t);
+  std::lock_guard<std::mutex> lock(stats_mutex_);  // --streams: runs on several threads
+  if (last_shape_.empty() || n >= last_shape_[0]) last_shape_ = x_shape;  // the fullest batch
+  pre_ms_ += pre;
+  infer_ms_ += infer;
+  post_ms_ += post;
   runs_ += n;
   return results;
 }
@@ -328,6 +346,106 @@ struct Frame {
   task::PredictOptions po;  // the prediction's (Predictor::Result::po)
 };
 
+// --streams' count: the one asked for (at most one per thread), or 2 with 2 threads or more.
+int stream_count(int requested) {
+  const int threads = std::max(ops::get_num_threads(), 1);
+  return requested > 0 ? std::min(requested, threads) : std::min(threads, 2);
+}
+
+template <class Finish>
+void Predictor::run_one_stream(BoundedQueue<Frame>& decoded, size_t batch, Finish& finish) {
+  std::vector<Frame> pending;
+  for (bool more = true; more;) {
+    std::optional<Frame> next = decoded.pop();
+    more = next.has_value();
+    if (more) pending.push_back(std::move(*next));
+    if (pending.size() < batch && more) continue;
+    if (pending.empty()) break;
+    std::vector<const data::Image*> images;
+    for (const Frame& f : pending) images.push_back(&f.image);
+    std::vector<Result> results = run(images);
+    finish(pending, results);
+    pending.clear();
+  }
+}
+
+template <class Finish>
+void Predictor::run_streams(BoundedQueue<Frame>& decoded, size_t batch, int streams,
+                            Finish& finish) {
+  // Jobs go to the streams in turn and come back in the same turn, so the frames stay in order.
+  struct Job {
+    std::vector<Frame> frames;
+    std::vector<Result> results;
+  };
+  std::vector<std::unique_ptr<BoundedQueue<Job>>> in, out;
+  for (int k = 0; k < streams; ++k) {
+    in.push_back(std::make_unique<BoundedQueue<Job>>(1));
+    out.push_back(std::make_unique<BoundedQueue<Job>>(1));
+  }
+  const int threads = std::max(ops::get_num_threads(), streams);
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto fail = [&](std::exception_ptr e) {  // the first error stops every thread
+    {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = e;
+    }
+    decoded.close();
+    for (int k = 0; k < streams; ++k) {
+      in[static_cast<size_t>(k)]->close();
+      out[static_cast<size_t>(k)]->close();
+    }
+  };
+  std::thread dispatcher([&] {
+    try {
+      std::vector<Frame> pending;
+      size_t k = 0;
+      for (bool more = true; more;) {
+        std::optional<Frame> next = decoded.pop();
+        more = next.has_value();
+        if (more) pending.push_back(std::move(*next));
+        if (pending.size() < batch && more) continue;
+        if (pending.empty()) break;
+        in[k]->push(Job{std::move(pending), {}});
+        pending = {};
+        k = (k + 1) % in.size();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    for (auto& q : in) q->close();
+  });
+  std::vector<std::thread> workers;
+  for (int k = 0; k < streams; ++k)
+    workers.emplace_back([&, k] {
+      try {
+        ops::set_num_threads(threads / streams + (k < threads % streams ? 1 : 0));
+        NoGradGuard no_grad;  // per thread
+        while (std::optional<Job> job = in[static_cast<size_t>(k)]->pop()) {
+          std::vector<const data::Image*> images;
+          for (const Frame& f : job->frames) images.push_back(&f.image);
+          job->results = run(images);
+          out[static_cast<size_t>(k)]->push(std::move(*job));
+        }
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      out[static_cast<size_t>(k)]->close();
+    });
+  try {
+    for (size_t k = 0;; k = (k + 1) % out.size()) {
+      std::optional<Job> job = out[k]->pop();
+      if (!job) break;  // this stream got no more jobs, so none after it did either
+      finish(job->frames, job->results);
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+  dispatcher.join();
+  for (std::thread& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+}
+
 bool Predictor::video(const std::string& path) {
   std::unique_ptr<data::VideoReader> reader;
   // A growing file (--follow) is read as it comes, as a stream.
@@ -397,18 +515,9 @@ bool Predictor::video(const std::string& path) {
     }
   });
   int64_t frames = 0;
-  // --batch frames per forward pass (a live source: one, it does not wait for more).
-  const size_t batch = live ? 1 : static_cast<size_t>(args_.batch);
-  std::vector<Frame> pending;
-  for (bool more = true; more;) {
-    std::optional<Frame> next = decoded.pop();
-    more = next.has_value();
-    if (more) pending.push_back(std::move(*next));
-    if (pending.size() < batch && more) continue;
-    if (pending.empty()) break;
-    std::vector<const data::Image*> images;
-    for (const Frame& f : pending) images.push_back(&f.image);
-    std::vector<Result> results = run(images);
+  // The results of a batch of frames, in order: printed and saved, and the frames passed on to
+  // the writing thread.
+  auto finish = [&](std::vector<Frame>& pending, std::vector<Result>& results) {
     for (size_t i = 0; i < pending.size(); ++i) {
       Frame& f = pending[i];
       const std::string count = total > 0 ? std::to_string(total) : std::string("?");
@@ -426,11 +535,26 @@ bool Predictor::video(const std::string& path) {
         drawn.push(std::move(f));
       }
     }
-    pending.clear();
+  };
+  // --batch frames per forward pass (a live source: one, it does not wait for more).
+  const size_t batch = live ? 1 : static_cast<size_t>(args_.batch);
+  const int streams = live || !dev_.is_cpu() ? 1 : stream_count(args_.streams);
+  std::exception_ptr model_error;  // raised after the other threads are joined
+  try {
+    if (streams > 1) {
+      max_streams_ = std::max(max_streams_, streams);
+      run_streams(decoded, batch, streams, finish);
+    } else {
+      run_one_stream(decoded, batch, finish);
+    }
+  } catch (...) {
+    model_error = std::current_exception();
+    decoded.close();
   }
   drawn.close();
   decoder.join();
   encoder.join();
+  if (model_error) std::rethrow_exception(model_error);
   if (decode_error) std::rethrow_exception(decode_error);
   if (write_error) std::rethrow_exception(write_error);
   summarize(path, *reader, frames, decoded.dropped(), ms_since(start) / 1000.0, out_file);
@@ -473,8 +597,11 @@ void Predictor::print_speed() const {
   std::fflush(stdout);
   std::fprintf(stderr,
                "Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at "
-               "shape (%s)\n",
-               pre_ms_ / n, infer_ms_ / n, post_ms_ / n, shape.c_str());
+               "shape (%s)%s\n",
+               pre_ms_ / n, infer_ms_ / n, post_ms_ / n, shape.c_str(),
+               max_streams_ > 1
+                   ? (", " + std::to_string(max_streams_) + " streams at once").c_str()
+                   : "");
 }
 
 // Whether an input is read as a video: by its name, a live source, or any file with
@@ -511,6 +638,7 @@ int cmd_predict(const PredictArgs& a) {
   HPCNET_REQUIRE(a.vid_stride >= 1, "--vid-stride must be at least 1 (1: every frame)");
   HPCNET_REQUIRE(a.stream_timeout > 0, "--stream-timeout must be positive (seconds)");
   HPCNET_REQUIRE(a.batch >= 1, "--batch must be at least 1");
+  HPCNET_REQUIRE(a.streams >= 0, "--streams must be at least 1 (0: automatic)");
   const task::PredictOptions& po = a.options;
   HPCNET_REQUIRE(po.conf >= 0 && po.conf <= 1, "--conf must be in [0, 1]");
   HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");

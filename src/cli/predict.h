@@ -17,6 +17,9 @@ struct PredictArgs {
   int top = 3, threads = 0;
   int64_t imgsz = 0, max_image_pixels = data::kDefaultMaxImagePixels, vid_stride = 1,
           batch = 1;
+  // Video files on the CPU: forward passes in flight at once, each on its share of the threads
+  // (0: 2 with 2 threads or more, else 1). Live sources and other devices run one.
+  int streams = 0;
   double stream_timeout = 10.0;  // seconds a network stream (or a followed file) may stay silent
   bool json = false, exist_ok = false, speed = false, stream_out = false;
   // Sources (data::VideoOptions): --follow reads files as they grow; --input-format names the

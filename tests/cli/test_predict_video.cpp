@@ -454,6 +454,47 @@ TEST(PredictVideo, BatchedFramesGiveTheSameDetections) {
   EXPECT_EQ(n, 17);
 }
 
+// --streams 2: two forward passes at once (one thread each) on alternate frames (or batches);
+// the lines come out in the frames' order with the detections of one stream of 2 threads.
+TEST(PredictVideo, StreamsKeepTheFramesInOrderWithTheSameDetections) {
+  const VideoShared& s = shared();
+  TempDir tmp("predict_video_streams");
+  const RunResult one = predict({"--streams", "1", s.video.string()}, tmp.path());
+  const RunResult two =
+      predict({"--streams", "2", "--save", tmp.str("out"), s.video.string()}, tmp.path());
+  const RunResult batched =
+      predict({"--streams", "2", "--batch", "3", "--vid-stride", "2", s.video.string()},
+              tmp.path());
+  ASSERT_EQ(one.rc, 0) << one.err;
+  ASSERT_EQ(two.rc, 0) << two.err;
+  ASSERT_EQ(batched.rc, 0) << batched.err;
+  EXPECT_EQ(one.err.find("streams at once"), std::string::npos) << one.err;
+  EXPECT_NE(two.err.find(", 2 streams at once"), std::string::npos) << two.err;
+  const auto a = json_lines(one.out), b = json_lines(two.out), c = json_lines(batched.out);
+  ASSERT_EQ(a.size(), 50u);
+  ASSERT_EQ(b.size(), a.size());
+  ASSERT_EQ(c.size(), 25u);  // frames 0, 2, ..., 48 in batches of 3: the last holds one
+  auto same = [](const nlohmann::json& x, const nlohmann::json& y) {
+    ASSERT_EQ(x.at("frame"), y.at("frame"));
+    const auto &bx = x.at("boxes"), &by = y.at("boxes");
+    ASSERT_EQ(bx.size(), by.size()) << "frame " << x.at("frame");
+    for (size_t j = 0; j < bx.size(); ++j)
+      for (int k = 0; k < 4; ++k)
+        EXPECT_NEAR(bx[j].at("box")[k].get<double>(), by[j].at("box")[k].get<double>(), 1e-3);
+  };
+  for (size_t k = 0; k < a.size(); ++k) same(a[k], b[k]);
+  for (size_t k = 0; k < c.size(); ++k) same(a[2 * k], c[k]);
+  data::VideoReader annotated(tmp.str("out/clip.mp4"));
+  data::Image frame;
+  int64_t n = 0;
+  while (annotated.next(frame)) ++n;
+  EXPECT_EQ(n, 50);
+  const RunResult bad = predict({"--streams", "-1", s.video.string()}, tmp.path());
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--streams must be at least 1 (0: automatic)"), std::string::npos)
+      << bad.err;
+}
+
 namespace {
 
 // Writes `bytes` to `file` as a recorder would, in 40 chunks over about 2 s: the first at once (so
