@@ -20,6 +20,11 @@ struct Conv2dParams {
   // CPU forward only: compute in bfloat16 whatever x's dtype (a float32 x is converted on its way
   // into the primitive, in the same pass as its reorder). Set by inference under --precision bf16.
   bool bf16 = false;
+  // CPU forward of float32 x only, > 0: compute in int8 (post-training quantisation, `hpcnet
+  // quantize`): x quantised per tensor as round(x / int8_scale) clamped to [-127, 127] (in the
+  // pass that reorders it), the weights per output channel to 127 / max |w[k]|, int32
+  // accumulation (oneDNN: VNNI or AMX), the output float32 with the bias and the activation.
+  float int8_scale = 0;
 };
 // The activation a convolution's forward kernel applies to its output (oneDNN post-op, cuDNN's
 // fused activation, or a pass over the output where neither applies).

@@ -1,11 +1,13 @@
 // CPU 2-D convolution: float32 through oneDNN (forward with fused bias and optional ReLU or SiLU,
 // backward data, backward weights with bias), float64 through reference loops. Tensors are plain
 // NCHW / OIHW; oneDNN primitives are cached per shape.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "src/ops/backend/cpu/cpu_ops.h"
 #include "src/ops/backend/cpu/dnnl_util.h"
@@ -255,6 +257,95 @@ void conv_for_each_mac(const ConvShape& s, const Conv2dParams& p, F&& f) {
         }
 }
 
+// ---- int8 inference (Conv2dParams::int8_scale) ----
+
+// Per output channel k of a float32 (K, C, R, S) weight: 127 / max |w[k]| (1 for a zero channel).
+std::vector<float> int8_weight_scales(const Tensor& w) {
+  const Tensor wc = w.contiguous();
+  const int64_t K = wc.size(0), per = wc.numel() / K;
+  const float* pw = wc.data<float>();
+  std::vector<float> q(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) {
+    float m = 0;
+    for (int64_t i = 0; i < per; ++i) m = std::max(m, std::fabs(pw[k * per + i]));
+    q[static_cast<size_t>(k)] = m > 0 ? 127.f / m : 1.f;
+  }
+  return q;
+}
+
+// The quantisation a primitive was built for, as one key integer (FNV-1a of the scales' bits):
+// weights that change (other scales) get primitives of their own.
+int64_t scales_key(const std::vector<float>& wq, float sx) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    h = (h ^ u) * 1099511628211ULL;
+  };
+  for (float v : wq) mix(v);
+  mix(sx);
+  return static_cast<int64_t>(h >> 1);
+}
+
+// y = act(conv(x, w) + b) with x and w quantised to int8: x per tensor (round(x / sx), the
+// reorder's output scale 1 / sx, saturated to [-128, 127]), w per output channel (times wq[k]);
+// oneDNN accumulates in int32 and scales each output channel by sx / wq[k]. oneDNN 2.x adds the
+// bias before that scale, so it is given in the accumulator's units, b[k] wq[k] / sx.
+void conv_forward_int8(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& b,
+                       Tensor& y, const Conv2dParams& p, Act act) {
+  using namespace dnnl;
+  using dt = memory::data_type;
+  const bool has_b = b.defined();
+  const float sx = p.int8_scale;
+  const std::vector<float> wq = int8_weight_scales(w);
+  std::vector<float> out_scales(wq.size());
+  for (size_t k = 0; k < wq.size(); ++k) out_scales[k] = sx / wq[k];
+  Tensor bq;
+  if (has_b) {
+    const Tensor bc = b.contiguous();
+    bq = Tensor::empty({s.k});
+    for (int64_t k = 0; k < s.k; ++k)
+      bq.data<float>()[k] = bc.data<float>()[k] / out_scales[static_cast<size_t>(k)];
+  }
+  const DnnlKey key = make_key(3, s.n, s.c, s.h, s.w, s.k, s.r, s.s, p.stride_h, p.stride_w,
+                               p.pad_h, p.pad_w, p.dil_h, p.dil_w, has_b, static_cast<int>(act),
+                               operand_bits(x) + 4 * operand_bits(y), scales_key(wq, sx));
+  DnnlOp& e = dnnl_cached(key, [&](DnnlOp& op) {
+    const ConvMds m = conv_mds(s, p, false);
+    const memory::desc x8({s.n, s.c, s.h, s.w}, dt::s8, memory::format_tag::any);
+    const memory::desc w8({s.k, s.c, s.r, s.s}, dt::s8, memory::format_tag::any);
+    primitive_attr attr;
+    attr.set_output_scales(1 << 1, out_scales);  // per channel of the output (its dim 1)
+    if (act != Act::kNone) {
+      post_ops po;
+      if (act == Act::kRelu) po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      if (act == Act::kSilu) po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto d = has_b ? convolution_forward::desc(prop_kind::forward_inference,
+                                               algorithm::convolution_direct, x8, w8, m.b,
+                                               m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
+                   : convolution_forward::desc(prop_kind::forward_inference,
+                                               algorithm::convolution_direct, x8, w8, m.y_any,
+                                               m.strides, m.dilates, m.pad_l, m.pad_r);
+    const convolution_forward::primitive_desc pd(d, attr, dnnl_engine());
+    op.prim = convolution_forward(pd);
+    primitive_attr qx, qw;
+    qx.set_output_scales(0, {1.f / sx});
+    qw.set_output_scales(1 << 0, wq);  // per output channel (the weights' dim 0)
+    op.add_staged_arg(DNNL_ARG_SRC, user_md(x), pd.src_desc(), true, &qx);
+    op.add_staged_arg(DNNL_ARG_WEIGHTS, m.w, pd.weights_desc(), true, &qw);
+    if (has_b) op.add_arg(DNNL_ARG_BIAS, m.b);
+    op.add_staged_arg(DNNL_ARG_DST, user_md(y), pd.dst_desc(), false);
+  });
+  e.bind(DNNL_ARG_SRC, x);
+  e.bind(DNNL_ARG_WEIGHTS, w);
+  if (has_b) e.bind(DNNL_ARG_BIAS, bq);
+  e.bind(DNNL_ARG_DST, y);
+  SmallWorkSerial serial(conv_macs(s));
+  e.run();
+}
+
 }  // namespace
 
 void set_blocked_layouts(bool on) { blocked_flag().store(on); }
@@ -301,6 +392,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                  y.data<double>(), act);
     return;
   }
+  if (p.int8_scale > 0 && x.dtype() == DType::kFloat32)
+    return conv_forward_int8(s, x, w.contiguous(), b, y, p, act);
   const int lx = operand_bits(x), ly = operand_bits(y);
   if (!lx && !ly && use_direct(x.shape(), w.shape(), p)) {
     // The direct kernels fuse ReLU only; SiLU is a pass over their output.

@@ -51,15 +51,18 @@ SmallWorkSerial::~SmallWorkSerial() {
 }
 
 void DnnlOp::add_staged_arg(int arg, const dnnl::memory::desc& user,
-                            const dnnl::memory::desc& inner, bool input) {
-  if (user == inner) return add_arg(arg, user);
+                            const dnnl::memory::desc& inner, bool input,
+                            const dnnl::primitive_attr* attr) {
+  if (user == inner && attr == nullptr) return add_arg(arg, user);
   Stage st;
   st.user = dnnl::memory(user, dnnl_engine(), nullptr);
   // No buffer of its own: run() takes one from the caching allocator for the call, so that the
   // many cached primitives share a few buffers instead of each holding activation-sized ones.
   st.inner = dnnl::memory(inner, dnnl_engine(), nullptr);
   st.bytes = inner.get_size();
-  st.reorder = input ? dnnl::reorder(st.user, st.inner) : dnnl::reorder(st.inner, st.user);
+  const dnnl::primitive_attr none;
+  const dnnl::primitive_attr& a = attr ? *attr : none;
+  st.reorder = input ? dnnl::reorder(st.user, st.inner, a) : dnnl::reorder(st.inner, st.user, a);
   args.emplace(arg, st.user);
   c_args.push_back({arg, st.inner.get()});
   (input ? stage_in_ : stage_out_).push_back(std::move(st));

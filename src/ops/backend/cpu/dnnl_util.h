@@ -95,8 +95,10 @@ struct DnnlOp {
   // `inner` (a blocked layout and/or bf16): run() takes a buffer of `inner` from the caching allocator and a reorder that
   // converts the tensor into it before run() (input) or out of it after run() (output). The same
   // as add_arg when the two descriptors are equal.
+  // `attr`, when given: the reorder's (output scales that quantise, for int8), which then runs
+  // even between equal descriptors.
   void add_staged_arg(int arg, const dnnl::memory::desc& user, const dnnl::memory::desc& inner,
-                      bool input);
+                      bool input, const dnnl::primitive_attr* attr = nullptr);
   void bind(int arg, const Tensor& t) { args.at(arg).set_data_handle(t.raw_data()); }
   void bind_ptr(int arg, void* p) { args.at(arg).set_data_handle(p); }
   void run();
