@@ -275,6 +275,9 @@ struct ModelMeta {
   // hpcnet.normalize; unset (a file written by save_model without it): ImageNet's for the
   // "imagenet" policy, else 0.5 and 0.5.
   std::optional<data::Normalize> normalize;
+  // `hpcnet quantize`'s calibration, recorded as hpcnet.int8 (a JSON object): the largest |x| of
+  // each int8-capable Conv's input by module name; --precision int8 needs it.
+  std::map<std::string, double> int8_ranges;
 };
 
 // Model weights with metadata (model name, task, class names, input size, normalisation) for
@@ -291,6 +294,7 @@ struct LoadedModel {
   std::string task = "classify";
   int64_t imgsz = 32;
   std::string eval_policy;  // ModelMeta::eval_policy
+  bool int8_calibrated = false;  // the file holds hpcnet.int8 (applied to the model's Convs)
 };
 // Builds the model named in the file's metadata (or `model_name` when given; a mismatch is an
 // InputError) and loads its weights. Takes a model file or a checkpoint.
@@ -298,6 +302,12 @@ LoadedModel load_model(const std::string& path, const std::string& model_name = 
 
 // Applies --precision ("fp32" or "bf16") to the kernels; InputError for other values.
 void apply_precision(const std::string& precision);
+// eval's and predict's --precision: "fp32", "bf16", or "int8" for a model file `path` that holds
+// `hpcnet quantize`'s calibration (its calibrated convolutions in int8, the others in bf16).
+void apply_inference_precision(const std::string& precision, const LoadedModel& m,
+                               const std::string& path);
+// InputError unless precision is one of those three.
+void check_inference_precision(const std::string& precision);
 // Applies --conv-algorithm ("auto", "direct" or "winograd"); InputError for other values.
 void apply_conv_algorithm(const std::string& algorithm);
 

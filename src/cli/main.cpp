@@ -27,6 +27,7 @@
 #include "hpcnet/train.h"
 #include "src/cli/build_info.h"
 #include "src/cli/predict.h"
+#include "src/cli/quantize.h"
 #include "src/core/cuda_device.h"
 #include "src/ops/omp_wait.h"
 #include "src/ops/ops.h"
@@ -37,6 +38,9 @@ namespace fs = std::filesystem;
 using namespace hpcnet;
 using hpcnet::cli::cmd_predict;
 using hpcnet::cli::PredictArgs;
+using hpcnet::cli::add_quantize_command;
+using hpcnet::cli::cmd_quantize;
+using hpcnet::cli::QuantizeArgs;
 using hpcnet::cli::task_of;
 
 namespace {
@@ -260,9 +264,10 @@ int cmd_eval(const EvalArgs& given) {
                  "--split must be test or val (got '" + given.split + "')");
   HPCNET_REQUIRE(given.batch_size >= 1, "--batch-size must be at least 1");
   data::set_max_image_pixels(given.max_image_pixels);
-  train::apply_precision(given.precision);
+  train::check_inference_precision(given.precision);  // before the file is read
   HPCNET_REQUIRE(given.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   train::LoadedModel m = train::load_model(given.weights, given.model);
+  train::apply_inference_precision(given.precision, m, given.weights);
   if (given.imgsz > 0) m.imgsz = given.imgsz;
   m.module->to_(dev);
   const std::unique_ptr<task::Task> task = task_of(m);
@@ -527,8 +532,10 @@ struct Cli {
   ExportArgs exporting;
   PlotArgs plot;
   ShardArgs shard;
+  QuantizeArgs quantize;
   CLI::App *train_cmd = nullptr, *eval_cmd = nullptr, *predict_cmd = nullptr, *bench_cmd = nullptr,
-           *export_cmd = nullptr, *plot_cmd = nullptr, *shard_cmd = nullptr;
+           *export_cmd = nullptr, *plot_cmd = nullptr, *shard_cmd = nullptr,
+           *quantize_cmd = nullptr;
 };
 
 const char* const kMaxPixelsHelp =
@@ -571,7 +578,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalArgs& a) {
   e->add_option("--threads", a.threads, "CPU threads (0 = all cores)")->capture_default_str();
   e->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
   e->add_option("--imgsz", a.imgsz, "input size (0: the model file's)")->capture_default_str();
-  e->add_option("--precision", a.precision, "fp32 or bf16 (bfloat16 convolutions)")
+  e->add_option("--precision", a.precision,
+                "fp32, bf16 (bfloat16 convolutions) or int8 (a model file made by `hpcnet "
+                "quantize`: its calibrated convolutions in int8, the rest in bf16)")
       ->capture_default_str();
   e->add_option("--max-image-pixels", a.max_image_pixels, kMaxPixelsHelp)->capture_default_str();
   e->add_flag("--json", a.json, "print one JSON object instead of text");
@@ -614,7 +623,8 @@ CLI::App* add_predict_command(CLI::App& app, PredictArgs& a) {
               "same names are replaced)");
   p->add_option("--precision", a.precision,
                 "fp32, or bf16: bfloat16 convolutions with float32 accumulation (CPUs with "
-                "AVX-512; AMX where the CPU has it)")
+                "AVX-512; AMX where the CPU has it), or int8 for a model file made by `hpcnet "
+                "quantize` (its calibrated convolutions in int8, VNNI or AMX; the rest bf16)")
       ->capture_default_str();
   p->add_flag("--stream-out", a.stream_out,
               "videos and streams: write the annotated frames to standard output as MJPEG (one "
@@ -754,6 +764,7 @@ void add_commands(Cli& c) {
   c.export_cmd = add_export_command(c.app, c.exporting);
   c.plot_cmd = add_plot_command(c.app, c.plot);
   c.shard_cmd = add_shard_command(c.app, c.shard);
+  c.quantize_cmd = add_quantize_command(c.app, c.quantize);
   c.app.add_subcommand("info", "build, backends and library versions");
 }
 
@@ -818,6 +829,7 @@ int run_command(Cli& c) {
   }
   if (c.export_cmd->parsed()) return cmd_export(c.exporting);
   if (c.shard_cmd->parsed()) return cmd_shard(c.shard);
+  if (c.quantize_cmd->parsed()) return cmd_quantize(c.quantize);
   if (c.plot_cmd->parsed()) {
     std::printf("%s\n", train::plot_run(c.plot.run_dir, c.plot.out).c_str());
     return 0;

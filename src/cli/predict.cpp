@@ -632,7 +632,7 @@ int cmd_predict(const PredictArgs& a) {
   const Device dev = train::resolve_device(a.device);
   HPCNET_REQUIRE(a.threads >= 0, "--threads must be >= 0 (0 = all cores)");
   ops::set_num_threads(a.threads);
-  train::apply_precision(a.precision);
+  train::check_inference_precision(a.precision);  // before the file is read
   HPCNET_REQUIRE(a.top >= 1, "--top must be at least 1");
   HPCNET_REQUIRE(a.imgsz >= 0, "--imgsz must be at least 1 (0: the size in the model file)");
   HPCNET_REQUIRE(a.vid_stride >= 1, "--vid-stride must be at least 1 (1: every frame)");
@@ -644,6 +644,7 @@ int cmd_predict(const PredictArgs& a) {
   HPCNET_REQUIRE(po.iou >= 0 && po.iou <= 1, "--iou must be in [0, 1]");
   HPCNET_REQUIRE(po.max_det >= 1, "--max-det must be at least 1");
   train::LoadedModel m = train::load_model(a.weights, a.model);
+  train::apply_inference_precision(a.precision, m, a.weights);
   m.module->to_(dev);
   if (a.imgsz > 0) m.imgsz = a.imgsz;
   const std::unique_ptr<task::Task> task = task_of(m);

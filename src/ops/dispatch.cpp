@@ -86,6 +86,12 @@ bool cpu_supports_bf16() {
 Precision conv_precision() { return g_conv_precision.load(); }
 
 namespace {
+std::atomic<bool> g_int8_inference{false};
+}  // namespace
+void set_int8_inference(bool on) { g_int8_inference.store(on); }
+bool int8_inference() { return g_int8_inference.load(std::memory_order_relaxed); }
+
+namespace {
 std::atomic<ConvAlgorithm> g_conv_algorithm{ConvAlgorithm::kAuto};
 }
 void set_conv_algorithm(ConvAlgorithm a) { g_conv_algorithm.store(a); }

@@ -69,6 +69,11 @@ struct SgdParams {
 enum class Precision { kFloat32, kBFloat16 };
 void set_conv_precision(Precision p);
 Precision conv_precision();
+// --precision int8 (inference): the convolutions a model has calibrated input ranges for
+// (nn::YoloConv::int8_input_max, `hpcnet quantize`) compute in int8 (Conv2dParams::int8_scale);
+// the others as under kBFloat16, which is set with it.
+void set_int8_inference(bool on);
+bool int8_inference();
 // Whether this CPU runs oneDNN's bfloat16 convolutions: AVX-512 (BW, VL, DQ; oneDNN emulates
 // the bf16 arithmetic there) or better. Without it (an AVX2-only CPU) kBFloat16 is refused.
 bool cpu_supports_bf16();

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hpcnet/io.h"
+#include "src/nn/models/yolo.h"
 
 namespace hpcnet::train {
 namespace {
@@ -45,6 +46,7 @@ std::map<std::string, std::string> meta_strings(const ModelMeta& m) {
   if (!m.task.empty()) s["hpcnet.task"] = m.task;
   if (m.imgsz > 0) s["hpcnet.imgsz"] = std::to_string(m.imgsz);  // 0: not recorded
   if (!m.eval_policy.empty()) s["hpcnet.augment"] = m.eval_policy;
+  if (!m.int8_ranges.empty()) s["hpcnet.int8"] = nlohmann::json(m.int8_ranges).dump();
   return s;
 }
 
@@ -235,6 +237,14 @@ RunFile read_run_file(const std::string& path) {
                      "' (a newer hpcnet wrote it?)");
   if (std::string s = get("hpcnet.val_split"); !s.empty())
     r.meta.val_split = parse_int(s, path, "hpcnet.val_split");
+  if (std::string s = get("hpcnet.int8"); !s.empty()) {
+    try {
+      r.meta.int8_ranges = parse_meta_json(s, path, "hpcnet.int8", kMaxClasses)
+                               .get<std::map<std::string, double>>();
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(path + ": metadata hpcnet.int8 is not a JSON object of numbers");
+    }
+  }
   const bool is_checkpoint = get("hpcnet.format") == kCheckpointFormat;
   for (auto& [n, t] : f.tensors) {
     if (!is_checkpoint)
@@ -437,6 +447,14 @@ LoadedModel load_model(const std::string& path, const std::string& model_name) {
     m.module->load_state_dict(f.model);
   } catch (const InputError& e) {
     throw InputError(path + ": " + e.what() + " (is this a " + m.name + " weights file?)");
+  }
+  if (!f.meta.int8_ranges.empty()) {
+    try {
+      nn::set_int8_ranges(*m.module, f.meta.int8_ranges);
+    } catch (const InputError& e) {
+      throw InputError(path + ": " + e.what());
+    }
+    m.int8_calibrated = true;
   }
   m.module->eval();
   return m;

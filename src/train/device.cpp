@@ -15,6 +15,26 @@ void apply_precision(const std::string& precision) {
                                               : ops::Precision::kFloat32);
 }
 
+void check_inference_precision(const std::string& precision) {
+  HPCNET_REQUIRE(precision == "fp32" || precision == "bf16" || precision == "int8",
+                 "--precision must be fp32, bf16 or int8 (got '" + precision + "')");
+}
+
+void apply_inference_precision(const std::string& precision, const LoadedModel& m,
+                               const std::string& path) {
+  ops::set_int8_inference(false);
+  if (precision != "int8") return apply_precision(precision);
+  HPCNET_REQUIRE(m.int8_calibrated,
+                 "--precision int8: " + path +
+                     " holds no int8 calibration; make one with `hpcnet quantize --weights " +
+                     path + " --data DATA --out MODEL-int8.safetensors`");
+  HPCNET_REQUIRE(ops::cpu_supports_bf16(),
+                 "--precision int8: this CPU has no AVX-512, which oneDNN's int8 convolutions "
+                 "need here; use --precision fp32");
+  apply_precision("bf16");  // the convolutions without a calibration
+  ops::set_int8_inference(true);
+}
+
 void apply_conv_algorithm(const std::string& algorithm) {
   HPCNET_REQUIRE(algorithm == "auto" || algorithm == "direct" || algorithm == "winograd",
                  "--conv-algorithm must be auto, direct or winograd (got '" + algorithm + "')");

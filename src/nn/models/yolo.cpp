@@ -33,6 +33,16 @@ std::atomic<bool>& fuse_flag() {
 bool fuse_enabled() { return fuse_flag().load(std::memory_order_relaxed); }
 
 std::atomic<bool> g_concat_in_place{true};
+std::atomic<bool> g_int8_calibration{false};
+
+// The largest |x| of a float32 tensor (any layout: every stored value is one of its elements).
+float max_abs(const Tensor& x) {
+  const Tensor d = x.is_dense() ? x : x.contiguous();
+  const float* p = static_cast<const float*>(d.raw_data());
+  float m = 0;
+  for (int64_t i = 0; i < d.numel(); ++i) m = std::max(m, std::fabs(p[i]));
+  return m;
+}
 
 ops::Conv2dParams conv_params(const Conv2d& c) {
   return {c.stride, c.stride, c.padding, c.padding, c.dilation, c.dilation};
@@ -42,6 +52,29 @@ ops::Conv2dParams conv_params(const Conv2d& c) {
 
 void set_inference_fusion(bool on) { fuse_flag().store(on); }
 void set_concat_in_place(bool on) { g_concat_in_place.store(on); }
+void set_int8_calibration(bool on) { g_int8_calibration.store(on); }
+
+std::map<std::string, double> int8_ranges(Module& model) {
+  std::map<std::string, double> out;
+  for (auto& [name, m] : model.named_modules())
+    if (const auto* c = dynamic_cast<const YoloConv*>(m); c && c->int8_input_max > 0)
+      out[name] = c->int8_input_max;
+  return out;
+}
+
+void set_int8_ranges(Module& model, const std::map<std::string, double>& ranges) {
+  std::map<std::string, YoloConv*> convs;
+  for (auto& [name, m] : model.named_modules())
+    if (auto* c = dynamic_cast<YoloConv*>(m); c && c->int8_capable()) convs[name] = c;
+  for (const auto& [name, v] : ranges) {
+    auto it = convs.find(name);
+    HPCNET_REQUIRE(it != convs.end(), "int8 calibration names '" + name +
+                                          "', which is no int8-capable Conv of this model");
+    HPCNET_REQUIRE(std::isfinite(v) && v > 0,
+                   "int8 calibration of '" + name + "' is not a positive number");
+    it->second->int8_input_max = static_cast<float>(v);
+  }
+}
 
 namespace yolo_detail {
 
@@ -91,6 +124,18 @@ YoloConv::YoloConv(int64_t c1, int64_t c2, int64_t k, int64_t s, bool act, int64
   bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
 }
 
+bool YoloConv::int8_capable() const { return groups == 1 && conv->weight.size(1) >= 16; }
+
+ops::Conv2dParams YoloConv::folded_params(const Tensor& x) {
+  ops::Conv2dParams p = conv_params(*conv);
+  if (!int8_capable()) return p;
+  if (g_int8_calibration.load(std::memory_order_relaxed))
+    int8_input_max = std::max(int8_input_max, max_abs(x));
+  else if (int8_input_max > 0 && ops::int8_inference() && x.dtype() == DType::kFloat32)
+    p.int8_scale = int8_input_max / 127.f;
+  return p;
+}
+
 bool YoloConv::folds() const {
   return !is_training() && !grad_mode_enabled() && fuse_enabled() &&
          conv->weight.device().is_cpu() && conv->weight.dtype() == DType::kFloat32 &&
@@ -107,6 +152,17 @@ Tensor YoloConv::forward(const Tensor& x) {
       Tensor y = F::depthwise_conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
       return act ? F::silu(y) : y;
     }
+    const ops::Conv2dParams p = folded_params(x);
+    if (p.int8_scale > 0) {  // --precision int8, calibrated
+      const Tensor xd = x.is_dense() ? x : x.contiguous();
+      Tensor y = Tensor::empty_layout(
+          {x.size(0), w.size(0),
+           ops::conv_out_size(x.size(2), w.size(2), p.stride_h, p.pad_h, p.dil_h),
+           ops::conv_out_size(x.size(3), w.size(3), p.stride_w, p.pad_w, p.dil_w)},
+          DType::kFloat32, x.device(), ops::conv2d_output_layout(xd, w.shape(), p));
+      ops::conv2d_into(xd, w, b, p, act ? ops::Act::kSilu : ops::Act::kNone, y);
+      return y;
+    }
     return act ? F::conv2d_silu(x, w, b, conv->stride, conv->padding, conv->dilation)
                : F::conv2d(x, w, b, conv->stride, conv->padding, conv->dilation);
   }
@@ -117,7 +173,7 @@ Tensor YoloConv::forward(const Tensor& x) {
 void YoloConv::forward_into(const Tensor& x, Tensor& out) {
   if (!folds() || groups > 1) return YoloLayer::forward_into(x, out);
   const auto [w, b] = folded_weights();
-  ops::conv2d_into(x.is_dense() ? x : x.contiguous(), w, b, conv_params(*conv),
+  ops::conv2d_into(x.is_dense() ? x : x.contiguous(), w, b, folded_params(x),
                    act ? ops::Act::kSilu : ops::Act::kNone, out);
 }
 

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "hpcnet/nn.h"
+#include "src/ops/ops.h"
 
 namespace hpcnet::nn {
 
@@ -44,10 +46,20 @@ class YoloConv : public YoloLayer {
   void forward_into(const Tensor& x, Tensor& out) override;
   // The folded (weight, bias) of conv and bn (float32, CPU).
   std::pair<Tensor, Tensor> folded_weights() const;
+  // int8 post-training quantisation (`hpcnet quantize`): the largest |x| of this Conv's input
+  // over the calibration images (0: not calibrated). Recorded while calibrating
+  // (set_int8_calibration) by the Convs that can run in int8 (groups 1, 16 or more input
+  // channels; the RGB stem stays as it is); used under ops::int8_inference().
+  float int8_input_max = 0;
+  bool int8_capable() const;
   std::shared_ptr<Conv2d> conv;
   std::shared_ptr<BatchNorm2d> bn;
   bool act;
   int64_t groups;
+
+ private:
+  // The folded convolution's parameters, with the int8 scale when it runs in int8.
+  ops::Conv2dParams folded_params(const Tensor& x);
 };
 // Whether YoloConv folds in inference (default on; HPCNET_FUSE=0 starts it off): for benchmarks
 // and tests.
@@ -56,6 +68,13 @@ void set_inference_fusion(bool on);
 // every graph concatenation side by side into its buffer instead of concatenating copies
 // (default on): for benchmarks and tests.
 void set_concat_in_place(bool on);
+// While on, every int8-capable YoloConv records the largest |x| of its input (int8_input_max) in
+// its folded forward: `hpcnet quantize` runs the calibration images with it on.
+void set_int8_calibration(bool on);
+// The calibration of a model's YoloConvs by module name (those with int8_input_max > 0), and
+// back; set_int8_ranges refuses names that are not int8-capable YoloConvs of the model.
+std::map<std::string, double> int8_ranges(Module& model);
+void set_int8_ranges(Module& model, const std::map<std::string, double>& ranges);
 
 // Children "0", "1", ... run in a row (torch.nn.Sequential of YOLO layers).
 class YoloSequential : public YoloLayer {
