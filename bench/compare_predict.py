@@ -173,7 +173,11 @@ def main():
     p.add_argument("--photos", default="", help="a folder of JPEGs for the video's frames")
     p.add_argument("--ort-runs", type=int, default=50)
     p.add_argument("--precision", default="fp32,bf16",
-                   help="hpcnet predict's --precision values, one row each (fp32, bf16)")
+                   help="hpcnet predict's --precision values, one row each (fp32, bf16, int8: "
+                        "with --calibrate)")
+    p.add_argument("--calibrate", default="",
+                   help="a detection data.yaml whose val images calibrate the int8 row "
+                        "(`hpcnet quantize`); needed when --precision names int8")
     p.add_argument("--streams", default="1,2",
                    help="hpcnet predict's --streams values, one row each per precision (sN)")
     p.add_argument("--work", default="",
@@ -195,13 +199,21 @@ def main():
                         onnx[shape]], check=True, stdout=subprocess.DEVNULL)
     binary = os.path.join(work, "hpcnet")
     shutil.copy2(a.hpcnet, binary)
+    weights_of = {"fp32": weights, "bf16": weights}
+    if "int8" in a.precision.split(","):
+        if not a.calibrate:
+            sys.exit("compare_predict: --precision int8 needs --calibrate DATA.yaml")
+        weights_of["int8"] = os.path.join(work, "yolov8n-int8.safetensors")
+        subprocess.run([a.hpcnet, "quantize", "--weights", weights, "--data", a.calibrate,
+                        "--imgsz", "640", "--images", "64", "--threads", str(a.threads), "--out",
+                        weights_of["int8"]], check=True, stdout=subprocess.DEVNULL)
 
     rows = []
     for prec in a.precision.split(","):
         for n in a.streams.split(","):
             tag = f"hpcnet-{prec}-streams{n}"
             wall, rss, out, err = measured(
-                [binary, "predict", "--weights", weights, "--imgsz", "640", "--threads",
+                [binary, "predict", "--weights", weights_of[prec], "--imgsz", "640", "--threads",
                  str(a.threads), "--device", "cpu", "--precision", prec, "--streams", n, "--save",
                  os.path.join(work, "hpcnet-out"), "--exist-ok", video], env, work, tag)
             infer = re.search(r"Speed: .*?, ([\d.]+)ms inference", err)
