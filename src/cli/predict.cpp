@@ -352,20 +352,25 @@ int stream_count(int requested) {
   return requested > 0 ? std::min(requested, threads) : std::min(threads, 2);
 }
 
+// `pending` := the next `batch` frames of `decoded` (fewer at its end); false when none came.
+bool next_batch(BoundedQueue<Frame>& decoded, size_t batch, std::vector<Frame>& pending) {
+  pending.clear();
+  while (pending.size() < batch) {
+    std::optional<Frame> f = decoded.pop();
+    if (!f) break;
+    pending.push_back(std::move(*f));
+  }
+  return !pending.empty();
+}
+
 template <class Finish>
 void Predictor::run_one_stream(BoundedQueue<Frame>& decoded, size_t batch, Finish& finish) {
   std::vector<Frame> pending;
-  for (bool more = true; more;) {
-    std::optional<Frame> next = decoded.pop();
-    more = next.has_value();
-    if (more) pending.push_back(std::move(*next));
-    if (pending.size() < batch && more) continue;
-    if (pending.empty()) break;
+  while (next_batch(decoded, batch, pending)) {
     std::vector<const data::Image*> images;
     for (const Frame& f : pending) images.push_back(&f.image);
     std::vector<Result> results = run(images);
     finish(pending, results);
-    pending.clear();
   }
 }
 
@@ -399,17 +404,8 @@ void Predictor::run_streams(BoundedQueue<Frame>& decoded, size_t batch, int stre
   std::thread dispatcher([&] {
     try {
       std::vector<Frame> pending;
-      size_t k = 0;
-      for (bool more = true; more;) {
-        std::optional<Frame> next = decoded.pop();
-        more = next.has_value();
-        if (more) pending.push_back(std::move(*next));
-        if (pending.size() < batch && more) continue;
-        if (pending.empty()) break;
+      for (size_t k = 0; next_batch(decoded, batch, pending); k = (k + 1) % in.size())
         in[k]->push(Job{std::move(pending), {}});
-        pending = {};
-        k = (k + 1) % in.size();
-      }
     } catch (...) {
       fail(std::current_exception());
     }

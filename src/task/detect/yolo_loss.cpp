@@ -165,6 +165,21 @@ float side_expectation(const float* boxes_b, int64_t A, int64_t a, int64_t k) {
   return math::dfl_expect_row(row, kRegMax);
 }
 
+// decode_predictions' column of anchor a: boxes_b (64, A) and scores_b (nc, A) of one image into
+// out[k * stride], k = 0 .. 3 + nc (centre x, y, width, height in pixels, then the sigmoid scores).
+void decode_anchor(const float* boxes_b, const float* scores_b, int64_t A, int64_t nc,
+                   const Anchors& anchors, int64_t a, float* out, int64_t stride) {
+  float d[4];
+  for (int k = 0; k < 4; ++k) d[k] = side_expectation(boxes_b, A, a, k);
+  const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
+  const float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
+  out[0 * stride] = (x1 + x2) / 2 * s;
+  out[1 * stride] = (y1 + y2) / 2 * s;
+  out[2 * stride] = (x2 - x1) * s;
+  out[3 * stride] = (y2 - y1) * s;
+  for (int64_t c = 0; c < nc; ++c) out[(4 + c) * stride] = math::sigmoid(scores_b[c * A + a]);
+}
+
 Tensor cpu_f32(const Tensor& t) {
   Tensor c = t.detach().to(cpu_device());
   return c.dtype() == DType::kFloat32 ? c.contiguous() : c.to(DType::kFloat32).contiguous();
@@ -287,17 +302,7 @@ Tensor decode_predictions(const Tensor& boxes, const Tensor& scores, int64_t h, 
   for (int64_t b = 0; b < B; ++b) {
     const float* bb = pb + b * 4 * kRegMax * A;
     float* ob = po + b * (4 + nc) * A;
-    for (int64_t a = 0; a < A; ++a) {
-      float d[4];
-      for (int k = 0; k < 4; ++k) d[k] = side_expectation(bb, A, a, k);
-      const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
-      const float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
-      ob[0 * A + a] = (x1 + x2) / 2 * s;
-      ob[1 * A + a] = (y1 + y2) / 2 * s;
-      ob[2 * A + a] = (x2 - x1) * s;
-      ob[3 * A + a] = (y2 - y1) * s;
-      for (int64_t c = 0; c < nc; ++c) ob[(4 + c) * A + a] = math::sigmoid(ps[(b * nc + c) * A + a]);
-    }
+    for (int64_t a = 0; a < A; ++a) decode_anchor(bb, ps + b * nc * A, A, nc, anchors, a, ob + a, A);
   }
   if (trace::g_recorder != nullptr) {  // `hpcnet export`: the decoding becomes ONNX nodes
     Tensor centres = Tensor::empty({1, 2, A}), strides = Tensor::empty({1, 1, A});
@@ -337,18 +342,8 @@ Candidates decode_candidates(const Tensor& boxes, const Tensor& scores, int64_t 
   const int64_t M = static_cast<int64_t>(out.anchor.size());
   out.pred.resize(static_cast<size_t>((4 + nc) * M));
   float* po = out.pred.data();
-  for (int64_t m = 0; m < M; ++m) {  // decode_predictions' arithmetic, column a -> m
-    const int64_t a = out.anchor[static_cast<size_t>(m)];
-    float d[4];
-    for (int k = 0; k < 4; ++k) d[k] = side_expectation(bb, A, a, k);
-    const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
-    const float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
-    po[0 * M + m] = (x1 + x2) / 2 * s;
-    po[1 * M + m] = (y1 + y2) / 2 * s;
-    po[2 * M + m] = (x2 - x1) * s;
-    po[3 * M + m] = (y2 - y1) * s;
-    for (int64_t c = 0; c < nc; ++c) po[(4 + c) * M + m] = math::sigmoid(sb[c * A + a]);
-  }
+  for (int64_t m = 0; m < M; ++m)  // column anchor[m] -> m
+    decode_anchor(bb, sb, A, nc, anchors, out.anchor[static_cast<size_t>(m)], po + m, M);
   return out;
 }
 
