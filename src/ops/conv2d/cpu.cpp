@@ -114,10 +114,8 @@ auto with_fallback(dnnl::algorithm alg, Make&& make) {
   return make(dnnl::algorithm::convolution_direct);
 }
 
-// The forward primitive descriptor (also the hint for the backward ones, which take the
-// algorithm it ended up with).
-dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias,
-                                                       dnnl::algorithm alg, Act act = Act::kNone) {
+// A forward convolution's attributes with its fused activation as a post-op (none: empty).
+dnnl::primitive_attr act_attr(Act act) {
   using namespace dnnl;
   primitive_attr attr;
   if (act != Act::kNone) {
@@ -127,6 +125,15 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bia
     if (act == Act::kSilu) po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
     attr.set_post_ops(po);
   }
+  return attr;
+}
+
+// The forward primitive descriptor (also the hint for the backward ones, which take the
+// algorithm it ended up with).
+dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvMds& m, bool bias,
+                                                       dnnl::algorithm alg, Act act = Act::kNone) {
+  using namespace dnnl;
+  const primitive_attr attr = act_attr(act);
   return with_fallback(alg, [&](algorithm a) {
     auto d = bias ? convolution_forward::desc(prop_kind::forward_training, a, m.x_any, m.w_any,
                                               m.b, m.y_any, m.strides, m.dilates, m.pad_l,
@@ -314,14 +321,8 @@ void conv_forward_int8(const ConvShape& s, const Tensor& x, const Tensor& w, con
     const ConvMds m = conv_mds(s, p, false);
     const memory::desc x8({s.n, s.c, s.h, s.w}, dt::s8, memory::format_tag::any);
     const memory::desc w8({s.k, s.c, s.r, s.s}, dt::s8, memory::format_tag::any);
-    primitive_attr attr;
+    primitive_attr attr = act_attr(act);
     attr.set_output_scales(1 << 1, out_scales);  // per channel of the output (its dim 1)
-    if (act != Act::kNone) {
-      post_ops po;
-      if (act == Act::kRelu) po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-      if (act == Act::kSilu) po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
-      attr.set_post_ops(po);
-    }
     auto d = has_b ? convolution_forward::desc(prop_kind::forward_inference,
                                                algorithm::convolution_direct, x8, w8, m.b,
                                                m.y_any, m.strides, m.dilates, m.pad_l, m.pad_r)
