@@ -109,6 +109,11 @@ struct TrainConfig {
   std::string download_url;  // empty: the official CIFAR-10 URL
   int threads = 0;           // 0 = all cores
   std::string device = "auto";
+  // CUDA only (ops::set_cuda_tf32 / set_cuda_deterministic): TF32 tensor cores for float32
+  // convolutions and matrix products (PyTorch's cuDNN default), and deterministic cuDNN backward
+  // algorithms only (torch.backends.cudnn.deterministic).
+  bool tf32 = true;
+  bool deterministic = false;
   // Images (and masks) whose header claims more pixels are refused before decoding (see
   // data::set_max_image_pixels); this invocation only.
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
@@ -300,8 +305,11 @@ struct LoadedModel {
 // InputError) and loads its weights. Takes a model file or a checkpoint.
 LoadedModel load_model(const std::string& path, const std::string& model_name = "");
 
-// Applies --precision ("fp32" or "bf16") to the kernels; InputError for other values.
-void apply_precision(const std::string& precision);
+// Applies --precision ("fp32" or "bf16") to the kernels of `device`; InputError for other
+// values, and for bf16 on a CPU without AVX-512 (the CPU's bf16 convolutions need it).
+void apply_precision(const std::string& precision, Device device = cpu_device());
+// Applies --tf32 and --deterministic (the CUDA kernels' float32 math and algorithms).
+void apply_cuda_math(bool tf32, bool deterministic);
 // eval's and predict's --precision: "fp32", "bf16", or "int8" for a model file `path` that holds
 // `hpcnet quantize`'s calibration (its calibrated convolutions in int8, the others in bf16).
 void apply_inference_precision(const std::string& precision, const LoadedModel& m,
@@ -329,6 +337,10 @@ struct BenchConfig {
   int threads = 0;
   std::string precision = "fp32";  // fp32 | bf16 (see TrainConfig::precision)
   std::string conv_algorithm = "auto";  // see TrainConfig::conv_algorithm
+  // cpu, cuda or cuda:N: the model, its optimizer state and the synthetic batches live there; a
+  // CUDA run times whole steps between two device synchronisations (no wait inside a step).
+  std::string device = "cpu";
+  bool tf32 = true, deterministic = false;  // TrainConfig's, for CUDA
   bool profile = true;             // per-kernel table (adds a clock read around each kernel)
   // --loader: the input pipeline alone over `data` (decode, augment, batch into float tensors).
   bool loader = false;

@@ -421,6 +421,9 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
   train::peak_fp32_gflops(ops::get_num_threads(), &how);
   if (json) {
     nlohmann::json j = {{"model", c.model},
+                        {"device", c.device},
+                        {"precision", c.precision},
+                        {"imgsz", c.imgsz},
                         {"batch_size", c.batch_size},
                         {"threads", ops::get_num_threads()},
                         {"steps", c.steps},
@@ -438,19 +441,31 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("%s, batch %lld, %d threads, %s, conv algorithm %s, %lld steps\n", c.model.c_str(),
-              static_cast<long long>(c.batch_size), ops::get_num_threads(), c.precision.c_str(),
-              c.conv_algorithm.c_str(), static_cast<long long>(c.steps));
-  std::printf("  %.3f ms/step, %.0f images/s, %.2f MFLOP/step, %.1f GFLOP/s of %.0f peak (%.1f%%)\n",
-              1000 * r.seconds_per_step, r.images_per_sec, r.flops_per_step / 1e6, r.gflops,
-              r.peak_gflops, 100 * r.gflops / r.peak_gflops);
-  std::printf("  peak = %s\n", how.c_str());
+  const bool cuda = c.device != "cpu";
+  if (cuda)
+    std::printf("%s, batch %lld, %s, %s, tf32 %s, %lld steps\n", c.model.c_str(),
+                static_cast<long long>(c.batch_size), c.device.c_str(), c.precision.c_str(),
+                c.tf32 ? "on" : "off", static_cast<long long>(c.steps));
+  else
+    std::printf("%s, batch %lld, %d threads, %s, conv algorithm %s, %lld steps\n",
+                c.model.c_str(), static_cast<long long>(c.batch_size), ops::get_num_threads(),
+                c.precision.c_str(), c.conv_algorithm.c_str(), static_cast<long long>(c.steps));
+  std::printf("  %.3f ms/step, %.0f images/s, %.2f MFLOP/step, %.1f GFLOP/s", 1000 * r.seconds_per_step,
+              r.images_per_sec, r.flops_per_step / 1e6, r.gflops);
+  if (r.peak_gflops > 0)
+    std::printf(" of %.0f peak (%.1f%%)\n  peak = %s\n", r.peak_gflops,
+                100 * r.gflops / r.peak_gflops, how.c_str());
+  else
+    std::printf("\n");
   std::printf("  allocator misses per step in steady state: %llu\n",
               static_cast<unsigned long long>(r.system_allocs_per_step));
   std::printf("  memory: allocator peak in use %.0f MB, held %.0f MB (in use + cached), "
               "process peak RSS %.0f MB\n",
               r.allocator_peak_mb, r.allocator_held_mb, r.peak_rss_mb);
   if (!r.kernels.empty()) {
+    if (cuda)  // the profiler's clock brackets each call on the host, which only queues the work
+      std::printf("  (CUDA: the per-kernel times below are host-side launch times, not the "
+                  "kernels'; use nsys for those)\n");
     std::printf("  %-28s %10s %8s %9s %7s\n", "kernel", "ms/step", "calls", "GFLOP/s", "share");
     double total = 0;
     for (auto& [n, v] : r.kernels) total += v[0];
@@ -688,6 +703,13 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   b->add_option("--conv-algorithm", bc.conv_algorithm,
                 "float32 CPU convolutions: auto, direct or winograd")
       ->capture_default_str();
+  b->add_option("--device", bc.device,
+                "cpu, cuda or cuda:N (model, optimizer state and synthetic batches on it)")
+      ->capture_default_str();
+  b->add_flag("--tf32", bc.tf32, "CUDA: TF32 tensor cores for float32 (--tf32=false: off)")
+      ->capture_default_str();
+  b->add_flag("--deterministic", bc.deterministic,
+              "CUDA: deterministic cuDNN backward convolutions only");
   b->add_flag("--no-profile", a.no_profile, "time whole steps only (no per-kernel clock reads)");
   b->add_flag("--loader", bc.loader,
               "time the input pipeline alone over --data (decode, augment, batch); its last line "

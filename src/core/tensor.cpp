@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "src/core/allocator.h"
+#include "src/core/bf16.h"
 #include "src/core/cuda_device.h"
 
 namespace hpcnet {
@@ -230,19 +231,8 @@ void* Tensor::raw_data() const {
 
 namespace {
 
-inline float bf16_to_float(uint16_t v) {
-  uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint16_t float_to_bf16(float f) {  // round to nearest even; NaN stays NaN
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
+using math::bf16_to_float;
+using math::float_to_bf16;
 inline float half_to_float(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
   if (exp == 0) {

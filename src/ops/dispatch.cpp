@@ -85,6 +85,17 @@ bool cpu_supports_bf16() {
 }
 Precision conv_precision() { return g_conv_precision.load(); }
 
+void set_cuda_tf32([[maybe_unused]] bool on) {
+#ifdef HPCNET_WITH_CUDA
+  cuda::set_allow_tf32(on);
+#endif
+}
+void set_cuda_deterministic([[maybe_unused]] bool on) {
+#ifdef HPCNET_WITH_CUDA
+  cuda::set_deterministic(on);
+#endif
+}
+
 namespace {
 std::atomic<bool> g_int8_inference{false};
 }  // namespace

@@ -77,6 +77,24 @@ bool int8_inference();
 // Whether this CPU runs oneDNN's bfloat16 convolutions: AVX-512 (BW, VL, DQ; oneDNN emulates
 // the bf16 arithmetic there) or better. Without it (an AVX2-only CPU) kBFloat16 is refused.
 bool cpu_supports_bf16();
+// Whether a convolution of x (N, C, H, W) by weights w (K, C, R, S) computes in bfloat16 when
+// its gradient is recorded (training): under --precision bf16, the CPU's rule
+// (cpu::conv2d_uses_bf16: stride 1, channels in multiples of 16, where oneDNN's bf16 kernels
+// are faster) and on CUDA every float32 convolution (cuDNN's bfloat16 tensor-core kernels,
+// torch.autocast's choice). F::conv2d then hands the kernels x's bfloat16 copy (to_bf16).
+bool conv2d_uses_bf16(const Tensor& x, const Shape& w, const Conv2dParams& p);
+// A float32 tensor's bfloat16 copy, same shape, layout and device (the tensor itself when it is
+// bfloat16): round to nearest even, src/core/bf16.h's rounding on both devices.
+Tensor to_bf16(const Tensor& t);
+
+// CUDA float32 math and algorithms (--tf32, --deterministic; nothing on the CPU or in a build
+// without CUDA): TF32 tensor cores for float32 convolutions and matrix products, and cuDNN's
+// backward convolutions restricted to deterministic algorithms. The library's defaults (TF32
+// off, deterministic on) keep the CUDA tests' parity with the CPU; `hpcnet train` and `bench`
+// take PyTorch's defaults (torch.backends.cudnn.allow_tf32 = True, deterministic = False)
+// unless told otherwise.
+void set_cuda_tf32(bool on);
+void set_cuda_deterministic(bool on);
 
 // The algorithm of float32 convolutions on the CPU (oneDNN's convolution_direct, _winograd and
 // _auto). kWinograd: F(4x4, 3x3) Winograd (about 2x fewer multiplications; errors about 5x

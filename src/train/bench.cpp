@@ -10,6 +10,7 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/task.h"
 #include "hpcnet/train.h"
+#include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
 
 namespace hpcnet::train {
@@ -79,8 +80,10 @@ BenchResult run_bench(const BenchConfig& cfg) {
   HPCNET_REQUIRE(cfg.batch_size >= 1 && cfg.steps >= 1 && cfg.warmup >= 0,
                  "bench: --batch-size and --steps must be positive");
   ops::set_num_threads(cfg.threads);
-  apply_precision(cfg.precision);
+  const Device dev = resolve_device(cfg.device);
+  apply_precision(cfg.precision, dev);
   apply_conv_algorithm(cfg.conv_algorithm);
+  apply_cuda_math(cfg.tf32, cfg.deterministic);
   const nn::ModelInfo& info = nn::model_info(cfg.model);
   const int64_t imgsz = cfg.imgsz > 0 ? cfg.imgsz : info.imgsz;
   HPCNET_REQUIRE(!info.fixed_size || imgsz == info.imgsz,
@@ -92,6 +95,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
   const int64_t kClasses = task->target_kind() == data::TargetKind::kMask ? 11 : 10;
   manual_seed(0);
   auto model = nn::make_model(cfg.model, nn::ModelOptions{kClasses});
+  model->to_(dev);
   optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});
   // A few distinct synthetic batches, cycled.
   Rng rng(1);
@@ -121,31 +125,45 @@ BenchResult run_bench(const BenchConfig& cfg) {
           list.push_back({static_cast<int64_t>(rng.randint(kClasses)), x, y, x + w, y + h});
         }
     }
+    if (!dev.is_cpu()) {  // as the training loop moves a batch (boxes stay on the host)
+      b.images = b.images.to(dev);
+      b.labels = b.labels.to(dev);
+      if (b.masks.defined()) b.masks = b.masks.to(dev);
+    }
     batches.push_back(std::move(b));
   }
+  // No read of the loss: on CUDA a step queues its work and returns; the timed loop waits for the
+  // device once, at its end.
   auto step = [&](int64_t i) {
     const data::Batch& b = batches[static_cast<size_t>(i % 8)];
     opt.zero_grad();
     Tensor loss = task->loss(model->forward_all(b.images), b);
     loss.backward();
     opt.step();
-    return loss.item();
+  };
+  auto sync = [&] {
+    if (!dev.is_cpu()) cuda_synchronize(dev);
   };
   for (int64_t i = 0; i < cfg.warmup; ++i) step(i);
-  uint64_t allocs0 = cpu_allocator_stats().system_allocs;
+  sync();
+  auto alloc_stats = [&] {
+    return dev.is_cpu() ? cpu_allocator_stats() : cuda_allocator_stats(dev.index);
+  };
+  uint64_t allocs0 = alloc_stats().system_allocs;
   profile::reset();
   profile::enable(true);  // flop counts always; per-kernel times only when cfg.profile
   auto t0 = std::chrono::steady_clock::now();
   if (!cfg.profile) profile::enable(false);
   for (int64_t i = 0; i < cfg.steps; ++i) step(i);
+  sync();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   profile::enable(false);
   BenchResult r;
   r.seconds_per_step = secs / cfg.steps;
   r.images_per_sec = cfg.batch_size / r.seconds_per_step;
-  r.system_allocs_per_step = (cpu_allocator_stats().system_allocs - allocs0) / cfg.steps;
+  r.system_allocs_per_step = (alloc_stats().system_allocs - allocs0) / cfg.steps;
   {
-    const AllocatorStats a = cpu_allocator_stats();
+    const AllocatorStats a = alloc_stats();
     r.allocator_peak_mb = static_cast<double>(a.peak_bytes_in_use) / (1 << 20);
     r.allocator_held_mb = static_cast<double>(a.bytes_in_use + a.bytes_cached) / (1 << 20);
     rusage ru{};
@@ -157,6 +175,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     profile::reset();
     profile::enable(true);
     step(0);
+    sync();
     profile::enable(false);
   }
   int64_t div = cfg.profile ? cfg.steps : 1;
@@ -167,7 +186,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
                                     e.seconds > 0 ? e.flops / e.seconds / 1e9 : 0.0}});
   }
   r.gflops = r.flops_per_step / r.seconds_per_step / 1e9;
-  r.peak_gflops = peak_fp32_gflops(ops::get_num_threads());
+  r.peak_gflops = dev.is_cpu() ? peak_fp32_gflops(ops::get_num_threads()) : 0;
   return r;
 }
 

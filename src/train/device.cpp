@@ -5,14 +5,19 @@
 
 namespace hpcnet::train {
 
-void apply_precision(const std::string& precision) {
+void apply_precision(const std::string& precision, Device device) {
   HPCNET_REQUIRE(precision == "fp32" || precision == "bf16",
                  "--precision must be fp32 or bf16 (got '" + precision + "')");
-  HPCNET_REQUIRE(precision != "bf16" || ops::cpu_supports_bf16(),
+  HPCNET_REQUIRE(precision != "bf16" || !device.is_cpu() || ops::cpu_supports_bf16(),
                  "--precision bf16: this CPU has no AVX-512, which oneDNN's bfloat16 "
                  "convolutions need; use --precision fp32");
   ops::set_conv_precision(precision == "bf16" ? ops::Precision::kBFloat16
                                               : ops::Precision::kFloat32);
+}
+
+void apply_cuda_math(bool tf32, bool deterministic) {
+  ops::set_cuda_tf32(tf32);
+  ops::set_cuda_deterministic(deterministic);
 }
 
 void check_inference_precision(const std::string& precision) {

@@ -732,11 +732,8 @@ void Trainer::build_model() {
   meta_.normalize = task_->eval_transform().normalization();
   model_->to_(device_);
   trainable_ = apply_freeze(cfg_, *model_);
-  HPCNET_REQUIRE(cfg_.precision == "fp32" || device_.is_cpu(),
-                 "--precision bf16 is implemented for the CPU (oneDNN) only; use --precision fp32 "
-                 "with --device " +
-                     cfg_.device);
-  apply_precision(cfg_.precision);
+  apply_precision(cfg_.precision, device_);
+  apply_cuda_math(cfg_.tf32, cfg_.deterministic);
   apply_conv_algorithm(cfg_.conv_algorithm);
 }
 

@@ -431,6 +431,12 @@ const std::vector<RecipeField> kFields = {
        return need(c.threads >= 0, "--threads", "must be >= 0 (0 = all cores)", c.threads);
      }},
     {"device", &TrainConfig::device, "auto, cpu or cuda", kSession},
+    {"tf32", &TrainConfig::tf32,
+     "CUDA: float32 convolutions and matrix products on TF32 tensor cores (PyTorch's cuDNN "
+     "default; --tf32=false for full float32)",
+     kRun},
+    {"deterministic", &TrainConfig::deterministic,
+     "CUDA: deterministic cuDNN backward convolutions only (bit-reproducible runs; slower)", kRun},
     {"max_image_pixels", &TrainConfig::max_image_pixels,
      "refuse an image or mask whose header claims more pixels (width x height) than this, before "
      "decoding it (a guard against decompression bombs)",

@@ -437,6 +437,17 @@ TEST(OpCases, EveryOpHasABf16CheckOrSaysWhyNot) {
   }
 }
 
+// The op table says for every op whether it has a bfloat16 CUDA kernel: the ops with a CPU bf16
+// path (a Bf16 check) have one and its check (CudaBf16, run on a GPU); the others' no_bf16 reason
+// holds for both devices (their kernels compute in the input's dtype everywhere).
+TEST(OpCases, EveryBf16OpHasACudaBf16Check) {
+  for (const op_cases::Entry& e : op_cases::kAll) {
+    const OpCases& c = cases_of(e);
+    EXPECT_EQ(has_custom(c, "CudaBf16"), has_custom(c, "Bf16"))
+        << "op '" << e.name << "': a Bf16 check and a CudaBf16 check go together";
+  }
+}
+
 TEST(OpCases, EveryDifferentiableOpHasAPyTorchGoldenOrSaysWhyNot) {
   for (const op_cases::Entry& e : op_cases::kAll) {
     const OpCases& c = cases_of(e);

@@ -11,11 +11,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define HPCNET_HD __host__ __device__ __forceinline__
-#else
-#define HPCNET_HD inline
-#endif
+#include "src/core/bf16.h"  // HPCNET_HD, and the bfloat16 conversions
 
 namespace hpcnet::math {
 

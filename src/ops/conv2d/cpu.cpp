@@ -359,11 +359,9 @@ bool conv2d_inference_bf16(const Tensor& x, const Shape& w, const Conv2dParams& 
   return x.dtype() == DType::kFloat32 && conv_inference_bf16(w[1], p);
 }
 
-Tensor to_bf16(const Tensor& t) {
-  if (t.dtype() == DType::kBFloat16) return t;
+void to_bfloat16(const Tensor& t, Tensor& out) {
   HPCNET_CHECK(t.dtype() == DType::kFloat32 && t.dim() == 4 && t.is_dense(),
                "to_bf16: needs a dense float32 (N, C, H, W) tensor");
-  Tensor out = Tensor::empty_layout(t.shape(), DType::kBFloat16, t.device(), t.layout());
   DnnlOp& e = dnnl_cached(
       make_key(7, t.size(0), t.size(1), t.size(2), t.size(3), static_cast<int>(t.layout())),
       [&](DnnlOp& op) {
@@ -376,7 +374,6 @@ Tensor to_bf16(const Tensor& t) {
   e.bind(DNNL_ARG_FROM, t);
   e.bind(DNNL_ARG_TO, out);
   e.run();
-  return out;
 }
 
 bool conv2d_wants_blocked(const Tensor& x, const Shape& w, const Conv2dParams& p) {

@@ -4,9 +4,14 @@
 // data and backward filter, and the bias gradient by bias.cu's deterministic channel sum.
 // Plain NCHW / KCRS tensors, cross-correlation as PyTorch. Algorithms come from cuDNN's
 // heuristics (no timing runs, so a shape always gets the same algorithm); the backward passes
-// take deterministic algorithms only. float32 uses FMA math (no TF32) unless
-// set_allow_tf32(true). Descriptors and algorithms are cached per thread by shape; workspaces
-// come from the caching allocator.
+// take deterministic algorithms unless set_deterministic(false). float32 uses FMA math (no TF32)
+// unless set_allow_tf32(true). Descriptors and algorithms are cached per thread by shape;
+// workspaces come from the caching allocator.
+// bfloat16 (--precision bf16, the CPU's rule mirrored: F::conv2d hands the kernels a bfloat16 x
+// and, backward, a bfloat16 dy; weights, biases and gradients stay float32): cuDNN's
+// BFLOAT16_CONFIG (bfloat16 x, w, y; float accumulation; tensor-op math). The kernel converts w
+// to bfloat16 into scratch memory, and cuDNN's bfloat16 y, dx or dw back to float32, the bias and
+// ReLU fused into that conversion (src/ops/backend/cuda/bias.cu).
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +63,15 @@ int i32(int64_t v, const char* what) {
               ", " + std::to_string(s.r) + ", " + std::to_string(s.s) + "), " + dtype_name(dtype));
 }
 
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return CUDNN_DATA_FLOAT;
+    case DType::kFloat64: return CUDNN_DATA_DOUBLE;
+    case DType::kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: throw Error(std::string("conv2d: no cuDNN type for ") + dtype_name(t));
+  }
+}
+
 bool math_ok(cudnnMathType_t m, bool f32) {
   // Never a down-conversion to half precision; without TF32, float32 stays off tensor cores.
   if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
@@ -79,8 +93,10 @@ const Perf* first_usable(const std::vector<Perf>& perf, int got, bool determinis
 
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, const ConvShape& s,
                                     const Conv2dParams& cp, bool bias, bool relu) {
-  const bool f32 = dtype == DType::kFloat32;
-  cudnnDataType_t dt = f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+  const bool f32 = dtype == DType::kFloat32, bf16 = dtype == DType::kBFloat16;
+  const cudnnDataType_t dt = cudnn_type(dtype);
+  // bfloat16 data accumulates in float (cuDNN's BFLOAT16_CONFIG).
+  const cudnnDataType_t compute = dtype == DType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   auto p = std::make_unique<ConvPlan>();
   HPCNET_CUDNN(cudnnCreateTensorDescriptor(&p->x));
   HPCNET_CUDNN(cudnnCreateTensorDescriptor(&p->y));
@@ -95,10 +111,13 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
   HPCNET_CUDNN(cudnnSetConvolution2dDescriptor(
       p->conv, i32(cp.pad_h, "pad"), i32(cp.pad_w, "pad"), i32(cp.stride_h, "stride"),
       i32(cp.stride_w, "stride"), i32(cp.dil_h, "dilation"), i32(cp.dil_w, "dilation"),
-      CUDNN_CROSS_CORRELATION, dt));
-  // CUDNN_DEFAULT_MATH lets float32 use TF32 tensor cores; CUDNN_FMA_MATH keeps it in FP32.
+      CUDNN_CROSS_CORRELATION, compute));
+  // CUDNN_DEFAULT_MATH lets float32 use TF32 tensor cores; CUDNN_FMA_MATH keeps it in FP32;
+  // bfloat16 runs on the tensor cores.
   HPCNET_CUDNN(cudnnSetConvolutionMathType(
-      p->conv, f32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      p->conv, bf16                  ? CUDNN_TENSOR_OP_MATH
+               : f32 && allow_tf32() ? CUDNN_DEFAULT_MATH
+                                     : CUDNN_FMA_MATH));
   int on, oc, oh, ow;
   HPCNET_CUDNN(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
   HPCNET_CHECK(on == s.n && oc == s.k && oh == s.p && ow == s.q,
@@ -135,24 +154,24 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(max));
     HPCNET_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, max,
                                                              &got, perf.data()));
-    if (const auto* r = first_usable(perf, got, true, f32)) {
+    if (const auto* r = first_usable(perf, got, deterministic(), f32)) {
       p->bwd_data = r->algo;
       p->workspace = r->memory;
       return p;
     }
-    no_algo("deterministic backward-data", s, dtype);
+    no_algo(deterministic() ? "deterministic backward-data" : "backward-data", s, dtype);
   }
   int max = 0, got = 0;
   HPCNET_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max));
   HPCNET_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, max,
                                                              &got, perf.data()));
-  if (const auto* r = first_usable(perf, got, true, f32)) {
+  if (const auto* r = first_usable(perf, got, deterministic(), f32)) {
     p->bwd_filter = r->algo;
     p->workspace = r->memory;
     return p;
   }
-  no_algo("deterministic backward-filter", s, dtype);
+  no_algo(deterministic() ? "deterministic backward-filter" : "backward-filter", s, dtype);
 }
 
 ConvPlan& plan_for(int device, Kind kind, DType dtype, const ConvShape& s, const Conv2dParams& cp,
@@ -161,7 +180,7 @@ ConvPlan& plan_for(int device, Kind kind, DType dtype, const ConvShape& s, const
       new std::unordered_map<PlanKey, std::unique_ptr<ConvPlan>, PlanKeyHash>();
   PlanKey key = make_plan_key(kind, device, static_cast<int>(dtype), s.n, s.c, s.h, s.w, s.k, s.r,
                               s.s, cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, cp.dil_h, cp.dil_w,
-                              bias, relu, allow_tf32());
+                              bias, relu, allow_tf32(), deterministic());
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
   auto p = make_plan(cudnn_handle(device), kind, dtype, s, cp, bias, relu);
@@ -183,13 +202,86 @@ bool empty_conv(const ConvShape& s) {
   return s.n == 0 || s.k == 0 || s.c == 0 || s.p == 0 || s.q == 0;
 }
 
+// A float32 tensor's bfloat16 copy in scratch memory (the weights of a bfloat16 convolution).
+struct Bf16Copy {
+  Scratch mem;
+  Bf16Copy(const Tensor& t, int dev, cudaStream_t s) : mem(2 * static_cast<size_t>(t.numel()), dev) {
+    HPCNET_CHECK(t.dtype() == DType::kFloat32 && t.is_contiguous(),
+                 "conv2d (bfloat16): the weight must be contiguous float32, got " +
+                     std::string(dtype_name(t.dtype())));
+    convert_f32_to_bf16(t.data<float>(), bf16(), t.numel(), s);
+  }
+  uint16_t* bf16() const { return static_cast<uint16_t*>(mem.get()); }
+};
+
+// A bfloat16 result written by cuDNN into scratch memory, then into out (float32) with the bias
+// (may be undefined) and relu fused; (outer, C, inner) is out's shape for the bias.
+void store_bf16_result(const Scratch& r, Tensor& out, const Tensor& b, int64_t outer,
+                       int64_t channels, int64_t inner, bool relu, cudaStream_t st) {
+  HPCNET_CHECK(out.dtype() == DType::kFloat32 && out.is_contiguous(),
+               "conv2d (bfloat16): results are written as contiguous float32, got " +
+                   std::string(dtype_name(out.dtype())));
+  bf16_to_f32_bias_act(static_cast<const uint16_t*>(r.get()), out.data<float>(),
+                       b.defined() ? b.data<float>() : nullptr, outer, channels, inner, relu, st);
+}
+
+// The three passes in bfloat16 (x, dy bfloat16; w, b, y, dx, dw float32).
+void conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                         const Conv2dParams& p, Act act, const ConvShape& s) {
+  const int dev = x.device().index;
+  cudaStream_t st = prepare(x);
+  ConvPlan& plan = plan_for(dev, kForward, DType::kBFloat16, s, p, false, false);
+  Bf16Copy wb(w, dev, st);
+  Scratch yb(2 * static_cast<size_t>(y.numel()), dev), ws(plan.workspace, dev);
+  const float one = 1.f, zero = 0.f;
+  HPCNET_CUDNN(cudnnConvolutionForward(cudnn_handle(dev), &one, plan.x, x.raw_data(), plan.w,
+                                       wb.bf16(), plan.conv, plan.fwd, ws.get(), plan.workspace,
+                                       &zero, plan.y, yb.get()));
+  store_bf16_result(yb, y, b, s.n, s.k, s.p * s.q, act == Act::kRelu, st);
+  if (act == Act::kSilu) silu_forward(y, y);
+}
+
+void conv2d_backward_data_bf16(const Tensor& dy, const Tensor& w, Tensor& dx,
+                               const Conv2dParams& p, const ConvShape& s) {
+  const int dev = dy.device().index;
+  cudaStream_t st = prepare(dy);
+  ConvPlan& plan = plan_for(dev, kBackwardData, DType::kBFloat16, s, p, false, false);
+  Bf16Copy wb(w, dev, st);
+  Scratch dxb(2 * static_cast<size_t>(dx.numel()), dev), ws(plan.workspace, dev);
+  const float one = 1.f, zero = 0.f;
+  HPCNET_CUDNN(cudnnConvolutionBackwardData(cudnn_handle(dev), &one, plan.w, wb.bf16(), plan.y,
+                                            dy.raw_data(), plan.conv, plan.bwd_data, ws.get(),
+                                            plan.workspace, &zero, plan.x, dxb.get()));
+  store_bf16_result(dxb, dx, Tensor(), 1, 1, dx.numel(), false, st);
+}
+
+void conv2d_backward_weights_bf16(const Tensor& x, const Tensor& dy, Tensor& dw,
+                                  const Conv2dParams& p, const ConvShape& s) {
+  const int dev = x.device().index;
+  cudaStream_t st = prepare(x);
+  ConvPlan& plan = plan_for(dev, kBackwardFilter, DType::kBFloat16, s, p, false, false);
+  Scratch dwb(2 * static_cast<size_t>(dw.numel()), dev), ws(plan.workspace, dev);
+  const float one = 1.f, zero = 0.f;
+  HPCNET_CUDNN(cudnnConvolutionBackwardFilter(cudnn_handle(dev), &one, plan.x, x.raw_data(), plan.y,
+                                              dy.raw_data(), plan.conv, plan.bwd_filter, ws.get(),
+                                              plan.workspace, &zero, plan.w, dwb.get()));
+  store_bf16_result(dwb, dw, Tensor(), 1, 1, dw.numel(), false, st);
+}
+
+// The kernels' dtype check: float32 or float64, or a bfloat16 x (dy) with float32 weights.
+bool bf16_pass(const Tensor& t, const char* op) {
+  if (t.dtype() == DType::kBFloat16) return true;
+  dispatch_float(t.dtype(), op, [](auto) {});
+  return false;
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p, Act act) {
   // cuDNN's fused entry point has ReLU but no SiLU: SiLU is a pass over the output.
   const bool relu = act == Act::kRelu;
-  dispatch_float(x.dtype(), op_name::conv2d, [](auto) {});
+  const bool bf16 = bf16_pass(x, op_name::conv2d);
   prepare(x);
   int dev = x.device().index;
   ConvShape s = conv_shape(x.shape(), w.shape(), y.shape());
@@ -202,6 +294,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     }
     return;
   }
+  if (bf16) return conv2d_forward_bf16(x, w, b, y, p, act, s);
   ConvPlan& plan = plan_for(dev, kForward, x.dtype(), s, p, has_b, relu);
   cudnnHandle_t h = cudnn_handle(dev);
   Scratch ws(plan.workspace, dev);
@@ -236,7 +329,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  dispatch_float(dy.dtype(), "conv2d_backward_data", [](auto) {});
+  const bool bf16 = bf16_pass(dy, "conv2d_backward_data");
   prepare(dy);
   int dev = dy.device().index;
   ConvShape s = conv_shape(dx.shape(), w.shape(), dy.shape());
@@ -244,6 +337,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     if (dx.numel()) dx.fill_(0.0);
     return;
   }
+  if (bf16) return conv2d_backward_data_bf16(dy, w, dx, p, s);
   ConvPlan& plan = plan_for(dev, kBackwardData, dy.dtype(), s, p, false, false);
   Scratch ws(plan.workspace, dev);
   Scalars k;
@@ -255,7 +349,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
                              const Conv2dParams& p) {
-  dispatch_float(x.dtype(), "conv2d_backward_weights", [](auto) {});
+  const bool bf16 = bf16_pass(x, "conv2d_backward_weights");
   prepare(x);
   int dev = x.device().index;
   ConvShape s = conv_shape(x.shape(), dw.shape(), dy.shape());
@@ -264,6 +358,7 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
     if (dw.numel()) dw.fill_(0.0);
     return;
   }
+  if (bf16) return conv2d_backward_weights_bf16(x, dy, dw, p, s);
   ConvPlan& plan = plan_for(dev, kBackwardFilter, x.dtype(), s, p, false, false);
   Scratch ws(plan.workspace, dev);
   Scalars k;
@@ -271,6 +366,11 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   HPCNET_CUDNN(cudnnConvolutionBackwardFilter(
       cudnn_handle(dev), k.one(t), plan.x, x.raw_data(), plan.y, dy.raw_data(), plan.conv,
       plan.bwd_filter, ws.get(), plan.workspace, k.zero(t), plan.w, dw.raw_data()));
+}
+
+void to_bfloat16(const Tensor& x, Tensor& y) {
+  HPCNET_CHECK(x.is_contiguous() && y.is_contiguous(), "to_bf16: CUDA tensors are row-major");
+  convert_f32_to_bf16(x.data<float>(), static_cast<uint16_t*>(y.raw_data()), x.numel(), prepare(x));
 }
 
 void channel_bias_add_inplace(Tensor& y, const Tensor& b) {

@@ -17,6 +17,8 @@ void conv2d_into(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d
   HPCNET_CHECK(!any_requires_grad({&x, &w, &b}),
                "conv2d_into: inference only, but an input requires a gradient");
   detail::check_same_device_dense("conv2d_into", x.device(), {&out});
+  if (x.device().is_cuda() && conv2d_uses_bf16(x, w.shape(), p))
+    return conv2d_forward(to_bf16(x), w, b, out, p, act);
   Conv2dParams q = p;
   q.bf16 = x.device().is_cpu() && cpu::conv2d_inference_bf16(x, w.shape(), p);
   conv2d_forward(x, w, b, out, q, act);
@@ -40,7 +42,7 @@ struct Conv2dNode : Node {
       ops::relu_backward(dy, y, masked);
       dy = masked;
     }
-    if (bf16) dy = cpu::to_bf16(dy);  // once, for both backward kernels
+    if (bf16) dy = ops::to_bf16(dy);  // once, for both backward kernels
     Tensor dx, dw, db;
     if (edges[0].active()) {
       // x's bfloat16 copy keeps its shape and layout; the gradient is float32.
@@ -96,8 +98,9 @@ Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, i
   Tensor y = Tensor::empty_layout({x.size(0), w.size(0), oh, ow}, x.dtype(), x.device(),
                                   ops::conv2d_output_layout(x, w.shape(), p));
   // bfloat16 convolutions read a bfloat16 copy of x, made once and kept for the weight gradient.
-  const bool bf16 = recording && x.device().is_cpu() && cpu::conv2d_uses_bf16(x, w.shape(), p);
-  Tensor xk = bf16 ? cpu::to_bf16(x) : x;
+  // On CUDA inference takes that path too (the CPU's converts inside the kernel, p.bf16).
+  const bool bf16 = (recording || x.device().is_cuda()) && ops::conv2d_uses_bf16(x, w.shape(), p);
+  Tensor xk = bf16 ? ops::to_bf16(x) : x;
   ops::conv2d_forward(xk, w, b, y, p, act);
   const bool relu = act == ops::Act::kRelu;
   if (recording) {

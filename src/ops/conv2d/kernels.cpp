@@ -40,6 +40,28 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   HPCNET_DISPATCH_FLOPS(conv_flops(dw, dy), x.device(), conv2d_backward_weights, x, dy, dw, db, p);
 }
 
+bool conv2d_uses_bf16(const Tensor& x, const Shape& w, const Conv2dParams& p) {
+  if (x.device().is_cpu()) return cpu::conv2d_uses_bf16(x, w, p);
+  return conv_precision() == Precision::kBFloat16 && x.dtype() == DType::kFloat32;
+}
+
+void to_bfloat16(const Tensor& x, Tensor& y) {
+  HPCNET_CHECK(x.dim() == 4, "to_bf16: x must be (N, C, H, W), got " + shape_str(x.shape()));
+  detail::check_dtype("to_bf16", x, DType::kFloat32, "x");
+  detail::check_dtype("to_bf16", y, DType::kBFloat16, "y");
+  detail::check_shape("to_bf16", y, x.shape(), "y");
+  detail::check_same_device_dense("to_bf16", x.device(), {&x, &y});
+  if (x.numel() == 0) return;
+  HPCNET_DISPATCH(x.device(), to_bfloat16, x, y);
+}
+
+Tensor to_bf16(const Tensor& t) {
+  if (t.dtype() == DType::kBFloat16) return t;
+  Tensor out = Tensor::empty_layout(t.shape(), DType::kBFloat16, t.device(), t.layout());
+  to_bfloat16(t, out);
+  return out;
+}
+
 void channel_bias_add_inplace(Tensor& y, const Tensor& b) {
   HPCNET_CHECK(y.dim() == 4, "channel_bias_add: y must be (N, C, H, W)");
   detail::check_shape("channel_bias_add", b, {y.size(1)}, "bias");

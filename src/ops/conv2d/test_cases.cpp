@@ -16,6 +16,7 @@ namespace hpcnet {
 // other tests of the precision switch).
 namespace test_util {
 void conv2d_runs_in_bfloat16();
+void conv2d_cuda_runs_in_bfloat16();
 }  // namespace test_util
 
 namespace {
@@ -347,7 +348,9 @@ ops::OpCases op_cases::conv2d() {
                    [](auto& v) { return F::conv2d(v[0], v[1], v[2], 1, 2, 2); }}},
       .checks = {{"CudaParity", "the kernels, outputs pre-filled with NaN", conv2d_kernel_parity},
                  {"Bf16", "forward and backward in bfloat16 within 2e-2 of float32",
-                  test_util::conv2d_runs_in_bfloat16}},
+                  test_util::conv2d_runs_in_bfloat16},
+                 {"CudaBf16", "cuDNN's bfloat16 convolutions within 1e-2 of float64, as the CPU's",
+                  test_util::conv2d_cuda_runs_in_bfloat16}},
       .onnx = {{"conv2d 3x3 pad 1 with bias",
                 [](const Tensor& x, auto& p) { return F::conv2d(x, p[0], p[1], 1, 1); },
                 [](Rng& r) {

@@ -17,14 +17,13 @@ using ops::AdamWParams;
 // Whether a float32 convolution of x by weights w would run on oneDNN's blocked kernels and
 // should write its output in Layout::kBlocked16 (off when HPCNET_BLOCKED=0 in the environment).
 bool conv2d_wants_blocked(const Tensor& x, const Shape& w, const Conv2dParams& p);
-// Whether this convolution computes in bfloat16 (--precision bf16 and a shape it applies to), and
-// a tensor's bfloat16 copy in the same layout (oneDNN reorder): the conv node converts its input
-// once for the forward and the weight gradient, and the output gradient once for both backwards.
+// Whether this convolution computes in bfloat16 (--precision bf16 and a shape it applies to; the
+// conv node then converts its input once for the forward and the weight gradient, and the output
+// gradient once for both backwards, through ops::to_bf16, a oneDNN reorder here).
 bool conv2d_uses_bf16(const Tensor& x, const Shape& w, const Conv2dParams& p);
 // Whether a convolution that records no gradient (inference) computes in bfloat16: wider than
 // conv2d_uses_bf16 (strided ones with 32+ input channels too), through Conv2dParams::bf16.
 bool conv2d_inference_bf16(const Tensor& x, const Shape& w, const Conv2dParams& p);
-Tensor to_bf16(const Tensor& t);
 // Turns blocked activations on or off for convolutions started afterwards (tests, A/B timing).
 void set_blocked_layouts(bool on);
 }  // namespace hpcnet::cpu

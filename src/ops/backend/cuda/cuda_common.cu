@@ -11,6 +11,7 @@ namespace hpcnet::cuda {
 namespace {
 
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_deterministic{true};
 
 struct ThreadHandles {
   std::array<cudnnHandle_t, kMaxDevices> dnn{};
@@ -30,6 +31,8 @@ void check_index(int device) {
 
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }
+void set_deterministic(bool on) { g_deterministic.store(on); }
+bool deterministic() { return g_deterministic.load(); }
 
 cudaStream_t prepare(const Tensor& t) {
   int d = t.device().index;

@@ -107,7 +107,14 @@ bool lt_pick_algo(cublasLtHandle_t lt, LtMatmulPlan& p, const uint32_t align[3])
 // y (outer, C, inner) += b (C,), then relu when asked.
 void add_bias_act(Tensor& y, const Tensor& b, int64_t outer, int64_t channels, int64_t inner,
                   bool relu);
-// db (C,) = sum of dy (outer, C, inner) over outer and inner (overwrites; fixed order).
+// db (C,) = sum of dy (outer, C, inner) over outer and inner (overwrites; fixed order). dy may be
+// bfloat16 (a bfloat16 convolution's), db then float32.
 void bias_grad(const Tensor& dy, Tensor& db, int64_t outer, int64_t channels, int64_t inner);
+// bfloat16 around cuDNN's bfloat16 convolutions, with src/core/bf16.h's rounding (the CPU's):
+// y[i] = bf16(x[i]) for n elements; and y (outer, C, inner) = float(yb) (+ b (C,) when b is not
+// null), then relu when asked. Queued on s.
+void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s);
+void bf16_to_f32_bias_act(const uint16_t* yb, float* y, const float* b, int64_t outer,
+                          int64_t channels, int64_t inner, bool relu, cudaStream_t s);
 
 }  // namespace hpcnet::cuda

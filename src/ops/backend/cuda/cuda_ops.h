@@ -20,4 +20,9 @@ using ops::AdamWParams;
 // CPU; on, float32 convolutions and matrix products round their inputs to 10-bit mantissas).
 void set_allow_tf32(bool on);
 bool allow_tf32();
+// Restricts cuDNN's backward convolutions to deterministic algorithms (on by default, for
+// reproducible runs and the parity tests; off, cuDNN's heuristics may pick faster ones that sum
+// with atomics).
+void set_deterministic(bool on);
+bool deterministic();
 }  // namespace hpcnet::cuda
