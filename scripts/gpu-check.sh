@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The GPU check: build hpcnet with CUDA, run the test suite (the CUDA tests must run, not skip),
 # train the tutorial workload on the GPU, run PyTorch's tutorial program on the same GPU, and
-# print the speed ratios. Written for the device machine (an H200 with nvcc, the CUDA libraries
-# and PyTorch, but no network and no Debian packages), so what the build needs travels with the
-# checkout as .deb files; it finishes in under 8 minutes (later steps are skipped, saying so,
-# when the time would run out).
+# print the speed ratios; then time synthetic training steps of every model on both sides
+# (bench/compare_gpu.py: ResNets, U-Net, DeepLabV3, yolov8n, LeNet; fp32 and bf16). Written for
+# the device machine (an H200 with nvcc, the CUDA libraries and PyTorch, but no network and no
+# Debian packages), so what the build needs travels with the checkout as .deb files; it finishes
+# in under 8 minutes (later steps are skipped, saying so, when the time would run out).
 #
 #   scripts/gpu-check.sh --prepare [--data ARCHIVE]
 #       Here, on the development machine (network): downloads the build's Debian packages and
 #       their libraries into .device/debs (apt-get download), unpacks them into .device/prefix
-#       (dpkg -x) for a look, and copies the CIFAR-10 archive (default
-#       ../shared/data/cifar10-train-jpg.tar.gz) into .device/data. .device/ is git-ignored:
-#       name .device/debs and .device/data in the device tool's `carry` (about 50 MB).
+#       (dpkg -x) for a look, copies the CIFAR-10 archive (default
+#       ../shared/data/cifar10-train-jpg.tar.gz) into .device/data, and downloads the wheels of
+#       Ultralytics and segmentation-models-pytorch (pure Python, 1.6 MB; the device's Python
+#       lacks them, bench/compare_gpu.py needs them) into .device/whl. .device/ is git-ignored:
+#       name .device/debs, .device/data and .device/whl in the device tool's `carry` (about 50 MB).
 #
 #   scripts/gpu-check.sh --bundle [--build-dir DIR] [--data ARCHIVE]
 #       Here, after a CUDA build in DIR (default build; CMAKE_CUDA_ARCHITECTURES must include 90):
@@ -32,15 +35,20 @@
 #         --build-dir DIR    default build-gpu (git-ignored: /build*/)
 #         --archs LIST       CMAKE_CUDA_ARCHITECTURES (default 90)
 #         --workers N        data-loading workers on both sides (default 2, as the tutorial)
-#         --quick            batch-4 runs stop after 4000 steps (ratios only, no accuracy)
+#         --quick            batch-4 runs stop after 4000 steps (ratios only, no accuracy);
+#                            compare_gpu.py runs its --quick rows
 #         --no-pytorch       hpcnet only
 #         --allow-no-gpu     dry run without a GPU: build and test, skip what needs the GPU
 #         --budget SECONDS   total time allowed (default 470)
 #         --device DEV       training device on both sides (default cuda; cpu for a dry run)
-#         --steps N          stop every training run after N steps (a dry run of the table)
+#         --steps N          stop every training run after N steps (a dry run of the table);
+#                            compare_gpu.py times N steps per run
 #         --python PY        the Python with PyTorch (default python3)
 # With a scenes*.tar.gz in .device/data (a folder holding data.yaml, images/, labels/), it also
 # trains yolov8n for 3 epochs at 128 pixels, batch 64, on the GPU and prints its speed and mAP.
+# bench/compare_gpu.py (with --device cpu: at --scale small) prints hpcnet images/s / PyTorch
+# images/s per model and precision; a row that cannot run on one side says why and the others go
+# on. Its rows are in the final table and under "compare_gpu" in gpu-check.json.
 # Logs and a summary (gpu-check.json) go to $OUT when it is set (the device tool's folder),
 # else to /tmp/hpcnet-gpu-check. Exit status: 0 when everything ran and every target was met,
 # 1 when a step failed, 3 when all ran but a target was missed.
@@ -95,6 +103,8 @@ die() { echo "gpu-check: $*" >&2; exit 1; }
 PACKAGES=(libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libjpeg62-turbo-dev libpng-dev
           libarchive-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libfmt-dev
           libcli11-dev libgtest-dev pkgconf)
+# Wheels for bench/compare_gpu.py (installed on the device machine into /tmp/hpcnet-site).
+WHEELS=(ultralytics==8.4.190 segmentation-models-pytorch==0.6.0)
 # Never carried: the C library and toolchain the device machine has its own of.
 EXCLUDE=(libc6 libc-bin libc-dev-bin libc6-dev libcrypt-dev libcrypt1 libgcc-s1 libstdc++6
          gcc-12-base linux-libc-dev libnsl-dev libnsl2 libtirpc-dev libtirpc3 libtirpc-common
@@ -150,8 +160,15 @@ if [[ $mode == prepare ]]; then
   else
     log "no data at $src: copy a CIFAR-10 archive into .device/data yourself"
   fi
-  log "ready: $(du -sh .device/debs | cut -f1) of packages, $(du -sh .device/data | cut -f1) of data"
-  log "on the device machine, carry [\".device/debs\", \".device/data\"] and run: scripts/gpu-check.sh"
+  # bench/compare_gpu.py's PyTorch side: pure-Python wheels, no dependencies (the device's
+  # Python has torch, torchvision, timm, opencv and the rest); the versions of the golden tests.
+  rm -rf .device/whl && mkdir -p .device/whl
+  if ! python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+       -d .device/whl "${WHEELS[@]}" >/dev/null 2>&1; then
+    log "warning: pip download ${WHEELS[*]} failed: compare_gpu.py will skip yolov8n and U-Net"
+  fi
+  log "ready: $(du -sh .device/debs | cut -f1) of packages, $(du -sh .device/data | cut -f1) of data, $(ls .device/whl | wc -l) wheels"
+  log "on the device machine, carry [\".device/debs\", \".device/data\", \".device/whl\"] and run: scripts/gpu-check.sh"
   exit 0
 fi
 
@@ -432,6 +449,44 @@ if [[ -n $scenes && $gpu == 1 ]] && (( $(left) > 90 )); then
   grep '"end"' "$runs/yolo/metrics.jsonl" 2>/dev/null | cut -c1-300
 fi
 
+# ---- synthetic training steps of every model, hpcnet and PyTorch (bench/compare_gpu.py) ----
+# A row that fails on one side is reported in its table and is no failure of this check;
+# compare_gpu.py itself failing (no GPU for PyTorch, a crash, the timeout) is.
+compare_json="$runs/compare-gpu.json"
+if [[ $with_torch == 0 ]]; then
+  log "compare_gpu: skipped (--no-pytorch)"
+elif [[ $gpu == 0 && $device == cuda ]]; then
+  log "compare_gpu: skipped (no GPU; --device cpu runs it on the CPU)"
+elif (( $(left) < 60 )); then
+  log "skipping compare_gpu: $(left)s left of the ${budget}s budget"
+  status=1
+else
+  cargs=(--device "$device" --bin "$build/hpcnet" --bin-ld-path "$libpath" --json "$compare_json"
+         --budget "$(limit 20)" --no-table)  # its table: with the others, below
+  [[ $quick == 1 ]] && cargs+=(--quick)
+  [[ $device == cpu ]] && cargs+=(--scale small)
+  [[ -n $steps ]] && cargs+=(--steps "$steps")
+  # Ultralytics and smp from the carried wheels, for this step's Python only.
+  site=""
+  if ls .device/whl/*.whl >/dev/null 2>&1; then
+    if "$python" -m pip install -q --no-index --no-deps --no-compile --upgrade \
+         --target /tmp/hpcnet-site .device/whl/*.whl >"$runs/pip.log" 2>&1; then
+      site=/tmp/hpcnet-site
+    else
+      log "warning: installing .device/whl failed: $(tail -1 "$runs/pip.log")"
+    fi
+  fi
+  log "compare_gpu: ${cargs[*]}"
+  PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+    timeout "$(limit 10)" "$python" bench/compare_gpu.py "${cargs[@]}" 2>&1 |
+    tee "$runs/compare-gpu.log"
+  compare_rc=${PIPESTATUS[0]}
+  if [[ $compare_rc != 0 ]]; then
+    log "compare_gpu FAILED (exit $compare_rc; log: $runs/compare-gpu.log)"
+    status=1
+  fi
+fi
+
 # ---- the table ----
 echo
 printf '%-8s %14s %14s %10s %10s %10s\n' workload "hpcnet img/s" "torch img/s" ratio "hpcnet acc" "torch acc"
@@ -458,7 +513,14 @@ for w in "${workloads[@]}"; do
   summary+="$sep\"$w\": {\"hpcnet_images_per_sec\": ${hi:-null}, \"torch_images_per_sec\": ${ti:-null}, \"ratio\": ${ratio:-null}, \"hpcnet_val_accuracy\": ${H_ACC[$w]:-null}, \"torch_val_accuracy\": ${T_ACC[$w]:-null}, \"hpcnet_train_seconds\": ${H_S[$w]:-null}, \"torch_train_seconds\": ${T_S[$w]:-null}}"
   sep=", "
 done
-summary+="}, \"gpu\": $gpu, \"seconds\": $((SECONDS - START))}"
+compare=null
+if [[ -f $compare_json ]]; then
+  echo
+  python3 bench/compare_gpu.py --render "$compare_json"
+  compare=$(python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
+              "$compare_json") || compare=null
+fi
+summary+="}, \"compare_gpu\": $compare, \"gpu\": $gpu, \"seconds\": $((SECONDS - START))}"
 echo "$summary" | sed 's/\bnan\b/null/g' >"$out/gpu-check.json"
 log "done in $((SECONDS - START))s; summary: $out/gpu-check.json"
 if [[ $status != 0 ]]; then exit 1; fi
