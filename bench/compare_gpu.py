@@ -115,7 +115,8 @@ def parse_args(argv=None):
     p.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16")
     p.add_argument("--scale", default="full", choices=("full", "small"),
                    help="small: batch <= 2, imgsz <= 64 (CPU dry runs)")
-    p.add_argument("--no-tf32", action="store_true", help="fp32 without TF32 on both sides (hpcnet: --tf32=false)")
+    p.add_argument("--no-tf32", action="store_true",
+                   help="fp32 without TF32 on both sides (hpcnet: --tf32=false)")
     p.add_argument("--only", choices=("torch", "hpcnet"), help="one side only")
     p.add_argument("--budget", type=float, default=0,
                    help="seconds for the whole run; rows that would start later are skipped")
