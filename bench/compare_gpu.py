@@ -176,7 +176,8 @@ def environment(a, torch):
     if a.device == "cpu":
         try:
             with open("/proc/cpuinfo") as f:
-                env["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+                env["cpu"] = next(l.split(":", 1)[1].strip() for l in f
+                                  if l.startswith("model name"))
         except (OSError, StopIteration):
             env["cpu"] = platform.processor()
         env["torch_threads"] = torch.get_num_threads()
@@ -342,7 +343,7 @@ def run_torch(a, row, prec, batch, imgsz, steps, warmup):
 
 
 def hpcnet_bench_options(a):
-    """The options of `hpcnet bench` this binary has, of those that came later (--device, --tf32)."""
+    """Which of the later options of `hpcnet bench` (--device, --tf32) this binary has."""
     try:
         r = subprocess.run([a.bin, "bench", "--help"], capture_output=True, text=True,
                            env=hpcnet_env(a), timeout=60)
