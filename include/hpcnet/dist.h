@@ -46,6 +46,8 @@ class ProcessGroup {
   virtual int world_size() const = 0;  // >= 1
   // Processes of this group on this node (this one included): sizes per-rank thread pools.
   virtual int local_size() const = 0;
+  // This process's index among them, in [0, local_size()): picks its GPU (cuda:local_rank).
+  virtual int local_rank() const { return 0; }
   virtual std::string backend() const = 0;  // "single" or "mpi"
 
   // In place, element-wise over ranks: data[i] = sum over ranks of data[i]. Every rank passes the

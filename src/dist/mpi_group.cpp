@@ -106,6 +106,7 @@ class MpiGroup : public ProcessGroup {
     MPI_Comm local;
     HPCNET_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
     HPCNET_MPI(MPI_Comm_size(local, &local_size_));
+    HPCNET_MPI(MPI_Comm_rank(local, &local_rank_));
     HPCNET_MPI(MPI_Comm_free(&local));
   }
 
@@ -121,6 +122,7 @@ class MpiGroup : public ProcessGroup {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   int local_size() const override { return local_size_; }
+  int local_rank() const override { return local_rank_; }
   std::string backend() const override { return "mpi"; }
 
   void allreduce_sum(float* data, size_t count) override {
@@ -277,7 +279,7 @@ class MpiGroup : public ProcessGroup {
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // collectives
   MPI_Comm diag_ = MPI_COMM_NULL;  // watchdog questions and answers
-  int rank_ = 0, size_ = 1, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
   bool owns_init_ = false;
   long long seq_ = 0;       // collectives started so far, the same on every rank
   long long ping_seq_ = 0;  // payload of the watchdog's questions (kept for sends in flight)

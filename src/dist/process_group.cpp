@@ -45,12 +45,19 @@ class SingleGroup : public ProcessGroup {
   }
 };
 
-void check_float_cpu(const Tensor& t, const char* what) {
+void check_float(const Tensor& t, const char* what) {
   HPCNET_CHECK(t.defined(), std::string(what) + " of an undefined tensor");
-  HPCNET_CHECK(t.device().is_cpu(),
-               std::string(what) + ": tensors on " + t.device().str() +
-                   " need the NCCL process group, which is not implemented yet");
   HPCNET_CHECK(t.is_contiguous(), std::string(what) + " of a non-contiguous tensor");
+}
+
+// Runs f on t's floats on the host: t itself on the CPU; for a CUDA tensor a host copy, written
+// back after (the host-staged path: MPI moves host memory; NCCL is not used).
+template <class Fn>
+void on_host(Tensor& t, Fn&& f) {
+  if (t.device().is_cpu()) return f(t);
+  Tensor h = t.to(cpu_device());
+  f(h);
+  t.copy_(h);
 }
 
 std::mutex g_world_mu;
@@ -61,16 +68,22 @@ std::unique_ptr<ProcessGroup> g_world;
 std::unique_ptr<ProcessGroup> make_single_group() { return std::make_unique<SingleGroup>(); }
 
 void ProcessGroup::allreduce_sum(Tensor& t) {
-  check_float_cpu(t, "allreduce_sum");
+  check_float(t, "allreduce_sum");
   HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
                std::string("allreduce_sum of a ") + dtype_name(t.dtype()) + " tensor");
-  if (t.dtype() == DType::kFloat32)
-    allreduce_sum(t.data<float>(), static_cast<size_t>(t.numel()));
-  else
-    allreduce_sum(t.data<double>(), static_cast<size_t>(t.numel()));
+  on_host(t, [&](Tensor& h) {
+    if (h.dtype() == DType::kFloat32)
+      allreduce_sum(h.data<float>(), static_cast<size_t>(h.numel()));
+    else
+      allreduce_sum(h.data<double>(), static_cast<size_t>(h.numel()));
+  });
 }
 
 void ProcessGroup::allreduce_avg(Tensor& t) {
+  if (!t.device().is_cpu()) {
+    check_float(t, "allreduce_avg");
+    return on_host(t, [&](Tensor& h) { allreduce_avg(h); });
+  }
   allreduce_sum(t);
   if (world_size() == 1) return;
   const int64_t n = t.numel();
@@ -86,8 +99,8 @@ void ProcessGroup::allreduce_avg(Tensor& t) {
 }
 
 void ProcessGroup::broadcast(Tensor& t, int root) {
-  check_float_cpu(t, "broadcast");
-  broadcast(t.raw_data(), t.nbytes(), root);
+  check_float(t, "broadcast");
+  on_host(t, [&](Tensor& h) { broadcast(h.raw_data(), h.nbytes(), root); });
 }
 
 bool launched_by_mpi_launcher() {
@@ -197,13 +210,13 @@ void finalize() {
 std::string describe_build() {
   if (!mpi_built()) return "single process (this build has no MPI; NCCL not implemented)";
   std::string s = "MPI (" + detail::mpi_library_version() + "), used when started by mpirun/srun";
-  return s + "; NCCL not implemented";
+  return s + "; CUDA tensors reduced through host copies (NCCL not implemented)";
 }
 
 uint64_t fingerprint(const std::vector<Tensor>& tensors) {
   uint64_t h = 1469598103934665603ULL;
   for (const Tensor& t0 : tensors) {
-    Tensor t = t0.contiguous();
+    Tensor t = t0.device().is_cpu() ? t0.contiguous() : t0.to(cpu_device()).contiguous();
     const auto* p = static_cast<const unsigned char*>(t.raw_data());
     for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
   }

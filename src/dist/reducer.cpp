@@ -2,6 +2,9 @@
 // layout is fixed at construction (reverse parameter order, about bucket_cap_bytes each) and is
 // the same on every rank, so every rank starts the same all-reduces in the same order.
 // Invariant between steps: no bucket is in flight, every copied_ flag is false.
+// CUDA parameters take the host-staged path: each gradient is copied to its bucket's host buffer
+// when it is ready, and the averaged bucket is copied back to the device (MPI moves host memory;
+// the NCCL process group, which would reduce on the device, is not implemented).
 #include <algorithm>
 #include <cstring>
 
@@ -10,6 +13,13 @@
 
 namespace hpcnet::dist {
 
+namespace {
+// A gradient's floats, contiguous, on the host (a copy of a CUDA tensor's).
+Tensor on_host(const Tensor& g) {
+  return g.device().is_cpu() ? g.contiguous() : g.to(cpu_device()).contiguous();
+}
+}  // namespace
+
 GradReducer::GradReducer(ProcessGroup& group, std::vector<Tensor> params, ReducerOptions options)
     : group_(group), params_(std::move(params)), options_(options) {
   const size_t n = params_.size();
@@ -17,10 +27,6 @@ GradReducer::GradReducer(ProcessGroup& group, std::vector<Tensor> params, Reduce
   copied_.assign(n, false);
   for (const Tensor& p : params_) {
     HPCNET_CHECK(p.defined() && p.requires_grad(), "GradReducer: a parameter that needs no grad");
-    HPCNET_CHECK(
-        p.device().is_cpu(),
-        "data-parallel training of tensors on " + p.device().str() +
-            " needs the NCCL process group, which is not implemented yet; use --device cpu");
     HPCNET_CHECK(p.dtype() == DType::kFloat32, "GradReducer: parameters must be float32");
   }
   // Reverse registration order: the last layers' gradients are ready first.
@@ -63,7 +69,7 @@ void GradReducer::on_grad_ready(TensorImpl* leaf) {
   const Tensor& g = leaf->grad;
   HPCNET_CHECK(g.dtype() == DType::kFloat32 && g.numel() == params_[k].numel(),
                "GradReducer: gradient of the wrong type or size");
-  Tensor gc = g.contiguous();
+  Tensor gc = on_host(g);
   std::memcpy(bk.buffer.data() + bk.offsets[s], gc.data<float>(), gc.nbytes());
   copied_[k] = true;
   ++bk.ready;
@@ -93,7 +99,7 @@ void GradReducer::finish() {
       float* dst = bk.buffer.data() + bk.offsets[s];
       const Tensor& g = params_[k].grad();
       if (g.defined()) {
-        Tensor gc = g.contiguous();
+        Tensor gc = on_host(g);
         std::memcpy(dst, gc.data<float>(), gc.nbytes());
       } else {
         std::fill(dst, dst + params_[k].numel(), 0.0f);
@@ -110,6 +116,14 @@ void GradReducer::finish() {
     for (size_t s = 0; s < bk.params.size(); ++s) {
       Tensor& p = params_[bk.params[s]];
       Tensor& g = p.mutable_grad();
+      if (!p.device().is_cpu()) {  // host-staged: the average goes back to the device
+        Tensor h = Tensor::empty(p.shape());
+        const float* src = bk.buffer.data() + bk.offsets[s];
+        float* dst = h.data<float>();
+        for (int64_t i = 0, n = p.numel(); i < n; ++i) dst[i] = src[i] * scale;
+        g = h.to(p.device());
+        continue;
+      }
       if (!g.defined() || !g.is_contiguous() || g.impl()->storage.use_count() > 1 ||
           g.impl_ptr().use_count() > 1)
         g = Tensor::empty(p.shape(), DType::kFloat32, p.device());  // never write a shared buffer

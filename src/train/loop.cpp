@@ -27,6 +27,7 @@
 #include "hpcnet/rng.h"
 #include "hpcnet/shards.h"
 #include "hpcnet/train.h"
+#include "src/core/cuda_device.h"
 #include "src/ops/ops.h"
 #include "src/train/checkpoint.h"
 #include "src/train/evaluate.h"
@@ -664,10 +665,17 @@ void Trainer::join_process_group() {
   out_flag_ = (cfg_.resume.empty() ? "--out " : "--resume ") + cfg_.out;
   if (std::error_code ec; lead_ && fs::is_directory(cfg_.out, ec))
     run_lock_.acquire(cfg_.out, out_flag_);
-  HPCNET_REQUIRE(world_ == 1 || device_.is_cpu(),
-                 "--device " + cfg_.device + " with " + std::to_string(world_) +
-                     " ranks needs the NCCL process group, which is not implemented yet; use "
-                     "--device cpu");
+  // One GPU per local rank (--device cuda without an index; ranks beyond the node's GPUs share
+  // them round-robin).
+  if (world_ > 1 && (cfg_.device == "cuda" || cfg_.device == "auto") && device_.is_cuda()) {
+    device_ = cuda_device(pg_->local_rank() % cuda_device_count());
+  }
+  // Ranks on CUDA devices reduce through host copies (the host-staged MPI path; NCCL is not
+  // implemented); SyncBatchNorm's statistics are CPU-only.
+  HPCNET_REQUIRE(world_ == 1 || device_.is_cpu() || !cfg_.sync_bn,
+                 "--sync-bn with --device " + cfg_.device +
+                     " is not implemented (SyncBatchNorm runs on CPU tensors); drop --sync-bn or "
+                     "use --device cpu");
   if (cfg_.threads == 0 && pg_->local_size() > 1) {
     // Ranks sharing a node split its cores rather than each taking all of them.
     ops::set_num_threads(0);
