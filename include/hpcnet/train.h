@@ -232,6 +232,9 @@ struct TrainResult {
                              // accuracy; segment: mIoU; detect: mAP50-95), when a val split exists
   double data_wait_seconds = 0;  // time the training thread waited for the DataLoader
   int world_size = 1;            // processes that trained together (images counts all of them)
+  // The losses stayed on the device and were read at loss lines, checkpoints and epoch ends (no
+  // wait for a GPU inside a step; see src/train/loop.cpp, defers_losses).
+  bool deferred_loss_reads = false;
   // 0, or 128 + the signal when SIGINT or SIGTERM stopped the run (130, 143: the shell's codes)
   // after the checkpoint of the step it was in was written.
   int exit_code = 0;
@@ -341,6 +344,10 @@ struct BenchConfig {
   // CUDA run times whole steps between two device synchronisations (no wait inside a step).
   std::string device = "cpu";
   bool tf32 = true, deterministic = false;  // TrainConfig's, for CUDA
+  // CUDA: the whole step (forward, loss, backward, SGD) captured once as a CUDA graph and
+  // replayed, each batch copied into the graph's input buffers first (CudaGraph); a step that
+  // cannot be captured is timed eagerly, saying why.
+  bool cuda_graph = false;
   bool profile = true;             // per-kernel table (adds a clock read around each kernel)
   // --loader: the input pipeline alone over `data` (decode, augment, batch into float tensors).
   bool loader = false;
@@ -366,6 +373,7 @@ LoaderBenchResult run_loader_bench(const BenchConfig& cfg);
 // other value.
 std::string task_augment(const std::string& augment);
 struct BenchResult {
+  bool cuda_graph = false;  // the steps were replays of a CUDA graph
   double seconds_per_step = 0;
   double images_per_sec = 0;
   double flops_per_step = 0;            // counted by the conv and linear kernels

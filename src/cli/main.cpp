@@ -422,6 +422,7 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
   if (json) {
     nlohmann::json j = {{"model", c.model},
                         {"device", c.device},
+                        {"cuda_graph", r.cuda_graph},
                         {"precision", c.precision},
                         {"imgsz", c.imgsz},
                         {"batch_size", c.batch_size},
@@ -443,9 +444,10 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
   }
   const bool cuda = c.device != "cpu";
   if (cuda)
-    std::printf("%s, batch %lld, %s, %s, tf32 %s, %lld steps\n", c.model.c_str(),
+    std::printf("%s, batch %lld, %s, %s, tf32 %s, %s, %lld steps\n", c.model.c_str(),
                 static_cast<long long>(c.batch_size), c.device.c_str(), c.precision.c_str(),
-                c.tf32 ? "on" : "off", static_cast<long long>(c.steps));
+                c.tf32 ? "on" : "off", r.cuda_graph ? "CUDA graph replays" : "eager",
+                static_cast<long long>(c.steps));
   else
     std::printf("%s, batch %lld, %d threads, %s, conv algorithm %s, %lld steps\n",
                 c.model.c_str(), static_cast<long long>(c.batch_size), ops::get_num_threads(),
@@ -710,6 +712,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
       ->capture_default_str();
   b->add_flag("--deterministic", bc.deterministic,
               "CUDA: deterministic cuDNN backward convolutions only");
+  b->add_flag("--cuda-graph", bc.cuda_graph,
+              "CUDA: capture the whole step once as a CUDA graph and replay it (fixed shapes)");
   b->add_flag("--no-profile", a.no_profile, "time whole steps only (no per-kernel clock reads)");
   b->add_flag("--loader", bc.loader,
               "time the input pipeline alone over --data (decode, augment, batch); its last line "

@@ -5,10 +5,15 @@
 // here may be handed out again at once: all of hpcnet's work on a device runs on one stream, so
 // the next user's kernels queue after the last user's. Thread-safe. Without HPCNET_WITH_CUDA the
 // functions throw (see src/core/cuda_device.cpp).
+// Graph pools (CudaGraph): while a capture is open on a device, its allocations are the pool's;
+// a pool's block, freed, goes back to the pool (a replay rewrites it), never to the shared lists,
+// until the pool is released.
 #ifdef HPCNET_WITH_CUDA
 
 #include <array>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "src/core/block_cache.h"
 #include "src/core/cuda_device.h"
@@ -31,6 +36,21 @@ BlockCache& cache(int index) {
 
 size_t round_size(size_t n) { return round_block_size(n, 512, size_t{1} << 20); }
 
+struct GraphPool {
+  std::unordered_map<size_t, std::vector<void*>> free;  // the pool's blocks not in use
+};
+// Per device, under its BlockCache's lock: the pools, which pool each of their blocks belongs to,
+// and the pool a capture is filling (-1: none).
+struct GraphPools {
+  std::map<int, GraphPool> pools;
+  std::unordered_map<void*, int> owner;
+  int capturing = -1, next_id = 0;
+};
+std::array<GraphPools, cuda::kMaxDevices>& graph_pools() {
+  static auto* g = new std::array<GraphPools, cuda::kMaxDevices>();
+  return *g;
+}
+
 // Frees every cached block of one device (cudaFree waits for the device); the caller holds its
 // lock.
 void release_locked(BlockCache& c, int index) {
@@ -42,13 +62,9 @@ void release_locked(BlockCache& c, int index) {
   });
 }
 
-}  // namespace
-
-void* cuda_cached_alloc(size_t nbytes, int index) {
-  size_t size = round_size(nbytes);
-  BlockCache& c = cache(index);
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (void* p = c.take_locked(size)) return p;
+// A new block from cudaMalloc (after returning the cache to the driver and retrying once when the
+// device is full); the caller holds c's lock.
+void* system_alloc_locked(BlockCache& c, size_t size, int index) {
   cuda::set_device(index);
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, size);
@@ -69,9 +85,80 @@ void* cuda_cached_alloc(size_t nbytes, int index) {
   return p;
 }
 
+}  // namespace
+
+void* cuda_cached_alloc(size_t nbytes, int index) {
+  size_t size = round_size(nbytes);
+  BlockCache& c = cache(index);
+  std::lock_guard<std::mutex> lock(c.mu);
+  GraphPools& gp = graph_pools()[index];
+  if (gp.capturing >= 0) {  // a capture: the pool's own free block, else a new block for it
+    std::vector<void*>& list = gp.pools[gp.capturing].free[size];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      c.add_in_use_locked(size);
+      return p;
+    }
+  }
+  void* p = c.take_locked(size);
+  if (!p) p = system_alloc_locked(c, size, index);
+  if (gp.capturing >= 0) gp.owner[p] = gp.capturing;
+  return p;
+}
+
 void cuda_cached_free(void* ptr, size_t nbytes, int index) {
   if (!ptr || index < 0 || index >= cuda::kMaxDevices) return;
-  caches()[index].give_back(ptr, round_size(nbytes));
+  BlockCache& c = caches()[index];
+  const size_t size = round_size(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    GraphPools& gp = graph_pools()[index];
+    if (auto it = gp.owner.find(ptr); it != gp.owner.end()) {
+      gp.pools[it->second].free[size].push_back(ptr);
+      c.stats.bytes_in_use -= size;
+      return;
+    }
+  }
+  c.give_back(ptr, size);
+}
+
+int cuda_graph_pool_begin(int index) {
+  BlockCache& c = cache(index);
+  std::lock_guard<std::mutex> lock(c.mu);
+  GraphPools& gp = graph_pools()[index];
+  HPCNET_CHECK(gp.capturing < 0, "CUDA graphs: one capture at a time per device");
+  gp.capturing = gp.next_id++;
+  gp.pools[gp.capturing];
+  return gp.capturing;
+}
+
+void cuda_graph_pool_end(int index) {
+  BlockCache& c = cache(index);
+  std::lock_guard<std::mutex> lock(c.mu);
+  graph_pools()[index].capturing = -1;
+}
+
+void cuda_graph_pool_release(int index, int id) {
+  BlockCache& c = cache(index);
+  std::vector<std::pair<void*, size_t>> back;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    GraphPools& gp = graph_pools()[index];
+    auto it = gp.pools.find(id);
+    if (it == gp.pools.end()) return;
+    for (auto& [size, list] : it->second.free)
+      for (void* p : list) {
+        back.emplace_back(p, size);
+        c.stats.bytes_in_use += size;  // give_back counts them out again
+      }
+    // Blocks still in use return to the shared lists when freed.
+    for (auto o = gp.owner.begin(); o != gp.owner.end();)
+      o = o->second == id ? gp.owner.erase(o) : std::next(o);
+    gp.pools.erase(it);
+    if (gp.capturing == id) gp.capturing = -1;
+  }
+  for (auto& [p, size] : back) c.give_back(p, size);
 }
 
 AllocatorStats cuda_allocator_stats(int index) { return cache(index).snapshot(); }

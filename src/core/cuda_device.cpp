@@ -38,6 +38,16 @@ void cuda_copy_bytes(void*, Device, const void*, Device, size_t) {
   no_cuda("copy to or from CUDA");
 }
 void cuda_fill_bytes(void*, Device, const void*, size_t, int64_t) { no_cuda("fill on CUDA"); }
+PinnedUploader::PinnedUploader(int) {}
+PinnedUploader::~PinnedUploader() = default;
+Tensor PinnedUploader::upload(const Tensor&, Device) { no_cuda("upload to CUDA"); }
+CudaGraph::~CudaGraph() = default;
+bool CudaGraph::capture(Device, const std::function<void()>&) { no_cuda("CUDA graphs"); }
+void CudaGraph::replay() { no_cuda("CUDA graphs"); }
+void CudaGraph::reset() {}
+int cuda_graph_pool_begin(int) { no_cuda("CUDA graphs"); }
+void cuda_graph_pool_end(int) {}
+void cuda_graph_pool_release(int, int) {}
 
 #else  // HPCNET_WITH_CUDA
 
@@ -148,6 +158,117 @@ void cuda_copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n)
     HPCNET_CUDA(cudaStreamSynchronize(s));
     cuda::raise_deferred_errors(index);
   }
+}
+
+PinnedUploader::PinnedUploader(int slots) : slots_(static_cast<size_t>(slots < 1 ? 1 : slots)) {}
+
+PinnedUploader::~PinnedUploader() {
+  // No throwing here: a failure on the way out is ignored.
+  for (Slot& s : slots_) {
+    if (s.event) {
+      cudaEventSynchronize(static_cast<cudaEvent_t>(s.event));
+      cudaEventDestroy(static_cast<cudaEvent_t>(s.event));
+    }
+    if (s.host) cudaFreeHost(s.host);
+  }
+}
+
+Tensor PinnedUploader::upload(const Tensor& t0, Device device) {
+  HPCNET_CHECK(t0.device().is_cpu() && device.is_cuda(),
+               "PinnedUploader: copies CPU tensors to a CUDA device");
+  check_device(device);
+  const Tensor t = t0.is_contiguous() ? t0 : t0.contiguous();
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
+  const size_t n = t.nbytes();
+  if (n == 0) return out;
+  Slot& s = slots_[next_++ % slots_.size()];
+  cuda::set_device(device.index);
+  if (s.event) HPCNET_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(s.event)));
+  if (s.bytes < n) {
+    if (s.host) HPCNET_CUDA(cudaFreeHost(s.host));
+    s.host = nullptr;
+    s.bytes = 0;
+    HPCNET_CUDA(cudaMallocHost(&s.host, n));
+    s.bytes = n;
+  }
+  if (s.event && s.device != device.index) {  // an event records on its own device's streams
+    HPCNET_CUDA(cudaEventDestroy(static_cast<cudaEvent_t>(s.event)));
+    s.event = nullptr;
+  }
+  if (!s.event) {
+    cudaEvent_t e;
+    HPCNET_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    s.event = e;
+    s.device = device.index;
+  }
+  std::memcpy(s.host, t.raw_data(), n);
+  cudaStream_t st = cuda::stream(device.index);
+  HPCNET_CUDA(cudaMemcpyAsync(out.raw_data(), s.host, n, cudaMemcpyHostToDevice, st));
+  HPCNET_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(s.event), st));
+  return out;
+}
+
+CudaGraph::~CudaGraph() {
+  try {
+    reset();
+  } catch (...) {  // nothing thrown out of a destructor
+  }
+}
+
+void CudaGraph::reset() {
+  if (exec_ || graph_) cuda_synchronize(device_);  // a replay in flight still uses the pool
+  if (exec_) HPCNET_CUDA(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
+  if (graph_) HPCNET_CUDA(cudaGraphDestroy(static_cast<cudaGraph_t>(graph_)));
+  exec_ = graph_ = nullptr;
+  if (pool_ >= 0) cuda_graph_pool_release(device_.index, pool_);
+  pool_ = -1;
+}
+
+bool CudaGraph::capture(Device device, const std::function<void()>& fn) {
+  HPCNET_CHECK(device.is_cuda(), "CudaGraph: a CUDA device is needed");
+  check_device(device);
+  reset();
+  device_ = device;
+  why_.clear();
+  cuda_synchronize(device);  // nothing of earlier steps in flight while the pool changes hands
+  cuda::set_device(device.index);
+  cudaStream_t st = cuda::stream(device.index);
+  pool_ = cuda_graph_pool_begin(device.index);
+  HPCNET_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+  std::string failure;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  cudaGraph_t g = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(st, &g);
+  cuda_graph_pool_end(device.index);
+  if (failure.empty() && end != cudaSuccess)
+    failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(end);
+  (void)cudaGetLastError();  // a failed capture leaves its error behind
+  if (failure.empty()) {
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t inst = cudaGraphInstantiate(&exec, g, 0);
+    if (inst == cudaSuccess) {
+      graph_ = g;
+      exec_ = exec;
+      return true;
+    }
+    failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(inst);
+    (void)cudaGetLastError();
+  }
+  if (g) cudaGraphDestroy(g);
+  cuda_graph_pool_release(device.index, pool_);
+  pool_ = -1;
+  why_ = failure;
+  return false;
+}
+
+void CudaGraph::replay() {
+  HPCNET_CHECK(exec_ != nullptr, "CudaGraph: replay() before a successful capture()");
+  cuda::set_device(device_.index);
+  HPCNET_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cuda::stream(device_.index)));
 }
 
 #endif  // HPCNET_WITH_CUDA

@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "hpcnet/tensor.h"
 
@@ -52,6 +54,75 @@ void cuda_allocator_release_cached();
 // source device's stream and then raises deferred device-side input errors; a copy from pageable
 // CPU memory returns once the source may be reused; device-to-device copies are queued.
 void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
+// ---- batches to the GPU ----
+
+// Host-to-device copies of batches through a ring of pinned (page-locked) host buffers, so that
+// the training thread never waits for the GPU: upload() copies t's bytes into the next buffer on
+// the host, queues an asynchronous copy into a new tensor on `device`'s stream behind an event,
+// and returns. A copy from pageable memory would make the driver wait for the stream first. A
+// buffer is reused once its previous copy has completed (waiting for it then: `slots` uploads
+// in flight at most, which bounds how far the host runs ahead of the GPU). Without CUDA,
+// upload() throws like the other memory calls.
+class PinnedUploader {
+ public:
+  explicit PinnedUploader(int slots = 4);
+  ~PinnedUploader();
+  PinnedUploader(const PinnedUploader&) = delete;
+  PinnedUploader& operator=(const PinnedUploader&) = delete;
+  // A CPU tensor (any strides) -> the same values, row-major, on device (a CUDA device).
+  Tensor upload(const Tensor& t, Device device);
+
+ private:
+  struct Slot {
+    void* host = nullptr;   // cudaMallocHost
+    size_t bytes = 0;
+    void* event = nullptr;  // cudaEvent_t of the last copy out of it
+    int device = -1;        // the event's device
+  };
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+};
+
+// ---- CUDA graphs ----
+
+// One captured sequence of device work, replayed with one launch (--cuda-graph): capture(fn)
+// runs fn once with the device's stream capturing, so that its kernels are recorded, not run;
+// replay() queues them all. Memory allocated while capturing comes from a pool of the graph's own
+// (the caching allocator's graph pool), so that no other tensor is ever handed a block the
+// graph writes; the tensors fn left alive (outputs, gradients) keep pointing at the blocks each
+// replay rewrites. What fn did on the host (argument checks, shapes, learning rates passed as
+// kernel arguments) is not redone by a replay: fixed shapes and fixed scalars only. A capture
+// fails, and returns false with why() saying so, when fn waits for the device (a copy to the
+// CPU, item()) or otherwise does what a graph cannot hold; the stream is then usable again and
+// nothing of fn's work was run. Without CUDA, capture() throws like the other memory calls.
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  bool capture(Device device, const std::function<void()>& fn);
+  void replay();
+  bool captured() const { return exec_ != nullptr; }
+  const std::string& why() const { return why_; }
+
+ private:
+  void reset();
+  Device device_ = cpu_device();
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+  int pool_ = -1;          // the allocator's graph pool
+  std::string why_;
+};
+
+// The caching allocator's graph pools (src/core/cuda_allocator.cpp), for CudaGraph: between
+// begin and end, device `index`'s allocations come from pool `id`, and the blocks it hands out
+// stay the pool's (a freed one returns to the pool, never to the shared lists) until release,
+// which gives the pool's free blocks back and lets those still in use return normally later.
+int cuda_graph_pool_begin(int index);
+void cuda_graph_pool_end(int index);
+void cuda_graph_pool_release(int index, int id);
+
 // Queues a fill of n elements of elem_size (1, 2, 4 or 8) bytes with the bytes at pattern.
 void cuda_fill_bytes(void* dst, Device device, const void* pattern, size_t elem_size, int64_t n);
 

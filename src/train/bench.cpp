@@ -1,6 +1,7 @@
 // `hpcnet bench`: steady-state training steps on synthetic data, timed per step and per kernel.
 #include <sys/resource.h>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -76,11 +77,58 @@ LoaderBenchResult run_loader_bench(const BenchConfig& cfg) {
   return r;
 }
 
+namespace {
+
+// Eight distinct synthetic batches, cycled by the timed steps: normal images, random labels,
+// masks of random classes (segment), 3 to 4 boxes of 8 pixels or more per image (detect), on
+// `dev` as the training loop moves them (boxes stay on the host).
+std::vector<data::Batch> synthetic_batches(int64_t batch_size, int64_t imgsz, int64_t kClasses,
+                                           data::TargetKind kind, Device dev) {
+  Rng rng(1);
+  std::vector<data::Batch> batches;
+  for (int i = 0; i < 8; ++i) {
+    data::Batch b;
+    b.size = batch_size;
+    b.images = Tensor::empty({batch_size, 3, imgsz, imgsz});
+    float* p = b.images.data<float>();
+    for (int64_t k = 0; k < b.images.numel(); ++k) p[k] = static_cast<float>(rng.normal());
+    std::vector<int64_t> labels(batch_size);
+    for (auto& l : labels) l = static_cast<int64_t>(rng.randint(kClasses));
+    b.labels = Tensor::from_labels(labels);
+    if (kind == data::TargetKind::kMask) {
+      b.masks = Tensor::empty({batch_size, imgsz, imgsz}, DType::kInt64);
+      int64_t* m = b.masks.data<int64_t>();
+      for (int64_t k = 0; k < b.masks.numel(); ++k) m[k] = static_cast<int64_t>(rng.randint(kClasses));
+    }
+    if (kind == data::TargetKind::kBoxes) {
+      b.boxes.resize(static_cast<size_t>(batch_size));
+      for (auto& list : b.boxes)
+        for (uint64_t k = 0, n = 3 + rng.randint(2); k < n; ++k) {
+          const float w = 8 + static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz / 2)));
+          const float h = 8 + static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz / 2)));
+          const float x = static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz - w)));
+          const float y = static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz - h)));
+          list.push_back({static_cast<int64_t>(rng.randint(kClasses)), x, y, x + w, y + h});
+        }
+    }
+    if (!dev.is_cpu()) {
+      b.images = b.images.to(dev);
+      b.labels = b.labels.to(dev);
+      if (b.masks.defined()) b.masks = b.masks.to(dev);
+    }
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+}  // namespace
+
 BenchResult run_bench(const BenchConfig& cfg) {
   HPCNET_REQUIRE(cfg.batch_size >= 1 && cfg.steps >= 1 && cfg.warmup >= 0,
                  "bench: --batch-size and --steps must be positive");
   ops::set_num_threads(cfg.threads);
   const Device dev = resolve_device(cfg.device);
+  HPCNET_REQUIRE(!cfg.cuda_graph || !dev.is_cpu(), "bench: --cuda-graph needs --device cuda");
   apply_precision(cfg.precision, dev);
   apply_conv_algorithm(cfg.conv_algorithm);
   apply_cuda_math(cfg.tf32, cfg.deterministic);
@@ -97,68 +145,59 @@ BenchResult run_bench(const BenchConfig& cfg) {
   auto model = nn::make_model(cfg.model, nn::ModelOptions{kClasses});
   model->to_(dev);
   optim::SGD opt(model->named_parameters(), {0.001, 0.9, 0, 0, false});
-  // A few distinct synthetic batches, cycled.
-  Rng rng(1);
-  std::vector<data::Batch> batches;
-  for (int i = 0; i < 8; ++i) {
-    data::Batch b;
-    b.size = cfg.batch_size;
-    b.images = Tensor::empty({cfg.batch_size, 3, imgsz, imgsz});
-    float* p = b.images.data<float>();
-    for (int64_t k = 0; k < b.images.numel(); ++k) p[k] = static_cast<float>(rng.normal());
-    std::vector<int64_t> labels(cfg.batch_size);
-    for (auto& l : labels) l = static_cast<int64_t>(rng.randint(kClasses));
-    b.labels = Tensor::from_labels(labels);
-    if (task->target_kind() == data::TargetKind::kMask) {  // random classes per pixel
-      b.masks = Tensor::empty({cfg.batch_size, imgsz, imgsz}, DType::kInt64);
-      int64_t* m = b.masks.data<int64_t>();
-      for (int64_t k = 0; k < b.masks.numel(); ++k) m[k] = static_cast<int64_t>(rng.randint(kClasses));
-    }
-    if (task->target_kind() == data::TargetKind::kBoxes) {  // 3 to 4 boxes of 8 pixels or more
-      b.boxes.resize(static_cast<size_t>(cfg.batch_size));
-      for (auto& list : b.boxes)
-        for (uint64_t k = 0, n = 3 + rng.randint(2); k < n; ++k) {
-          const float w = 8 + static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz / 2)));
-          const float h = 8 + static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz / 2)));
-          const float x = static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz - w)));
-          const float y = static_cast<float>(rng.randint(static_cast<uint64_t>(imgsz - h)));
-          list.push_back({static_cast<int64_t>(rng.randint(kClasses)), x, y, x + w, y + h});
-        }
-    }
-    if (!dev.is_cpu()) {  // as the training loop moves a batch (boxes stay on the host)
-      b.images = b.images.to(dev);
-      b.labels = b.labels.to(dev);
-      if (b.masks.defined()) b.masks = b.masks.to(dev);
-    }
-    batches.push_back(std::move(b));
-  }
+  const std::vector<data::Batch> batches =
+      synthetic_batches(cfg.batch_size, imgsz, kClasses, task->target_kind(), dev);
   // No read of the loss: on CUDA a step queues its work and returns; the timed loop waits for the
   // device once, at its end.
-  auto step = [&](int64_t i) {
-    const data::Batch& b = batches[static_cast<size_t>(i % 8)];
+  auto step_on = [&](const data::Batch& b) {
     opt.zero_grad();
     Tensor loss = task->loss(model->forward_all(b.images), b);
     loss.backward();
     opt.step();
   };
+  auto eager = [&](int64_t i) { step_on(batches[static_cast<size_t>(i % 8)]); };
   auto sync = [&] {
     if (!dev.is_cpu()) cuda_synchronize(dev);
   };
-  for (int64_t i = 0; i < cfg.warmup; ++i) step(i);
+  for (int64_t i = 0; i < std::max<int64_t>(cfg.warmup, cfg.cuda_graph ? 2 : 0); ++i) eager(i);
   sync();
+  // --cuda-graph: one step captured on a batch of its own, whose buffers each replay reads.
+  CudaGraph graph;
+  data::Batch fixed;
+  BenchResult r;
+  if (cfg.cuda_graph) {
+    const data::Batch& b0 = batches[0];
+    fixed.size = b0.size;
+    fixed.images = b0.images.clone();
+    fixed.labels = b0.labels.clone();
+    if (b0.masks.defined()) fixed.masks = b0.masks.clone();
+    fixed.boxes = b0.boxes;
+    r.cuda_graph = graph.capture(dev, [&] { step_on(fixed); });
+    if (!r.cuda_graph)
+      std::fprintf(stderr, "hpcnet bench: --cuda-graph: the step could not be captured (%s); "
+                   "timing eager steps\n", graph.why().c_str());
+  }
+  const bool per_kernel = cfg.profile && !r.cuda_graph;  // a replay runs no host code to time
+  auto step = [&](int64_t i) {
+    if (!graph.captured()) return eager(i);
+    const data::Batch& b = batches[static_cast<size_t>(i % 8)];
+    fixed.images.copy_(b.images);  // queued device-to-device copies, then the graph
+    fixed.labels.copy_(b.labels);
+    if (b.masks.defined()) fixed.masks.copy_(b.masks);
+    graph.replay();
+  };
   auto alloc_stats = [&] {
     return dev.is_cpu() ? cpu_allocator_stats() : cuda_allocator_stats(dev.index);
   };
   uint64_t allocs0 = alloc_stats().system_allocs;
   profile::reset();
-  profile::enable(true);  // flop counts always; per-kernel times only when cfg.profile
+  profile::enable(true);  // flop counts always; per-kernel times only when per_kernel
   auto t0 = std::chrono::steady_clock::now();
-  if (!cfg.profile) profile::enable(false);
+  if (!per_kernel) profile::enable(false);
   for (int64_t i = 0; i < cfg.steps; ++i) step(i);
   sync();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   profile::enable(false);
-  BenchResult r;
   r.seconds_per_step = secs / cfg.steps;
   r.images_per_sec = cfg.batch_size / r.seconds_per_step;
   r.system_allocs_per_step = (alloc_stats().system_allocs - allocs0) / cfg.steps;
@@ -170,18 +209,18 @@ BenchResult run_bench(const BenchConfig& cfg) {
     getrusage(RUSAGE_SELF, &ru);
     r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024;  // Linux: KiB
   }
-  if (!cfg.profile) {
+  if (!per_kernel) {
     // One profiled step for the flop count.
     profile::reset();
     profile::enable(true);
-    step(0);
+    eager(0);
     sync();
     profile::enable(false);
   }
-  int64_t div = cfg.profile ? cfg.steps : 1;
+  int64_t div = per_kernel ? cfg.steps : 1;
   for (auto& e : profile::entries()) {
     r.flops_per_step += e.flops / div;
-    if (cfg.profile)
+    if (per_kernel)
       r.kernels.push_back({e.name, {1000.0 * e.seconds / div, static_cast<double>(e.calls) / div,
                                     e.seconds > 0 ? e.flops / e.seconds / 1e9 : 0.0}});
   }

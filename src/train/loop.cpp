@@ -239,6 +239,17 @@ struct FailPoint {
   std::string mode = "kill";
 };
 
+// Trainer::defer_loss_: on CUDA (or as HPCNET_DEFER_LOSS says) for one rank (several compare
+// their losses every step), --nan-policy stop (skip must know before the step), a loss of one
+// part (detect reads its three parts on the host inside the loss) and no injected NaN.
+bool defers_losses(const TrainConfig& c, Device device, int world, const task::Task& task,
+                   const FailPoint& fail) {
+  bool want = device.is_cuda();
+  if (const char* v = std::getenv("HPCNET_DEFER_LOSS"); v && *v) want = std::string(v) != "0";
+  return want && world == 1 && c.nan_policy != "skip" && task.loss_part_names().empty() &&
+         fail.mode != "nan";
+}
+
 FailPoint parse_fail_at(const std::string& text) {
   FailPoint f;
   if (text.empty()) return f;
@@ -524,6 +535,9 @@ struct EpochState {
   std::chrono::steady_clock::time_point start;
   ProgressBar bar;
   double running_loss = 0, epoch_loss = 0;
+  // Deferred losses (Trainer::defer_loss_): (the loss on the device, its batch index), not yet
+  // read or added to the sums above.
+  std::vector<std::pair<Tensor, int64_t>> pending;
   LossPartSums parts;  // detect's box, cls, dfl
   int64_t steps;       // batches done, counting those before a resumed checkpoint
   double wait = 0;     // seconds the training thread waited for batches
@@ -615,6 +629,14 @@ class Trainer {
   int stopped_by_ = 0;  // SIGINT or SIGTERM, once one has stopped the run
   bool stop_ = false, partial_ = false;
   int64_t skipped_in_a_row_ = 0;  // --nan-policy skip
+  // No wait for the device inside a step: the losses stay on the device and are read (and checked
+  // for a non-finite value) when a loss line is printed, a checkpoint written or the epoch ends.
+  // On CUDA for one rank with --nan-policy stop and a loss of one part (classify, segment);
+  // HPCNET_DEFER_LOSS=1 forces it (the CPU tests), =0 turns it off.
+  bool defer_loss_ = false;
+  void read_losses(EpochState& e);
+  // Batches reach the GPU through pinned host buffers, asynchronously (CUDA only).
+  std::unique_ptr<PinnedUploader> uploader_;
 };
 
 TrainResult Trainer::run() {
@@ -622,6 +644,8 @@ TrainResult Trainer::run() {
   join_process_group();
   restore_counters();
   task_ = task::make_task(resolved_task(cfg_), task_options(cfg_));
+  defer_loss_ = defers_losses(cfg_, device_, world_, *task_, fail_at_);
+  res_.deferred_loss_reads = defer_loss_;
   open_data();
   build_model();
   build_optimizer();
@@ -1000,6 +1024,7 @@ bool Trainer::run_epoch(int64_t epoch) {
       stop_ = true;
       break;
     }
+  read_losses(e);
   // The step limit may fall on the epoch's last batch: that epoch is complete.
   partial_ = stop_ && e.steps < loader.num_batches();
   e.bar.clear();
@@ -1022,11 +1047,27 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
     fail_now(fail_at_);
   set_rates(st_.steps, loader_->num_batches());
   if (!device_.is_cpu()) {
-    batch.images = batch.images.to(device_);
-    batch.labels = batch.labels.to(device_);
-    if (batch.masks.defined()) batch.masks = batch.masks.to(device_);
+    if (!uploader_) uploader_ = std::make_unique<PinnedUploader>();
+    batch.images = uploader_->upload(batch.images, device_);
+    batch.labels = uploader_->upload(batch.labels, device_);
+    if (batch.masks.defined()) batch.masks = uploader_->upload(batch.masks, device_);
   }
   Tensor loss = task_->train_loss(model_->forward_all(batch.images), batch, step_ranks_);
+  if (defer_loss_) {
+    e.pending.emplace_back(loss.detach(), i);
+    loss.backward();
+    if (accumulation_done()) optimizer_step();
+    ++e.steps;
+    ++st_.steps;
+    ++res_.steps;
+    res_.images += batch.size * world_;
+    if ((i + 1) % cfg_.log_every == 0) {
+      read_losses(e);
+      log_loss(e, i);
+    }
+    e.bar.update(i + 1);
+    return after_step(e, i);
+  }
   // Checked before the step, so the weights are still the last finite ones.
   double l = task_->train_loss_for_log(loss.item(), batch, step_ranks_);
   if (nan_now) l = std::numeric_limits<double>::quiet_NaN();
@@ -1050,6 +1091,22 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   if ((i + 1) % cfg_.log_every == 0) log_loss(e, i);
   e.bar.update(i + 1);
   return after_step(e, i);
+}
+
+// The deferred losses in step order (the first read waits for the device, once), checked and
+// summed as train_step checks and sums them: the same sums, the same error naming the step of
+// the first non-finite loss. The weights have taken the steps after it; the check runs before
+// any checkpoint is written, so none holds them.
+void Trainer::read_losses(EpochState& e) {
+  std::vector<std::pair<Tensor, int64_t>> pending;
+  pending.swap(e.pending);
+  data::Batch none;
+  for (auto& [t, i] : pending) {
+    const double l = task_->train_loss_for_log(t.item(), none, step_ranks_);
+    loss_is_usable(e, l, i);  // throws for a non-finite loss (--nan-policy stop)
+    e.running_loss += l;
+    e.epoch_loss += l;
+  }
 }
 
 // Every rank stops at the same step, naming the ranks whose loss was not finite (one rank alone
@@ -1137,8 +1194,10 @@ void Trainer::log_loss(EpochState& e, int64_t i) {
 bool Trainer::after_step(EpochState& e, int64_t i) {
   const int sig = agreed_stop_signal(*pg_);
   const bool last_batch = i + 1 == loader_->num_batches();
-  if (!last_batch && (sig || (cfg_.save_every > 0 && st_.steps % cfg_.save_every == 0)))
+  if (!last_batch && (sig || (cfg_.save_every > 0 && st_.steps % cfg_.save_every == 0))) {
+    read_losses(e);
     save_checkpoint(i + 1, e.epoch_loss, e.running_loss);
+  }
   if (sig) {
     stopped_by_ = sig;
     return true;

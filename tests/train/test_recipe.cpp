@@ -113,6 +113,8 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"download_url", &C::download_url},
       {"threads", &C::threads},
       {"device", &C::device},
+      {"tf32", &C::tf32},
+      {"deterministic", &C::deterministic},
       {"max_image_pixels", &C::max_image_pixels},
       {"precision", &C::precision},
       {"conv_algorithm", &C::conv_algorithm},

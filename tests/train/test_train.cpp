@@ -1042,3 +1042,60 @@ TEST_F(TrainTest, CacheModesAndATarTrainToIdenticalWeights) {
   }
   EXPECT_TRUE(seen);
 }
+
+// CUDA runs keep the losses on the device and read them when a line is printed, a checkpoint
+// written or an epoch ends (Trainer::defer_loss_; HPCNET_DEFER_LOSS=1 takes that path on the CPU):
+// the same loss lines, epoch losses and weights, bit for bit, and a diverging run stops naming
+// the same step.
+TEST_F(TrainTest, DeferredLossReadsGiveTheSameRunAndTheSameNanStep) {
+  struct DeferGuard {
+    explicit DeferGuard(const char* v) { ::setenv("HPCNET_DEFER_LOSS", v, 1); }
+    ~DeferGuard() { ::unsetenv("HPCNET_DEFER_LOSS"); }
+  };
+  auto c = config("now");
+  c.epochs = 2;
+  c.save_every = 7;  // mid-epoch checkpoints read the pending losses first
+  train::TrainResult r_now, r_later;
+  const std::string now = train(c, &r_now);
+  std::string later;
+  {
+    DeferGuard defer("1");
+    c.out = run("later").string();
+    later = train(c, &r_later);
+  }
+  EXPECT_FALSE(r_now.deferred_loss_reads);  // the CPU reads each loss at once by default
+  EXPECT_TRUE(r_later.deferred_loss_reads);
+  EXPECT_EQ(tutorial_lines(later), tutorial_lines(now));
+  EXPECT_EQ(read_file(run("later") / "model.safetensors"), read_file(run("now") / "model.safetensors"));
+  auto train_losses = [](const fs::path& metrics) {
+    std::vector<double> v;
+    std::istringstream in(read_file(metrics));
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("train_loss")) v.push_back(j["train_loss"].get<double>());
+    }
+    return v;
+  };
+  EXPECT_EQ(train_losses(run("later") / "metrics.jsonl"), train_losses(run("now") / "metrics.jsonl"));
+  EXPECT_EQ(train_losses(run("now") / "metrics.jsonl").size(), 2u);
+
+  auto diverge = [&](const std::string& name) {
+    auto d = config(name);
+    d.lr = 1e12;
+    try {
+      train(d);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      return what.substr(0, what.find(';'));
+    }
+    return std::string("no error");
+  };
+  const std::string stop_now = diverge("nan-now");
+  std::string stop_later;
+  {
+    DeferGuard defer("1");
+    stop_later = diverge("nan-later");
+  }
+  EXPECT_NE(stop_now.find("loss became "), std::string::npos) << stop_now;
+  EXPECT_EQ(stop_later, stop_now);
+}
