@@ -38,13 +38,16 @@ void cuda_copy_bytes(void*, Device, const void*, Device, size_t) {
   no_cuda("copy to or from CUDA");
 }
 void cuda_fill_bytes(void*, Device, const void*, size_t, int64_t) { no_cuda("fill on CUDA"); }
-PinnedUploader::PinnedUploader(int) {}
+PinnedUploader::PinnedUploader(int) { next_ = 0; }
 PinnedUploader::~PinnedUploader() = default;
 Tensor PinnedUploader::upload(const Tensor&, Device) { no_cuda("upload to CUDA"); }
 CudaGraph::~CudaGraph() = default;
 bool CudaGraph::capture(Device, const std::function<void()>&) { no_cuda("CUDA graphs"); }
 void CudaGraph::replay() { no_cuda("CUDA graphs"); }
-void CudaGraph::reset() {}
+void CudaGraph::reset() {
+  graph_ = exec_ = nullptr;
+  pool_ = -1;
+}
 int cuda_graph_pool_begin(int) { no_cuda("CUDA graphs"); }
 void cuda_graph_pool_end(int) {}
 void cuda_graph_pool_release(int, int) {}
