@@ -117,6 +117,8 @@ def parse_args(argv=None):
                    help="small: batch <= 2, imgsz <= 64 (CPU dry runs)")
     p.add_argument("--no-tf32", action="store_true",
                    help="fp32 without TF32 on both sides (hpcnet: --tf32=false)")
+    p.add_argument("--no-cuda-graph", action="store_true",
+                   help="hpcnet times eager steps (default on CUDA: --cuda-graph replays)")
     p.add_argument("--only", choices=("torch", "hpcnet"), help="one side only")
     p.add_argument("--budget", type=float, default=0,
                    help="seconds for the whole run; rows that would start later are skipped")
@@ -343,13 +345,14 @@ def run_torch(a, row, prec, batch, imgsz, steps, warmup):
 
 
 def hpcnet_bench_options(a):
-    """Which of the later options of `hpcnet bench` (--device, --tf32) this binary has."""
+    """Which of the later options of `hpcnet bench` (--device, --tf32, --cuda-graph) this binary
+    has."""
     try:
         r = subprocess.run([a.bin, "bench", "--help"], capture_output=True, text=True,
                            env=hpcnet_env(a), timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return set()
-    return {o for o in ("--device", "--tf32") if o in r.stdout}
+    return {o for o in ("--device", "--tf32", "--cuda-graph") if o in r.stdout}
 
 
 def hpcnet_env(a):
@@ -372,6 +375,10 @@ def run_hpcnet(a, row, prec, batch, imgsz, steps, warmup, options, timeout):
         raise Skip("this hpcnet bench has no --device option")
     if a.device != "cpu" and "--tf32" in options:  # as PyTorch's side (hpcnet's default: on)
         cmd.append("--tf32=false" if a.no_tf32 else "--tf32")
+    # hpcnet replays a CUDA graph of the step (it times eager steps, saying why on stderr, where
+    # the step cannot be captured); PyTorch's side stays eager, as its users train.
+    if a.device != "cpu" and "--cuda-graph" in options and not a.no_cuda_graph:
+        cmd.append("--cuda-graph")
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, env=hpcnet_env(a),
                            timeout=timeout)
@@ -384,6 +391,7 @@ def run_hpcnet(a, row, prec, batch, imgsz, steps, warmup, options, timeout):
     j = json.loads(lines[-1])
     return {"images_per_sec": j["images_per_sec"], "ms_per_step": j["ms_per_step"],
             "steps": j.get("steps"), "warmup": warmup, "device": j.get("device"),
+            "cuda_graph": j.get("cuda_graph", False),
             "peak_rss_mb": j.get("peak_rss_mb"),
             "command": " ".join(cmd[1:])}
 
@@ -443,6 +451,8 @@ def notes(rec):
         out.append("torch loss not finite")
     if t and h and h.get("steps") is not None and h["steps"] != t["steps"]:
         out.append(f"steps differ: torch {t['steps']}, hpcnet {h['steps']}")
+    if h and h.get("cuda_graph"):
+        out.append("hpcnet: CUDA graph")
     return "; ".join(out)
 
 
