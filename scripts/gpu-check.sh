@@ -13,17 +13,20 @@
 #       (dpkg -x) for a look, copies the CIFAR-10 archive (default
 #       ../shared/data/cifar10-train-jpg.tar.gz) into .device/data, and downloads the wheels of
 #       Ultralytics and segmentation-models-pytorch (pure Python, 1.6 MB; the device's Python
-#       lacks them, bench/compare_gpu.py needs them) into .device/whl. .device/ is git-ignored:
-#       name .device/debs, .device/data and .device/whl in the device tool's `carry` (about 50 MB).
+#       lacks them, bench/compare_gpu.py needs them) into .device/whl. The packages include Open
+#       MPI's (mpirun, libmpi, mpi.h; 7 MB), for the 2-rank check. .device/ is git-ignored: name
+#       .device/debs, .device/data and .device/whl in the device tool's `carry` (about 57 MB).
 #
 #   scripts/gpu-check.sh --bundle [--build-dir DIR] [--data ARCHIVE]
 #       Here, after a CUDA build in DIR (default build; CMAKE_CUDA_ARCHITECTURES must include 90):
 #       copies its hpcnet and hpcnet_tests into .device/bundle/bin and every shared library they
 #       load from this system (not the C library, libstdc++ or the CUDA libraries, which the device
 #       machine has) into .device/bundle/lib, packed as .device/bundle.tar.xz (about 15 MB), and
-#       the CIFAR-10 archive into .device/data. Then on the device machine, carrying
-#       [".device/bundle.tar.xz", ".device/data"]: scripts/gpu-check.sh --prebuilt
-#       .device/bundle.tar.xz (no build there: the device minutes go to tests and training).
+#       the CIFAR-10 archive into .device/data. A build with MPI also gets Open MPI's packages
+#       in the bundle (from .device/debs, else apt-get download; 7 MB). Then on the device
+#       machine, carrying [".device/bundle.tar.xz", ".device/data"]: scripts/gpu-check.sh
+#       --prebuilt .device/bundle.tar.xz (no build there: the device minutes go to tests and
+#       training).
 #
 #   scripts/gpu-check.sh [options]
 #       On the device machine: unpacks .device/debs into a prefix (unless --prefix names one),
@@ -44,14 +47,21 @@
 #         --steps N          stop every training run after N steps (a dry run of the table);
 #                            compare_gpu.py times N steps per run
 #         --python PY        the Python with PyTorch (default python3)
-# With a scenes*.tar.gz in .device/data (a folder holding data.yaml, images/, labels/), it also
-# trains yolov8n for 3 epochs at 128 pixels, batch 64, on the GPU and prints its speed and mAP.
+# Two checks of data-parallel and loader training (their rows follow the workloads' table):
+#   2 ranks: `mpirun -np 2` on the one GPU at batch 32 against one process at batch 64, LeNet on
+#     CIFAR-10, 200 steps (--steps N: N), same seed: the two model.safetensors must agree within
+#     1e-5 (fp32). Needs an MPI build and mpirun: Open MPI from the carried packages (or the
+#     bundle's), run from their unpacked prefix with OPAL_PREFIX; else the row says why it skipped.
+#   yolov8n: with a scenes*.tar.gz in .device/data (a folder holding data.yaml, images/,
+#     labels/), one epoch at 128 pixels, batch 64, 8 loader workers, on the GPU (images/s, the
+#     data-wait share, mAP), then the same seed and flags on the CPU for the first 40 steps
+#     (--steps N: N); the mean train loss of those steps on both must agree within 2%.
 # bench/compare_gpu.py (with --device cpu: at --scale small) prints hpcnet images/s / PyTorch
 # images/s per model and precision; a row that cannot run on one side says why and the others go
 # on. Its rows are in the final table and under "compare_gpu" in gpu-check.json.
 # Logs and a summary (gpu-check.json) go to $OUT when it is set (the device tool's folder),
 # else to /tmp/hpcnet-gpu-check. Exit status: 0 when everything ran and every target was met,
-# 1 when a step failed, 3 when all ran but a target was missed.
+# 1 when a step failed, 3 when all ran but a target was missed (a check row's FAIL included).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -105,6 +115,13 @@ PACKAGES=(libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libjpeg62-turbo-dev li
           libcli11-dev libgtest-dev pkgconf)
 # Wheels for bench/compare_gpu.py (installed on the device machine into /tmp/hpcnet-site).
 WHEELS=(ultralytics==8.4.190 segmentation-models-pytorch==0.6.0)
+# Open MPI, for the 2-rank check: named one by one, as a dependency walk would bring compilers
+# (libopenmpi-dev depends on gfortran), ssh and X11 along. These are the packages of every
+# library that mpirun, orted, libmpi and their plugins load (ldd on Debian 12), and mpi.h.
+MPI_PACKAGES=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15
+              libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1
+              ibverbs-providers librdmacm1 libpsm2-2 libnuma1 libnl-3-200 libnl-route-3-200
+              libmunge2)
 # Never carried: the C library and toolchain the device machine has its own of.
 EXCLUDE=(libc6 libc-bin libc-dev-bin libc6-dev libcrypt-dev libcrypt1 libgcc-s1 libstdc++6
          gcc-12-base linux-libc-dev libnsl-dev libnsl2 libtirpc-dev libtirpc3 libtirpc-common
@@ -147,6 +164,8 @@ if [[ $mode == prepare ]]; then
   all=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
           --no-replaces --no-enhances "${PACKAGES[@]}" 2>/dev/null | grep -v '^ ' | grep -v '^<' |
           sort -u)
+  # shellcheck disable=SC2086
+  all=$(printf '%s\n' $all "${MPI_PACKAGES[@]}" | sort -u)
   for e in "${EXCLUDE[@]}"; do all=$(grep -vx "$e" <<<"$all"); done
   rm -rf .device/debs .device/prefix
   mkdir -p .device/debs .device/data
@@ -188,6 +207,19 @@ if [[ $mode == bundle ]]; then
       grep -qE "$skip" <<<"$name" || cp -L "$path" ".device/bundle/lib/$name"
     done
   if ldd .device/bundle/bin/hpcnet | grep -q "not found"; then die "unresolved libraries: $(ldd .device/bundle/bin/hpcnet | grep 'not found')"; fi
+  # An MPI build: Open MPI's packages for mpirun on the device (the carried ones, else downloaded).
+  if grep -q 'HPCNET_MPI:BOOL=ON' "$build/CMakeCache.txt"; then
+    mkdir -p .device/bundle/mpi-debs
+    fetch=()
+    for p in "${MPI_PACKAGES[@]}"; do
+      cp .device/debs/"${p}"_*.deb .device/bundle/mpi-debs/ 2>/dev/null || fetch+=("$p")
+    done
+    if [[ ${#fetch[@]} -gt 0 ]] &&
+       ! (cd .device/bundle/mpi-debs && apt-get download "${fetch[@]}" >/dev/null 2>&1); then
+      log "warning: apt-get download ${fetch[*]} failed: the 2-rank check will be skipped"
+      rm -rf .device/bundle/mpi-debs
+    fi
+  fi
   # The tests find the sources and the binary at the paths compiled into them.
   printf '%s\n%s\n' "$ROOT" "$(cd "$build" && pwd)" >.device/bundle/paths.txt
   strip --strip-unneeded .device/bundle/bin/* .device/bundle/lib/* 2>/dev/null || true
@@ -218,6 +250,22 @@ command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 command -v nvcc >/dev/null || die "nvcc not found (PATH or /usr/local/cuda/bin)"
 log "$(nvcc --version | tail -2 | head -1); $(cmake --version | head -1); $(c++ --version | head -1)"
 
+arch=x86_64-linux-gnu
+# Open MPI from unpacked packages ($1: the dpkg -x folder), run from there: its programs and
+# libraries find their own files through OPAL_PREFIX, PMIx its plugins and help texts through
+# PMIX_PKGLIBDIR and PMIX_PKGDATADIR (both are built for /usr). Sets mpi_prefix, mpi_libpath
+# (its libraries) and mpi_env (the variables, for env).
+mpi_prefix=""
+mpi_libpath=""
+mpi_env=()
+use_mpi_prefix() {
+  local u="$1/usr" q="$1/usr/lib/$arch/pmix2"
+  [[ -x $u/bin/orterun && -x $u/bin/mpicxx.openmpi ]] || return 1
+  mpi_prefix=$1
+  mpi_libpath="$u/lib/$arch:$1/lib/$arch:$u/lib/$arch/openmpi/lib:$q/lib"
+  mpi_env=("OPAL_PREFIX=$u" "PMIX_PKGLIBDIR=$q/lib/pmix" "PMIX_PKGDATADIR=$q/share/pmix")
+}
+
 if [[ -n $prebuilt ]]; then
   # The bundle of --bundle: binaries and libraries built on the development machine.
   [[ -f $prebuilt ]] || die "--prebuilt $prebuilt: no such file (make it with --bundle)"
@@ -243,6 +291,12 @@ if [[ -n $prebuilt ]]; then
       log "warning: $so not found on this machine"
     fi
   done
+  # Open MPI's packages (an MPI build's bundle): unpacked for mpirun.
+  if ls "$b"/mpi-debs/*.deb >/dev/null 2>&1; then
+    rm -rf /tmp/hpcnet-mpi
+    { unpack_debs "$b/mpi-debs" /tmp/hpcnet-mpi && use_mpi_prefix /tmp/hpcnet-mpi; } ||
+      log "warning: the bundle's Open MPI packages did not unpack into a usable prefix"
+  fi
   log "prebuilt binaries from $prebuilt; libraries: $libpath"
   hp() { LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
   missing=$(hp ldd "$build/hpcnet" | grep "not found" || true)
@@ -263,12 +317,10 @@ if [[ -z "$prefix" ]]; then
     prefix="$ROOT/.device/prefix"
   fi
 fi
-cmake_args=(-DCMAKE_BUILD_TYPE=Release -DHPCNET_CUDA=ON -DHPCNET_MPI=OFF
-            "-DCMAKE_CUDA_ARCHITECTURES=$archs")
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DHPCNET_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$archs")
 libpath=""
 if [[ -n "$prefix" ]]; then
   prefix=$(cd "$prefix" && pwd)
-  arch=x86_64-linux-gnu
   libpath="$prefix/usr/lib/$arch:$prefix/lib/$arch"
   # Headers the system lacks come from the prefix (searched after the system's own).
   cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix/usr"
@@ -286,6 +338,19 @@ if [[ -n "$prefix" ]]; then
     cmake_args+=("-DPKG_CONFIG_EXECUTABLE=$prefix/wrap/pkg-config")
   fi
   log "packages from $prefix"
+fi
+# MPI (the 2-rank check): the prefix's Open MPI, found by CMake through its compiler wrapper (which
+# needs the prefix's libraries and OPAL_PREFIX); without it, no MPI.
+if [[ -n "$prefix" ]] && use_mpi_prefix "$prefix"; then
+  mkdir -p "$prefix/wrap"
+  { echo '#!/bin/bash'; printf 'export'; printf ' %q' "${mpi_env[@]}" "LD_LIBRARY_PATH=$mpi_libpath"
+    printf '\nexec %q "$@"\n' "$prefix/usr/bin/mpicxx.openmpi"; } >"$prefix/wrap/mpicxx"
+  chmod +x "$prefix/wrap/mpicxx"
+  cmake_args+=(-DHPCNET_MPI=ON "-DMPI_CXX_COMPILER=$prefix/wrap/mpicxx")
+  libpath="${libpath:+$libpath:}$mpi_libpath"
+  log "Open MPI from $prefix"
+else
+  cmake_args+=(-DHPCNET_MPI=OFF)
 fi
 # cuDNN: with the toolkit, else PyTorch's pip wheel (nvidia-cudnn-cu13).
 if [[ ! -f /usr/local/cuda/include/cudnn.h && -z "${CUDNN_ROOT:-}" ]]; then
@@ -352,7 +417,9 @@ hp "$build/hpcnet" info 2>&1 | head -20
 
 # ---- training, hpcnet and PyTorch, on the GPU ----
 if [[ -z "$data" ]]; then
-  data=$(ls .device/data/*.tar.gz 2>/dev/null | head -1 || true)
+  for f in .device/data/*.tar.gz; do  # the first archive that is not a scenes subset
+    [[ -e $f && $f != .device/data/scenes* ]] && { data=$f; break; }
+  done
   [[ -n "$data" ]] || data=../shared/data/cifar10-train-jpg.tar.gz
 fi
 declare -A H_IPS H_ACC H_S T_IPS T_ACC T_S
@@ -435,18 +502,174 @@ for w in "${workloads[@]}"; do
   fi
 done
 
-# ---- detection: yolov8n on a scenes subset (.device/data/scenes*.tar.gz), when carried ----
+# ---- 2 ranks on the one GPU at batch 32 against one process at batch 64 (LeNet, CIFAR-10) ----
+# As tests/dist's NRanksAtBatchBMatchOneProcessAtBatchNB: each global batch is the same 64 images
+# (the ranks' DistributedSampler shares of one permutation of the same seed) and the all-reduce
+# averages the gradients, so the same lr takes the same steps; the weights agree up to float
+# summation order. The ranks share the GPU and reduce through host copies (no NCCL).
+dp_steps=${steps:-200}
+dp_diff=""
+dp_why=""
+mpirun=()
+if ! grep -qE '^ +MPI +on' <<<"$(hp "$build/hpcnet" info 2>&1)"; then
+  dp_why="this build has no MPI"
+elif [[ -n $mpi_prefix ]]; then
+  mpirun=(env "${mpi_env[@]}" "LD_LIBRARY_PATH=$libpath:$mpi_libpath"
+          OMPI_MCA_mca_base_component_show_load_errors=0 "$mpi_prefix/usr/bin/orterun")
+elif command -v mpirun >/dev/null; then
+  mpirun=(env "LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" mpirun)
+else
+  dp_why="no mpirun (no Open MPI in the packages or the bundle: --prepare or --bundle again)"
+fi
+# One node: shared memory only (without single-copy, which containers often forbid), no UCX/OFI.
+mpirun+=(--oversubscribe --bind-to none --mca pml ob1 --mca btl "self,vader"
+         --mca btl_vader_single_copy_mechanism none)
+[[ $(id -u) == 0 ]] && mpirun+=(--allow-run-as-root)
+if [[ -n $dp_why ]]; then
+  :
+elif [[ $gpu == 0 && $device == cuda ]]; then
+  dp_why="no GPU (--device cpu runs it on the CPU)"
+elif [[ ! -e $data ]]; then
+  dp_why="no data at '$data'"
+elif (( $(left) < 60 )); then
+  dp_why="$(left)s left of the ${budget}s budget"
+elif ! timeout 60 "${mpirun[@]}" -np 2 true >"$runs/mpirun-true.log" 2>&1; then
+  dp_why="mpirun -np 2 true failed: $(grep -v '^[ -]*$' "$runs/mpirun-true.log" | head -1 | cut -c1-100)"
+fi
+if [[ -n $dp_why ]]; then
+  log "2 ranks: skipped: $dp_why"
+else
+  dp=(train --device "$device" --model lenet --data "$data" --epochs 1 --steps "$dp_steps"
+      --lr 0.01 --momentum 0.9 --seed 0 --workers "$workers" --log-every 50 --no-progress
+      --exist-ok)
+  log "2 ranks: one process at batch 64, then mpirun -np 2 at batch 32; $dp_steps steps on $device"
+  hp timeout "$(limit 20)" "$build/hpcnet" "${dp[@]}" --batch-size 64 --out "$runs/dp1" \
+    >"$runs/dp.log" 2>&1
+  dp_rc=$?
+  if [[ $dp_rc == 0 ]]; then
+    timeout "$(limit 20)" "${mpirun[@]}" -np 2 "$build/hpcnet" "${dp[@]}" --batch-size 32 \
+      --out "$runs/dp2" >>"$runs/dp.log" 2>&1
+    dp_rc=$?
+  fi
+  if [[ $dp_rc == 0 ]]; then
+    # The largest |difference| over every tensor (the standard library reads safetensors).
+    dp_diff=$(python3 - "$runs/dp1/model.safetensors" "$runs/dp2/model.safetensors" <<'PY'
+import array, json, struct, sys
+
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head, blob = json.loads(f.read(n)), f.read()
+    head.pop("__metadata__", None)
+    return {k: (v["dtype"], blob[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in head.items()}
+
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys(), "the files hold different tensors"
+m = 0.0
+for k, (dt, x) in a.items():
+    y = b[k][1]
+    if dt == "F32" and len(x) == len(y):
+        m = max([m] + [abs(p - q) for p, q in zip(array.array("f", x), array.array("f", y))])
+    elif x != y:
+        m = float("inf")
+print(f"{m:.3g}")
+PY
+) || dp_rc=1
+  fi
+  if [[ $dp_rc != 0 || -z $dp_diff ]]; then
+    tail -5 "$runs/dp.log"
+    log "2 ranks FAILED (exit $dp_rc; log: $runs/dp.log)"
+    dp_why="failed (exit $dp_rc; its log's end is above)"
+    dp_diff=""
+    status=1
+  else
+    log "2 ranks x 32 against 1 x 64: max |difference| of the weights $dp_diff"
+  fi
+fi
+
+# ---- yolov8n: one epoch with the loader on the GPU, and its first steps on the CPU ----
+# On a scenes subset (.device/data/scenes*.tar.gz), when carried. The GPU's epoch gives images/s,
+# the data-wait share (metrics.jsonl's epoch record) and mAP; the CPU, too slow for the epoch,
+# takes its first yolo_steps steps with the same seed and flags. Each run's log record at that
+# step (--log-every yolo_steps) holds the mean loss of those steps: they must agree within 2%.
+yolo_steps=${steps:-40}
+yolo_why=""
+Y=()  # images/s, data-wait share, loss on $device, loss on the CPU, steps compared, mAP50-95
 scenes=$(ls .device/data/scenes*.tar.gz 2>/dev/null | head -1 || true)
-if [[ -n $scenes && $gpu == 1 ]] && (( $(left) > 90 )); then
+if [[ -z $scenes ]]; then
+  yolo_why="no .device/data/scenes*.tar.gz"
+elif [[ $gpu == 0 && $device == cuda ]]; then
+  yolo_why="no GPU (--device cpu runs it on the CPU)"
+elif (( $(left) < 120 )); then
+  yolo_why="$(left)s left of the ${budget}s budget"
+fi
+if [[ -n $yolo_why ]]; then
+  log "yolov8n: skipped: $yolo_why"
+else
   rm -rf /tmp/hpcnet-scenes && mkdir -p /tmp/hpcnet-scenes
   tar -xzf "$scenes" -C /tmp/hpcnet-scenes
   yaml=$(ls /tmp/hpcnet-scenes/*/data.yaml | head -1)
-  log "hpcnet yolov8n on $device: $yaml"
-  hp timeout "$(limit 20)" "$build/hpcnet" train --device "$device" --model yolov8n --data "$yaml" \
-    --imgsz 128 --epochs 3 --batch-size 64 --workers 8 --seed 0 --no-progress --exist-ok \
-    --out "$runs/yolo" >"$out/hpcnet-yolo.log" 2>&1 || { log "hpcnet yolov8n FAILED"; status=1; }
-  tail -5 "$out/hpcnet-yolo.log"
-  grep '"end"' "$runs/yolo/metrics.jsonl" 2>/dev/null | cut -c1-300
+  yolo=(train --model yolov8n --data "$yaml" --imgsz 128 --epochs 1 --batch-size 64 --workers 8
+        --seed 0 --log-every "$yolo_steps" --no-progress --exist-ok)
+  yextra=()
+  [[ -n $steps ]] && yextra=(--steps "$steps")
+  log "yolov8n on $device, one epoch: $yaml"
+  hp timeout "$(limit 60)" "$build/hpcnet" "${yolo[@]}" --device "$device" "${yextra[@]}" \
+    --out "$runs/yolo" >"$out/hpcnet-yolo.log" 2>&1
+  yolo_rc=$?
+  tail -3 "$out/hpcnet-yolo.log"
+  if [[ $yolo_rc == 0 ]] && (( $(left) > 40 )); then
+    # At most 2 minutes (40 steps: 2560 images at 128 pixels).
+    cpu_limit=$(limit 30)
+    (( cpu_limit > 120 )) && cpu_limit=120
+    log "yolov8n on cpu, the first $yolo_steps steps (at most ${cpu_limit}s)"
+    hp timeout "$cpu_limit" "$build/hpcnet" "${yolo[@]}" --device cpu --steps "$yolo_steps" \
+      --out "$runs/yolo-cpu" >>"$out/hpcnet-yolo.log" 2>&1
+    yolo_rc=$?
+    tail -1 "$out/hpcnet-yolo.log"
+  elif [[ $yolo_rc == 0 ]]; then
+    yolo_why="the CPU run: $(left)s left of the ${budget}s budget"
+  fi
+  if [[ $yolo_rc != 0 ]]; then
+    log "hpcnet yolov8n FAILED (exit $yolo_rc; log: $out/hpcnet-yolo.log)"
+    yolo_why="failed (exit $yolo_rc)"
+    status=1
+  fi
+  read -r -a Y < <(python3 - "$runs/yolo/metrics.jsonl" "$runs/yolo-cpu/metrics.jsonl" <<'PY'
+import json, sys
+
+def records(path):
+    try:
+        return [json.loads(line) for line in open(path)]
+    except OSError:
+        return []
+
+def loss_at(recs, k):
+    """The mean loss of the first k steps: the log record at step k, else an epoch of k steps."""
+    for r in recs:
+        if r.get("event") == "log" and r.get("global_step") == k:
+            return r["loss"]
+    for r in recs:
+        if r.get("event") == "epoch" and r.get("epoch") == 1 and r.get("steps") == k:
+            return r["train_loss"]
+    return None
+
+gpu, cpu = records(sys.argv[1]), records(sys.argv[2])
+# The epoch record, else (a run cut by --steps) the end record.
+rec = next((r for r in gpu if r.get("event") == "epoch"),
+           next((r for r in gpu if r.get("event") == "end"), {}))
+share = rec.get("data_wait_share")
+if share is None and rec.get("train_seconds"):
+    share = rec["data_wait_seconds"] / rec["train_seconds"]
+k = next((r["steps"] for r in cpu if r.get("event") == "end"), None)
+fmt = lambda x, f: "-" if x is None else format(x, f)
+print(fmt(rec.get("images_per_sec"), ".1f"), fmt(share, ".4f"),
+      fmt(loss_at(gpu, k) if k else None, ".5f"), fmt(loss_at(cpu, k) if k else None, ".5f"),
+      fmt(k, "d"), fmt(rec.get("val_map50_95"), ".4f"))
+PY
+)
+  log "yolov8n: images/s ${Y[0]:--}, data-wait share ${Y[1]:--}, mean loss of ${Y[4]:--} steps: ${Y[2]:--} ($device), ${Y[3]:--} (cpu); mAP50-95 ${Y[5]:--}"
 fi
 
 # ---- synthetic training steps of every model, hpcnet and PyTorch (bench/compare_gpu.py) ----
@@ -513,6 +736,63 @@ for w in "${workloads[@]}"; do
   summary+="$sep\"$w\": {\"hpcnet_images_per_sec\": ${hi:-null}, \"torch_images_per_sec\": ${ti:-null}, \"ratio\": ${ratio:-null}, \"hpcnet_val_accuracy\": ${H_ACC[$w]:-null}, \"torch_val_accuracy\": ${T_ACC[$w]:-null}, \"hpcnet_train_seconds\": ${H_S[$w]:-null}, \"torch_train_seconds\": ${T_S[$w]:-null}}"
   sep=", "
 done
+# The checks' rows: the 2-rank weights (1e-5) and yolov8n's loader epoch (GPU against CPU, 2%).
+echo
+printf '%-50s %s\n' check result
+row() { printf '%-50s %s\n' "$1" "$2"; }
+dp_pass=null
+if [[ -n $dp_diff ]]; then
+  if python3 -c "import sys; sys.exit(0 if float('$dp_diff') <= 1e-5 else 1)"; then
+    dp_pass=true
+  else
+    dp_pass=false
+    targets_met=0
+  fi
+  row "2 ranks x 32 = 1 x 64, weights ($dp_steps steps, $device)" \
+    "max |diff| $dp_diff (<= 1e-5): $([[ $dp_pass == true ]] && echo PASS || echo FAIL)"
+else
+  row "2 ranks x 32 = 1 x 64, weights" "skipped: $dp_why"
+fi
+yolo_rel=""
+yolo_pass=null
+if [[ ${#Y[@]} == 6 ]]; then
+  row "yolov8n one epoch on $device: images/s" "${Y[0]} (mAP50-95 ${Y[5]})"
+  row "yolov8n one epoch on $device: data-wait share" \
+    "$(python3 -c "print('-' if '${Y[1]}' == '-' else f'{100 * float(\"${Y[1]}\"):.1f}%')")"
+  if [[ ${Y[2]} != - && ${Y[3]} != - ]]; then
+    yolo_rel=$(python3 -c "print(f'{abs(${Y[2]} - ${Y[3]}) / abs(${Y[3]}):.5f}')")
+    if python3 -c "import sys; sys.exit(0 if $yolo_rel <= 0.02 else 1)"; then
+      yolo_pass=true
+    else
+      yolo_pass=false
+      targets_met=0
+    fi
+    row "yolov8n mean loss, $device vs cpu (${Y[4]} steps)" \
+      "${Y[2]} vs ${Y[3]}: $(python3 -c "print(f'{100 * $yolo_rel:.2f}%')") (<= 2%): $([[ $yolo_pass == true ]] && echo PASS || echo FAIL)"
+  else
+    row "yolov8n mean loss, $device vs cpu" "skipped: ${yolo_why:-no loss at a common step}"
+  fi
+else
+  row "yolov8n one epoch on $device, loss against cpu" "skipped: ${yolo_why:-no metrics}"
+fi
+# For gpu-check.json ("-" and empty: null).
+checks=$(python3 - "$dp_steps" "$dp_diff" "$dp_pass" "$dp_why" "$yolo_rel" "$yolo_pass" \
+           "$yolo_why" "${Y[@]}" <<'PY'
+import json, sys
+a = [None if x in ("", "-") else x for x in sys.argv[1:]]
+num = lambda x: None if x is None or x in ("inf", "nan") else float(x)
+whole = lambda x: None if x is None else int(x)
+flag = lambda x: None if x in (None, "null") else x == "true"
+y = a[7:] + [None] * (6 - len(a[7:]))
+print(json.dumps({
+    "two_ranks": {"steps": whole(a[0]), "max_abs_diff": num(a[1]), "pass": flag(a[2]),
+                  "skipped": a[3], "tolerance": 1e-5},
+    "yolov8n_epoch": {"images_per_sec": num(y[0]), "data_wait_share": num(y[1]),
+                      "loss_device": num(y[2]), "loss_cpu": num(y[3]), "steps_compared": whole(y[4]),
+                      "map50_95": num(y[5]), "loss_relative_difference": num(a[4]),
+                      "pass": flag(a[5]), "skipped": a[6], "tolerance": 0.02}}))
+PY
+) || checks=null
 compare=null
 if [[ -f $compare_json ]]; then
   echo
@@ -520,7 +800,7 @@ if [[ -f $compare_json ]]; then
   compare=$(python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
               "$compare_json") || compare=null
 fi
-summary+="}, \"compare_gpu\": $compare, \"gpu\": $gpu, \"seconds\": $((SECONDS - START))}"
+summary+="}, \"checks\": $checks, \"compare_gpu\": $compare, \"gpu\": $gpu, \"seconds\": $((SECONDS - START))}"
 echo "$summary" | sed 's/\bnan\b/null/g' >"$out/gpu-check.json"
 log "done in $((SECONDS - START))s; summary: $out/gpu-check.json"
 if [[ $status != 0 ]]; then exit 1; fi
