@@ -114,6 +114,9 @@ struct TrainConfig {
   // algorithms only (torch.backends.cudnn.deterministic).
   bool tf32 = true;
   bool deterministic = false;
+  // CUDA: replay a captured CUDA graph of the training step where the step is fixed (see
+  // src/train/loop.cpp, graph_usable); elsewhere, and where a capture fails, eager steps.
+  bool cuda_graph = false;
   // Images (and masks) whose header claims more pixels are refused before decoding (see
   // data::set_max_image_pixels); this invocation only.
   int64_t max_image_pixels = data::kDefaultMaxImagePixels;
@@ -235,6 +238,7 @@ struct TrainResult {
   // The losses stayed on the device and were read at loss lines, checkpoints and epoch ends (no
   // wait for a GPU inside a step; see src/train/loop.cpp, defers_losses).
   bool deferred_loss_reads = false;
+  int64_t graph_steps = 0;  // --cuda-graph: steps that were replays of a captured graph
   // 0, or 128 + the signal when SIGINT or SIGTERM stopped the run (130, 143: the shell's codes)
   // after the checkpoint of the step it was in was written.
   int exit_code = 0;

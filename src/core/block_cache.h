@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -67,6 +68,56 @@ struct BlockCache {
   AllocatorStats snapshot() {
     std::lock_guard<std::mutex> lock(mu);
     return stats;
+  }
+};
+
+// The books of the CUDA allocator's graph pools (CudaGraph; src/core/cuda_allocator.cpp), kept
+// apart from cudaMalloc so that the host tests can check them: while a capture is open its
+// allocations are the pool's, a pool's block freed goes back to the pool (a replay rewrites it)
+// and never to the shared lists, and a released pool gives back its free blocks and lets those
+// still in use return to the shared lists when they are freed. The caller holds the cache's lock.
+struct GraphPoolBook {
+  std::unordered_map<int, std::unordered_map<size_t, std::vector<void*>>> free;  // by pool
+  std::unordered_map<void*, int> owner;  // every block a pool holds, free or in use
+  int capturing = -1, next_id = 0;
+
+  int begin() {
+    capturing = next_id++;
+    free[capturing];
+    return capturing;
+  }
+  void end() { capturing = -1; }
+  // During a capture: a free block of the pool of this size, or null.
+  void* take(size_t size) {
+    if (capturing < 0) return nullptr;
+    std::vector<void*>& list = free[capturing][size];
+    if (list.empty()) return nullptr;
+    void* p = list.back();
+    list.pop_back();
+    return p;
+  }
+  // A block handed out (from the shared lists or the system): the capturing pool's from now on.
+  void handed_out(void* p) {
+    if (capturing >= 0) owner[p] = capturing;
+  }
+  // A freed block: true when a pool took it back (not for the shared lists).
+  bool give_back(void* p, size_t size) {
+    auto it = owner.find(p);
+    if (it == owner.end()) return false;
+    free[it->second][size].push_back(p);
+    return true;
+  }
+  // Ends pool id: its free blocks (for the shared lists), and its blocks in use leave the books.
+  std::vector<std::pair<void*, size_t>> release(int id) {
+    std::vector<std::pair<void*, size_t>> back;
+    auto it = free.find(id);
+    if (it == free.end()) return back;
+    for (auto& [size, list] : it->second)
+      for (void* p : list) back.emplace_back(p, size);
+    free.erase(it);
+    for (auto o = owner.begin(); o != owner.end();) o = o->second == id ? owner.erase(o) : std::next(o);
+    if (capturing == id) capturing = -1;
+    return back;
   }
 };
 

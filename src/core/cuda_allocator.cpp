@@ -11,9 +11,7 @@
 #ifdef HPCNET_WITH_CUDA
 
 #include <array>
-#include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "src/core/block_cache.h"
 #include "src/core/cuda_device.h"
@@ -36,18 +34,9 @@ BlockCache& cache(int index) {
 
 size_t round_size(size_t n) { return round_block_size(n, 512, size_t{1} << 20); }
 
-struct GraphPool {
-  std::unordered_map<size_t, std::vector<void*>> free;  // the pool's blocks not in use
-};
-// Per device, under its BlockCache's lock: the pools, which pool each of their blocks belongs to,
-// and the pool a capture is filling (-1: none).
-struct GraphPools {
-  std::map<int, GraphPool> pools;
-  std::unordered_map<void*, int> owner;
-  int capturing = -1, next_id = 0;
-};
-std::array<GraphPools, cuda::kMaxDevices>& graph_pools() {
-  static auto* g = new std::array<GraphPools, cuda::kMaxDevices>();
+// Per device, under its BlockCache's lock.
+std::array<GraphPoolBook, cuda::kMaxDevices>& graph_pools() {
+  static auto* g = new std::array<GraphPoolBook, cuda::kMaxDevices>();
   return *g;
 }
 
@@ -91,19 +80,14 @@ void* cuda_cached_alloc(size_t nbytes, int index) {
   size_t size = round_size(nbytes);
   BlockCache& c = cache(index);
   std::lock_guard<std::mutex> lock(c.mu);
-  GraphPools& gp = graph_pools()[index];
-  if (gp.capturing >= 0) {  // a capture: the pool's own free block, else a new block for it
-    std::vector<void*>& list = gp.pools[gp.capturing].free[size];
-    if (!list.empty()) {
-      void* p = list.back();
-      list.pop_back();
-      c.add_in_use_locked(size);
-      return p;
-    }
+  GraphPoolBook& gp = graph_pools()[index];
+  if (void* p = gp.take(size)) {  // a capture: the pool's own free block first
+    c.add_in_use_locked(size);
+    return p;
   }
   void* p = c.take_locked(size);
   if (!p) p = system_alloc_locked(c, size, index);
-  if (gp.capturing >= 0) gp.owner[p] = gp.capturing;
+  gp.handed_out(p);
   return p;
 }
 
@@ -113,9 +97,7 @@ void cuda_cached_free(void* ptr, size_t nbytes, int index) {
   const size_t size = round_size(nbytes);
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    GraphPools& gp = graph_pools()[index];
-    if (auto it = gp.owner.find(ptr); it != gp.owner.end()) {
-      gp.pools[it->second].free[size].push_back(ptr);
+    if (graph_pools()[index].give_back(ptr, size)) {
       c.stats.bytes_in_use -= size;
       return;
     }
@@ -126,17 +108,15 @@ void cuda_cached_free(void* ptr, size_t nbytes, int index) {
 int cuda_graph_pool_begin(int index) {
   BlockCache& c = cache(index);
   std::lock_guard<std::mutex> lock(c.mu);
-  GraphPools& gp = graph_pools()[index];
+  GraphPoolBook& gp = graph_pools()[index];
   HPCNET_CHECK(gp.capturing < 0, "CUDA graphs: one capture at a time per device");
-  gp.capturing = gp.next_id++;
-  gp.pools[gp.capturing];
-  return gp.capturing;
+  return gp.begin();
 }
 
 void cuda_graph_pool_end(int index) {
   BlockCache& c = cache(index);
   std::lock_guard<std::mutex> lock(c.mu);
-  graph_pools()[index].capturing = -1;
+  graph_pools()[index].end();
 }
 
 void cuda_graph_pool_release(int index, int id) {
@@ -144,19 +124,8 @@ void cuda_graph_pool_release(int index, int id) {
   std::vector<std::pair<void*, size_t>> back;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    GraphPools& gp = graph_pools()[index];
-    auto it = gp.pools.find(id);
-    if (it == gp.pools.end()) return;
-    for (auto& [size, list] : it->second.free)
-      for (void* p : list) {
-        back.emplace_back(p, size);
-        c.stats.bytes_in_use += size;  // give_back counts them out again
-      }
-    // Blocks still in use return to the shared lists when freed.
-    for (auto o = gp.owner.begin(); o != gp.owner.end();)
-      o = o->second == id ? gp.owner.erase(o) : std::next(o);
-    gp.pools.erase(it);
-    if (gp.capturing == id) gp.capturing = -1;
+    back = graph_pools()[index].release(id);
+    for (auto& [p, size] : back) c.stats.bytes_in_use += size;  // give_back counts them out
   }
   for (auto& [p, size] : back) c.give_back(p, size);
 }

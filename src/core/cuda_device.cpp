@@ -38,9 +38,11 @@ void cuda_copy_bytes(void*, Device, const void*, Device, size_t) {
   no_cuda("copy to or from CUDA");
 }
 void cuda_fill_bytes(void*, Device, const void*, size_t, int64_t) { no_cuda("fill on CUDA"); }
+void cuda_increment_int64(void*, Device) { no_cuda("a counter on CUDA"); }
 PinnedUploader::PinnedUploader(int) { next_ = 0; }
 PinnedUploader::~PinnedUploader() = default;
 Tensor PinnedUploader::upload(const Tensor&, Device) { no_cuda("upload to CUDA"); }
+void PinnedUploader::upload_into(const Tensor&, Tensor&) { no_cuda("upload to CUDA"); }
 CudaGraph::~CudaGraph() = default;
 bool CudaGraph::capture(Device, const std::function<void()>&) { no_cuda("CUDA graphs"); }
 void CudaGraph::replay() { no_cuda("CUDA graphs"); }
@@ -176,14 +178,22 @@ PinnedUploader::~PinnedUploader() {
   }
 }
 
-Tensor PinnedUploader::upload(const Tensor& t0, Device device) {
-  HPCNET_CHECK(t0.device().is_cpu() && device.is_cuda(),
-               "PinnedUploader: copies CPU tensors to a CUDA device");
+Tensor PinnedUploader::upload(const Tensor& t, Device device) {
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
+  upload_into(t, out);
+  return out;
+}
+
+void PinnedUploader::upload_into(const Tensor& t0, Tensor& out) {
+  const Device device = out.device();
+  HPCNET_CHECK(t0.device().is_cpu() && device.is_cuda() && out.is_contiguous() &&
+                   out.shape() == t0.shape() && out.dtype() == t0.dtype(),
+               "PinnedUploader: copies a CPU tensor into a contiguous CUDA tensor of its shape "
+               "and dtype");
   check_device(device);
   const Tensor t = t0.is_contiguous() ? t0 : t0.contiguous();
-  Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
   const size_t n = t.nbytes();
-  if (n == 0) return out;
+  if (n == 0) return;
   Slot& s = slots_[next_++ % slots_.size()];
   cuda::set_device(device.index);
   if (s.event) HPCNET_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(s.event)));
@@ -208,7 +218,6 @@ Tensor PinnedUploader::upload(const Tensor& t0, Device device) {
   cudaStream_t st = cuda::stream(device.index);
   HPCNET_CUDA(cudaMemcpyAsync(out.raw_data(), s.host, n, cudaMemcpyHostToDevice, st));
   HPCNET_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(s.event), st));
-  return out;
 }
 
 CudaGraph::~CudaGraph() {

@@ -54,6 +54,10 @@ void cuda_allocator_release_cached();
 // source device's stream and then raises deferred device-side input errors; a copy from pageable
 // CPU memory returns once the source may be reused; device-to-device copies are queued.
 void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
+// Queues ++*p for an int64 on the device (BatchNorm's num_batches_tracked: no copy, no wait, and
+// a CUDA graph replays it).
+void cuda_increment_int64(void* p, Device device);
+
 // ---- batches to the GPU ----
 
 // Host-to-device copies of batches through a ring of pinned (page-locked) host buffers, so that
@@ -71,6 +75,8 @@ class PinnedUploader {
   PinnedUploader& operator=(const PinnedUploader&) = delete;
   // A CPU tensor (any strides) -> the same values, row-major, on device (a CUDA device).
   Tensor upload(const Tensor& t, Device device);
+  // The same into dst, a contiguous CUDA tensor of t's shape and dtype (a CUDA graph's input).
+  void upload_into(const Tensor& t, Tensor& dst);
 
  private:
   struct Slot {
@@ -103,6 +109,8 @@ class CudaGraph {
   CudaGraph& operator=(const CudaGraph&) = delete;
   bool capture(Device device, const std::function<void()>& fn);
   void replay();
+  // Destroys the graph and gives its memory pool back (after the device finished with it).
+  void clear() { reset(); }
   bool captured() const { return exec_ != nullptr; }
   const std::string& why() const { return why_; }
 

@@ -1,5 +1,6 @@
 // cuda_fill_bytes: fills n elements of 1, 2, 4 or 8 bytes on a device with one pattern (the
-// kernel behind Tensor::fill_ on CUDA; the host converts the value to the dtype's bytes).
+// kernel behind Tensor::fill_ on CUDA; the host converts the value to the dtype's bytes), and
+// cuda_increment_int64 (a counter kept on the device, bumped without a wait).
 #include <cstring>
 
 #include "src/core/cuda_device.h"
@@ -25,7 +26,16 @@ void launch_fill(void* dst, const void* pattern, int64_t n, cudaStream_t s) {
   HPCNET_CUDA_LAUNCH(fill_kernel);
 }
 
+__global__ void increment_kernel(int64_t* p) { ++*p; }
+
 }  // namespace
+
+void cuda_increment_int64(void* p, Device device) {
+  HPCNET_CHECK(device.is_cuda(), "cuda_increment_int64 on " + device.str());
+  cuda::set_device(device.index);
+  increment_kernel<<<1, 1, 0, cuda::stream(device.index)>>>(static_cast<int64_t*>(p));
+  HPCNET_CUDA_LAUNCH(increment_kernel);
+}
 
 void cuda_fill_bytes(void* dst, Device device, const void* pattern, size_t elem_size, int64_t n) {
   HPCNET_CHECK(device.is_cuda(), "cuda_fill_bytes on " + device.str());

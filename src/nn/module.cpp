@@ -5,6 +5,7 @@
 
 #include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
+#include "src/core/cuda_device.h"
 
 namespace hpcnet::nn {
 
@@ -211,13 +212,10 @@ Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, bool re
       "BatchNorm2d(" + std::to_string(weight.size(0)) + ") got input " + shape_str(x.shape()));
   if (is_training()) {
     // torch counts the batches; with a fixed momentum the count is informational only.
-    if (num_batches_tracked.device().is_cpu()) {
+    if (num_batches_tracked.device().is_cpu())
       ++num_batches_tracked.data<int64_t>()[0];
-    } else {
-      Tensor host = num_batches_tracked.to(Device{});
-      ++host.data<int64_t>()[0];
-      num_batches_tracked.copy_(host);
-    }
+    else  // on the device: a copy to the host and back would wait for the GPU at every layer
+      cuda_increment_int64(num_batches_tracked.raw_data(), num_batches_tracked.device());
   }
   if (is_training() && sync)
     return F::sync_batch_norm_act(x, weight, bias, running_mean, running_var, momentum, eps,

@@ -66,14 +66,18 @@ void AdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   HPCNET_REQUIRE(max_norm > 0, "gradient clipping needs max_norm > 0");
   NoGradGuard no_grad;
-  double total = 0;
+  // Every parameter's sum of squares queued first, then read (on a GPU: one wait, not one per
+  // parameter), and added in parameter order.
+  std::vector<Tensor> sums;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor out = Tensor::empty({}, DType::kFloat64, g.device());
-    ops::sum_squares(g, out);
-    total += out.to(cpu_device()).data<double>()[0];
+    sums.push_back(Tensor::empty({}, DType::kFloat64, g.device()));
+    ops::sum_squares(g, sums.back());
   }
+  double total = 0;
+  for (const Tensor& out : sums)
+    total += (out.device().is_cpu() ? out : out.to(cpu_device())).data<double>()[0];
   total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1) {

@@ -637,6 +637,19 @@ class Trainer {
   void read_losses(EpochState& e);
   // Batches reach the GPU through pinned host buffers, asynchronously (CUDA only).
   std::unique_ptr<PinnedUploader> uploader_;
+  // --cuda-graph: the step captured once and replayed (graph_usable says where).
+  struct StepGraph {
+    CudaGraph graph;
+    data::Batch inputs;  // the graph's input buffers, on the device
+    Tensor loss;         // the captured step's loss, rewritten by each replay
+    double lr = -1;      // the learning rate the graph's SGD kernel was given
+    int captures = 0;
+    bool off = false;    // given up (a failed capture, or the rate keeps changing)
+  };
+  StepGraph graph_;
+  bool graph_usable(const data::Batch& batch);
+  bool graph_step(EpochState& e, data::Batch& batch, int64_t i);
+  bool end_step(EpochState& e, const data::Batch& batch, int64_t i);
 };
 
 TrainResult Trainer::run() {
@@ -1046,6 +1059,7 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   if (fail_at_.rank == rank_ && res_.steps + 1 == fail_at_.step && fail_at_.mode != "nan")
     fail_now(fail_at_);
   set_rates(st_.steps, loader_->num_batches());
+  if (graph_usable(batch)) return graph_step(e, batch, i);
   if (!device_.is_cpu()) {
     if (!uploader_) uploader_ = std::make_unique<PinnedUploader>();
     batch.images = uploader_->upload(batch.images, device_);
@@ -1057,16 +1071,7 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
     e.pending.emplace_back(loss.detach(), i);
     loss.backward();
     if (accumulation_done()) optimizer_step();
-    ++e.steps;
-    ++st_.steps;
-    ++res_.steps;
-    res_.images += batch.size * world_;
-    if ((i + 1) % cfg_.log_every == 0) {
-      read_losses(e);
-      log_loss(e, i);
-    }
-    e.bar.update(i + 1);
-    return after_step(e, i);
+    return end_step(e, batch, i);
   }
   // Checked before the step, so the weights are still the last finite ones.
   double l = task_->train_loss_for_log(loss.item(), batch, step_ranks_);
@@ -1084,11 +1089,94 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
     e.epoch_loss += l;
     e.parts.add(task_->last_loss_parts());
   }
+  return end_step(e, batch, i);
+}
+
+// --cuda-graph: a step is replayed from a graph where what the graph fixed holds: CUDA, deferred
+// losses (no host read inside the step), SGD with every step an optimizer step (no
+// accumulation), no gradient clipping, no EMA, no dropout (its masks are drawn on the host),
+// the momentum buffers made (the first step makes them eagerly), and the shape of the captured
+// batch (a last, smaller batch runs eagerly). A new learning rate is a new capture (kernel
+// arguments are fixed in a graph); the third change, or a capture that fails, ends the
+// replays for the run, saying why once.
+bool Trainer::graph_usable(const data::Batch& batch) {
+  StepGraph& g = graph_;
+  if (!cfg_.cuda_graph || g.off || !device_.is_cuda() || !defer_loss_ || ema_ ||
+      cfg_.clip_grad_norm > 0 || resolved_opt_.name != "SGD" || st_.optimizer_steps < 1)
+    return false;
+  if (schedule_.accumulate_at(st_.steps, loader_->num_batches(), cfg_.epochs, cfg_.nbs,
+                              world_ * cfg_.batch_size) != 1)
+    return false;
+  auto give_up = [&](const std::string& why) {
+    g.off = true;
+    g.graph.clear();
+    if (lead_) std::fprintf(stderr, "hpcnet: --cuda-graph: eager steps from here on (%s)\n",
+                            why.c_str());
+    return false;
+  };
+  if (g.captures == 0)
+    for (auto& [name, m] : model_->named_modules())
+      if (dynamic_cast<nn::Dropout*>(m)) return give_up("the model has dropout (" + name + ")");
+  if (g.graph.captured() && g.lr == opt_->lr()) {
+    const bool same = batch.images.shape() == g.inputs.images.shape() &&
+                      batch.labels.shape() == g.inputs.labels.shape() &&
+                      batch.masks.defined() == g.inputs.masks.defined() &&
+                      (!batch.masks.defined() || batch.masks.shape() == g.inputs.masks.shape());
+    return same;
+  }
+  if (batch.size != cfg_.batch_size) return false;  // captured on full batches only
+  if (g.captures == 3) return give_up("the learning rate changed a third time");
+  // Capture on buffers of this batch's shapes.
+  g.inputs = data::Batch();
+  g.inputs.size = batch.size;
+  g.inputs.images = Tensor::empty(batch.images.shape(), batch.images.dtype(), device_);
+  g.inputs.labels = Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device_);
+  if (batch.masks.defined())
+    g.inputs.masks = Tensor::empty(batch.masks.shape(), batch.masks.dtype(), device_);
+  g.lr = opt_->lr();
+  ++g.captures;
+  const bool ok = g.graph.capture(device_, [&] {
+    Tensor loss = task_->train_loss(model_->forward_all(g.inputs.images), g.inputs, step_ranks_);
+    loss.backward();
+    opt_->step();
+    opt_->zero_grad();
+    g.loss = loss.detach();
+  });
+  if (!ok) return give_up("the step could not be captured: " + g.graph.why());
+  if (lead_ && g.captures == 1)
+    std::fprintf(stderr, "hpcnet: --cuda-graph: the step is captured; replaying it from step %lld\n",
+                 static_cast<long long>(st_.steps + 1));
+  return true;
+}
+
+// One replay: the batch copied into the graph's buffers (pinned, asynchronous), the graph
+// queued, its loss copied aside for the deferred read; then the step's bookkeeping as
+// train_step's.
+bool Trainer::graph_step(EpochState& e, data::Batch& batch, int64_t i) {
+  StepGraph& g = graph_;
+  if (!uploader_) uploader_ = std::make_unique<PinnedUploader>();
+  uploader_->upload_into(batch.images, g.inputs.images);
+  uploader_->upload_into(batch.labels, g.inputs.labels);
+  if (batch.masks.defined()) uploader_->upload_into(batch.masks, g.inputs.masks);
+  g.graph.replay();
+  e.pending.emplace_back(g.loss.clone(), i);
+  st_.last_opt_step = st_.steps;
+  ++st_.optimizer_steps;
+  ++res_.graph_steps;
+  return end_step(e, batch, i);
+}
+
+// After a step's work: the counters, the loss line (the deferred losses read first), the
+// progress bar, and after_step's checkpoint and stop.
+bool Trainer::end_step(EpochState& e, const data::Batch& batch, int64_t i) {
   ++e.steps;
   ++st_.steps;
   ++res_.steps;
   res_.images += batch.size * world_;  // batch b has the same size on every rank
-  if ((i + 1) % cfg_.log_every == 0) log_loss(e, i);
+  if ((i + 1) % cfg_.log_every == 0) {
+    read_losses(e);
+    log_loss(e, i);
+  }
   e.bar.update(i + 1);
   return after_step(e, i);
 }

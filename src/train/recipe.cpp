@@ -435,6 +435,10 @@ const std::vector<RecipeField> kFields = {
      "CUDA: float32 convolutions and matrix products on TF32 tensor cores (PyTorch's cuDNN "
      "default; --tf32=false for full float32)",
      kRun},
+    {"cuda_graph", &TrainConfig::cuda_graph,
+     "CUDA: capture the training step once as a CUDA graph and replay it (fixed batch shape, SGD, "
+     "one rank; other steps run eagerly)",
+     kRun},
     {"deterministic", &TrainConfig::deterministic,
      "CUDA: deterministic cuDNN backward convolutions only (bit-reproducible runs; slower)", kRun},
     {"max_image_pixels", &TrainConfig::max_image_pixels,

@@ -115,6 +115,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"device", &C::device},
       {"tf32", &C::tf32},
       {"deterministic", &C::deterministic},
+      {"cuda_graph", &C::cuda_graph},
       {"max_image_pixels", &C::max_image_pixels},
       {"precision", &C::precision},
       {"conv_algorithm", &C::conv_algorithm},
