@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check: build hpcnet with CUDA, run the test suite (the CUDA tests must run, not skip),
-# train the tutorial workload on the GPU, run PyTorch's tutorial program on the same GPU, and
-# print the speed ratios; then time synthetic training steps of every model on both sides
-# (bench/compare_gpu.py: ResNets, U-Net, DeepLabV3, yolov8n, LeNet; fp32 and bf16). Written for
+# train the tutorial workload on the GPU (batch 4 eagerly and with --cuda-graph, batch 512), run
+# PyTorch's tutorial program on the same GPU, and print the speed ratios; then time synthetic
+# training steps of every model on both sides (bench/compare_gpu.py: ResNets, U-Net, DeepLabV3,
+# yolov8n, LeNet; fp32 and bf16). Written for
 # the device machine (an H200 with nvcc, the CUDA libraries and PyTorch, but no network and no
 # Debian packages), so what the build needs travels with the checkout as .deb files; it finishes
 # in under 8 minutes (later steps are skipped, saying so, when the time would run out).
@@ -501,6 +502,25 @@ for w in "${workloads[@]}"; do
     run_torch "$w" "$b" "${extra[@]}" || status=1
   fi
 done
+# The batch-4 tutorial again with the step replayed from a CUDA graph (hpcnet train --cuda-graph;
+# on the CPU it runs eagerly), set beside the same PyTorch run: row b4g.
+if [[ " ${workloads[*]} " == *" b4 "* ]]; then
+  extra=()
+  [[ $quick == 1 ]] && extra=(--steps 4000)
+  [[ -n $steps ]] && extra=(--steps "$steps")
+  if (( $(left) < 60 )); then
+    log "skipping b4g (--cuda-graph): $(left)s left of the ${budget}s budget"
+  else
+    log "hpcnet b4g (batch 4, --cuda-graph) on $device"
+    if run_hpcnet b4g 4 "${extra[@]}" --cuda-graph; then
+      grep -h "cuda-graph" "$out/hpcnet-b4g.log" | head -2
+      T_IPS[b4g]=${T_IPS[b4]:-}; T_ACC[b4g]=${T_ACC[b4]:-}; T_S[b4g]=${T_S[b4]:-}
+      workloads+=(b4g)
+    else
+      status=1
+    fi
+  fi
+fi
 
 # ---- 2 ranks on the one GPU at batch 32 against one process at batch 64 (LeNet, CIFAR-10) ----
 # As tests/dist's NRanksAtBatchBMatchOneProcessAtBatchNB: each global batch is the same 64 images
@@ -722,7 +742,7 @@ for w in "${workloads[@]}"; do
   if [[ -n $hi && -n $ti ]]; then ratio=$(python3 -c "print(f'{$hi / $ti:.2f}')"); fi
   printf '%-8s %14s %14s %10s %10s %10s\n' "$w" "${hi:--}" "${ti:--}" "${ratio:--}" \
     "${H_ACC[$w]:--}" "${T_ACC[$w]:--}"
-  want=$([[ $w == b4 ]] && echo 10 || echo 1)
+  want=$([[ $w == b4 || $w == b4g ]] && echo 10 || echo 1)
   if [[ -z $ratio ]] || ! python3 -c "import sys; sys.exit(0 if $ratio >= $want else 1)"; then
     echo "  target: hpcnet >= ${want}x PyTorch at $w: NOT MET"
     targets_met=0
