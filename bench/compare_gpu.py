@@ -117,6 +117,8 @@ def parse_args(argv=None):
                    help="small: batch <= 2, imgsz <= 64 (CPU dry runs)")
     p.add_argument("--no-tf32", action="store_true",
                    help="fp32 without TF32 on both sides (hpcnet: --tf32=false)")
+    p.add_argument("--bf16-layout", choices=("nchw", "nhwc"),
+                   help="hpcnet's bf16 convolutions in this layout (HPCNET_CUDA_BF16_LAYOUT)")
     p.add_argument("--no-cuda-graph", action="store_true",
                    help="hpcnet times eager steps (default on CUDA: --cuda-graph replays)")
     p.add_argument("--only", choices=("torch", "hpcnet"), help="one side only")
@@ -357,6 +359,8 @@ def hpcnet_bench_options(a):
 
 def hpcnet_env(a):
     env = dict(os.environ)
+    if a.bf16_layout:  # hpcnet's bfloat16 convolutions in NCHW (its default) or channels-last
+        env["HPCNET_CUDA_BF16_LAYOUT"] = a.bf16_layout
     if a.bin_ld_path:
         env["LD_LIBRARY_PATH"] = a.bin_ld_path + (":" + env["LD_LIBRARY_PATH"]
                                                   if env.get("LD_LIBRARY_PATH") else "")

@@ -730,6 +730,30 @@ else
   fi
 fi
 
+# ---- hpcnet's bf16 convolutions in NCHW against NHWC (HPCNET_CUDA_BF16_LAYOUT), real shapes ----
+layout_rows=()
+layout_models=("resnet50 224 64" "unet_resnet18 128 16" "yolov8n 640 16")
+[[ $quick == 1 ]] && layout_models=("resnet50 224 64")
+[[ $device == cpu ]] && layout_models=("resnet20 32 2")
+for m in "${layout_models[@]}"; do
+  read -r lm li lb <<<"$m"
+  if (( $(left) < 40 )); then
+    log "skipping the bf16 layouts of $lm: $(left)s left"
+    break
+  fi
+  ips=()
+  for lay in nchw nhwc; do
+    v=$(HPCNET_CUDA_BF16_LAYOUT=$lay hp timeout "$(limit 5)" "$build/hpcnet" bench \
+          --device "$device" --model "$lm" --imgsz "$li" --batch-size "$lb" --precision bf16 \
+          --steps "${steps:-20}" --warmup 5 --no-profile --json 2>>"$runs/layouts.log" |
+        python3 -c 'import json,sys; print("%.1f" % json.loads(sys.stdin.read().splitlines()[-1])["images_per_sec"])' \
+        2>>"$runs/layouts.log") || v="-"
+    ips+=("${v:--}")
+  done
+  layout_rows+=("$lm@$li b$lb bf16: NCHW ${ips[0]} img/s, NHWC ${ips[1]} img/s")
+  log "bf16 layouts, ${layout_rows[-1]}"
+done
+
 # ---- the table ----
 echo
 printf '%-8s %14s %14s %10s %10s %10s\n' workload "hpcnet img/s" "torch img/s" ratio "hpcnet acc" "torch acc"
@@ -760,6 +784,7 @@ done
 echo
 printf '%-50s %s\n' check result
 row() { printf '%-50s %s\n' "$1" "$2"; }
+for r in "${layout_rows[@]}"; do row "layouts ${r%%:*}" "${r#*: }"; done
 dp_pass=null
 if [[ -n $dp_diff ]]; then
   if python3 -c "import sys; sys.exit(0 if float('$dp_diff') <= 1e-5 else 1)"; then

@@ -57,13 +57,17 @@ struct BlockCache {
     stats.bytes_in_use -= size;
   }
   // Passes every cached block to free_block and empties the lists.
+  // A block leaves its list before it is freed, so a free_block that throws leaves no freed block
+  // behind in the lists.
   template <class Free>
   void release_locked(Free&& free_block) {
-    for (auto& [size, list] : free_lists) {
-      for (void* p : list) free_block(p);
-      list.clear();
-    }
-    stats.bytes_cached = 0;
+    for (auto& [size, list] : free_lists)
+      while (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        stats.bytes_cached -= size;
+        free_block(p);
+      }
   }
   AllocatorStats snapshot() {
     std::lock_guard<std::mutex> lock(mu);

@@ -57,7 +57,9 @@ void* system_alloc_locked(BlockCache& c, size_t size, int index) {
   cuda::set_device(index);
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, size);
-  if (e == cudaErrorMemoryAllocation) {
+  // Giving the cache back frees memory (cudaFree), which a stream capture does not allow: while
+  // capturing, out of memory is an error at once.
+  if (e == cudaErrorMemoryAllocation && graph_pools()[index].capturing < 0) {
     (void)cudaGetLastError();  // clear it, give the cache back, try once more
     release_locked(c, index);
     e = cudaMalloc(&p, size);

@@ -245,13 +245,15 @@ bool CudaGraph::capture(Device device, const std::function<void()>& fn) {
   cuda_synchronize(device);  // nothing of earlier steps in flight while the pool changes hands
   cuda::set_device(device.index);
   cudaStream_t st = cuda::stream(device.index);
-  pool_ = cuda_graph_pool_begin(device.index);
   HPCNET_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+  pool_ = cuda_graph_pool_begin(device.index);
   std::string failure;
   try {
     fn();
   } catch (const std::exception& e) {
     failure = e.what();
+  } catch (...) {
+    failure = "an exception that is not a std::exception";
   }
   cudaGraph_t g = nullptr;
   const cudaError_t end = cudaStreamEndCapture(st, &g);

@@ -100,7 +100,8 @@ class PinnedUploader {
 // kernel arguments) is not redone by a replay: fixed shapes and fixed scalars only. A capture
 // fails, and returns false with why() saying so, when fn waits for the device (a copy to the
 // CPU, item()) or otherwise does what a graph cannot hold; the stream is then usable again and
-// nothing of fn's work was run. Without CUDA, capture() throws like the other memory calls.
+// nothing of fn's work ran on the device (what fn changed on the host stays: tensors it made
+// hold what the unrun kernels would have written, and the caller undoes that). Without CUDA, capture() throws like the other memory calls.
 class CudaGraph {
  public:
   CudaGraph() = default;

@@ -642,7 +642,8 @@ class Trainer {
     CudaGraph graph;
     data::Batch inputs;  // the graph's input buffers, on the device
     Tensor loss;         // the captured step's loss, rewritten by each replay
-    double lr = -1;      // the learning rate the graph's SGD kernel was given
+    // The learning rate and momentum the graph's SGD kernel was given (kernel arguments).
+    std::pair<double, double> rates{-1, -1};
     int captures = 0;
     bool off = false;    // given up (a failed capture, or the rate keeps changing)
   };
@@ -1095,14 +1096,15 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
 // --cuda-graph: a step is replayed from a graph where what the graph fixed holds: CUDA, deferred
 // losses (no host read inside the step), SGD with every step an optimizer step (no
 // accumulation), no gradient clipping, no EMA, no dropout (its masks are drawn on the host),
-// the momentum buffers made (the first step makes them eagerly), and the shape of the captured
-// batch (a last, smaller batch runs eagerly). A new learning rate is a new capture (kernel
-// arguments are fixed in a graph); the third change, or a capture that fails, ends the
-// replays for the run, saying why once.
+// one parameter group, the momentum buffers made (the first step makes them eagerly), and the
+// shape of the captured batch (a last, smaller batch runs eagerly). A new learning rate or
+// momentum is a new capture (kernel arguments are fixed in a graph); the third change, or a
+// capture that fails, ends the replays for the run, saying why once.
 bool Trainer::graph_usable(const data::Batch& batch) {
   StepGraph& g = graph_;
+  auto* sgd = dynamic_cast<optim::SGD*>(opt_.get());
   if (!cfg_.cuda_graph || g.off || !device_.is_cuda() || !defer_loss_ || ema_ ||
-      cfg_.clip_grad_norm > 0 || resolved_opt_.name != "SGD" || st_.optimizer_steps < 1)
+      cfg_.clip_grad_norm > 0 || !sgd || groups_ || st_.optimizer_steps < 1)
     return false;
   if (schedule_.accumulate_at(st_.steps, loader_->num_batches(), cfg_.epochs, cfg_.nbs,
                               world_ * cfg_.batch_size) != 1)
@@ -1117,7 +1119,8 @@ bool Trainer::graph_usable(const data::Batch& batch) {
   if (g.captures == 0)
     for (auto& [name, m] : model_->named_modules())
       if (dynamic_cast<nn::Dropout*>(m)) return give_up("the model has dropout (" + name + ")");
-  if (g.graph.captured() && g.lr == opt_->lr()) {
+  const std::pair<double, double> rates{sgd->lr(), sgd->options().momentum};
+  if (g.graph.captured() && g.rates == rates) {
     const bool same = batch.images.shape() == g.inputs.images.shape() &&
                       batch.labels.shape() == g.inputs.labels.shape() &&
                       batch.masks.defined() == g.inputs.masks.defined() &&
@@ -1125,7 +1128,7 @@ bool Trainer::graph_usable(const data::Batch& batch) {
     return same;
   }
   if (batch.size != cfg_.batch_size) return false;  // captured on full batches only
-  if (g.captures == 3) return give_up("the learning rate changed a third time");
+  if (g.captures == 3) return give_up("the learning rate or momentum changed a third time");
   // Capture on buffers of this batch's shapes.
   g.inputs = data::Batch();
   g.inputs.size = batch.size;
@@ -1133,7 +1136,7 @@ bool Trainer::graph_usable(const data::Batch& batch) {
   g.inputs.labels = Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device_);
   if (batch.masks.defined())
     g.inputs.masks = Tensor::empty(batch.masks.shape(), batch.masks.dtype(), device_);
-  g.lr = opt_->lr();
+  g.rates = rates;
   ++g.captures;
   const bool ok = g.graph.capture(device_, [&] {
     Tensor loss = task_->train_loss(model_->forward_all(g.inputs.images), g.inputs, step_ranks_);
@@ -1142,7 +1145,13 @@ bool Trainer::graph_usable(const data::Batch& batch) {
     opt_->zero_grad();
     g.loss = loss.detach();
   });
-  if (!ok) return give_up("the step could not be captured: " + g.graph.why());
+  if (!ok) {
+    // The gradients the capture's backward made hold what the recorded (never run) kernels
+    // would have written: gone, so that the eager step does not add to them.
+    model_->zero_grad(true);
+    opt_->zero_grad(true);
+    return give_up("the step could not be captured: " + g.graph.why());
+  }
   if (lead_ && g.captures == 1)
     std::fprintf(stderr, "hpcnet: --cuda-graph: the step is captured; replaying it from step %lld\n",
                  static_cast<long long>(st_.steps + 1));

@@ -249,6 +249,12 @@ TEST(ResnetConv, ChainedConvolutionsMatchFloat64) {
 void hpcnet::test_util::conv2d_cuda_runs_in_bfloat16() {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const Device gpu = cuda_device(0);
+  // cuDNN's bfloat16 backward passes in NCHW may have no deterministic algorithm: any algorithm
+  // here (hpcnet train's default), the library's deterministic default restored after.
+  struct AnyAlgorithm {
+    AnyAlgorithm() { ops::set_cuda_deterministic(false); }
+    ~AnyAlgorithm() { ops::set_cuda_deterministic(true); }
+  } any_algorithm;
   struct Case {
     Shape x, w;
     int64_t stride, pad;

@@ -11,8 +11,12 @@
 // and, backward, a bfloat16 dy; weights, biases and gradients stay float32): cuDNN's
 // BFLOAT16_CONFIG (bfloat16 x, w, y; float accumulation; tensor-op math). The kernel converts w
 // to bfloat16 into scratch memory, and cuDNN's bfloat16 y, dx or dw back to float32, the bias and
-// ReLU fused into that conversion (src/ops/backend/cuda/bias.cu).
+// ReLU fused into that conversion (src/ops/backend/cuda/bias.cu). NCHW by default;
+// HPCNET_CUDA_BF16_LAYOUT=nhwc runs them channels-last, every operand transposed on its way in
+// and out (src/ops/backend/cuda/layout.cu), to time the two layouts on a GPU.
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -91,6 +95,17 @@ const Perf* first_usable(const std::vector<Perf>& perf, int got, bool determinis
   return nullptr;
 }
 
+// The layout of the bfloat16 convolutions: NCHW (cuDNN reorders inside where its kernels want
+// channels-last), or NHWC with the operands transposed on their way in and out (layout.cu).
+// HPCNET_CUDA_BF16_LAYOUT=nhwc selects NHWC, for timing the two on a GPU.
+bool bf16_nhwc() {
+  static const bool on = [] {
+    const char* e = std::getenv("HPCNET_CUDA_BF16_LAYOUT");
+    return e && std::string(e) == "nhwc";
+  }();
+  return on;
+}
+
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, const ConvShape& s,
                                     const Conv2dParams& cp, bool bias, bool relu) {
   const bool f32 = dtype == DType::kFloat32, bf16 = dtype == DType::kBFloat16;
@@ -102,11 +117,13 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t h, Kind kind, DType dtype, con
   HPCNET_CUDNN(cudnnCreateTensorDescriptor(&p->y));
   HPCNET_CUDNN(cudnnCreateFilterDescriptor(&p->w));
   HPCNET_CUDNN(cudnnCreateConvolutionDescriptor(&p->conv));
-  HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, i32(s.n, "N"), i32(s.c, "C"),
+  // NHWC (bfloat16 only, bf16_nhwc()): the filter's format is then KRSC.
+  const cudnnTensorFormat_t fmt = bf16 && bf16_nhwc() ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->x, fmt, dt, i32(s.n, "N"), i32(s.c, "C"),
                                           i32(s.h, "H"), i32(s.w, "W")));
-  HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, i32(s.n, "N"), i32(s.k, "K"),
+  HPCNET_CUDNN(cudnnSetTensor4dDescriptor(p->y, fmt, dt, i32(s.n, "N"), i32(s.k, "K"),
                                           i32(s.p, "P"), i32(s.q, "Q")));
-  HPCNET_CUDNN(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, i32(s.k, "K"), i32(s.c, "C"),
+  HPCNET_CUDNN(cudnnSetFilter4dDescriptor(p->w, dt, fmt, i32(s.k, "K"), i32(s.c, "C"),
                                           i32(s.r, "R"), i32(s.s, "S")));
   HPCNET_CUDNN(cudnnSetConvolution2dDescriptor(
       p->conv, i32(cp.pad_h, "pad"), i32(cp.pad_w, "pad"), i32(cp.stride_h, "stride"),
@@ -178,7 +195,8 @@ ConvPlan& plan_for(int device, Kind kind, DType dtype, const ConvShape& s, const
                    bool bias, bool relu) {
   thread_local auto* cache =
       new std::unordered_map<PlanKey, std::unique_ptr<ConvPlan>, PlanKeyHash>();
-  PlanKey key = make_plan_key(kind, device, static_cast<int>(dtype), s.n, s.c, s.h, s.w, s.k, s.r,
+  const int type_key = static_cast<int>(dtype) * 2 + (dtype == DType::kBFloat16 && bf16_nhwc());
+  PlanKey key = make_plan_key(kind, device, type_key, s.n, s.c, s.h, s.w, s.k, s.r,
                               s.s, cp.stride_h, cp.stride_w, cp.pad_h, cp.pad_w, cp.dil_h, cp.dil_w,
                               bias, relu, allow_tf32(), deterministic());
   auto it = cache->find(key);
@@ -202,16 +220,30 @@ bool empty_conv(const ConvShape& s) {
   return s.n == 0 || s.k == 0 || s.c == 0 || s.p == 0 || s.q == 0;
 }
 
-// A float32 tensor's bfloat16 copy in scratch memory (the weights of a bfloat16 convolution).
-struct Bf16Copy {
+// An operand of a bfloat16 convolution as cuDNN reads it: a float32 tensor (the weights)
+// converted into scratch memory, or a bfloat16 one (x, dy) as it is; with bf16_nhwc(), either
+// transposed to channels-last ((N, C, H, W) -> (N, H, W, C); the weights (K, C, R, S) -> KRSC)
+// into scratch memory.
+struct Bf16Operand {
   Scratch mem;
-  Bf16Copy(const Tensor& t, int dev, cudaStream_t s) : mem(2 * static_cast<size_t>(t.numel()), dev) {
-    HPCNET_CHECK(t.dtype() == DType::kFloat32 && t.is_contiguous(),
-                 "conv2d (bfloat16): the weight must be contiguous float32, got " +
-                     std::string(dtype_name(t.dtype())));
-    convert_f32_to_bf16(t.data<float>(), bf16(), t.numel(), s);
+  const void* ptr = nullptr;
+  Bf16Operand(const Tensor& t, int dev, cudaStream_t s)
+      : mem(t.dtype() == DType::kBFloat16 && !bf16_nhwc() ? 0 : 2 * static_cast<size_t>(t.numel()),
+            dev) {
+    const bool is_bf16 = t.dtype() == DType::kBFloat16;
+    HPCNET_CHECK(t.dim() == 4 && t.is_contiguous() && (is_bf16 || t.dtype() == DType::kFloat32),
+                 "conv2d (bfloat16): operands are contiguous float32 or bfloat16, got " +
+                     std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape()));
+    auto* out = static_cast<uint16_t*>(mem.get());
+    ptr = out;
+    if (bf16_nhwc())
+      nchw_to_nhwc_bf16(t.raw_data(), is_bf16, out, t.size(0), t.size(1), t.size(2) * t.size(3), s);
+    else if (!is_bf16)
+      convert_f32_to_bf16(t.data<float>(), out, t.numel(), s);
+    else
+      ptr = t.raw_data();
   }
-  uint16_t* bf16() const { return static_cast<uint16_t*>(mem.get()); }
+  void* get() const { return const_cast<void*>(ptr); }
 };
 
 // A bfloat16 result written by cuDNN into scratch memory, then into out (float32) with the bias
@@ -221,8 +253,13 @@ void store_bf16_result(const Scratch& r, Tensor& out, const Tensor& b, int64_t o
   HPCNET_CHECK(out.dtype() == DType::kFloat32 && out.is_contiguous(),
                "conv2d (bfloat16): results are written as contiguous float32, got " +
                    std::string(dtype_name(out.dtype())));
-  bf16_to_f32_bias_act(static_cast<const uint16_t*>(r.get()), out.data<float>(),
-                       b.defined() ? b.data<float>() : nullptr, outer, channels, inner, relu, st);
+  const auto* src = static_cast<const uint16_t*>(r.get());
+  const float* bias = b.defined() ? b.data<float>() : nullptr;
+  if (bf16_nhwc())  // (N, H, W, C) back to (N, C, H, W); the weights' KRSC back to KCRS
+    nhwc_bf16_to_nchw_f32(src, out.data<float>(), bias, out.size(0), out.size(1),
+                          out.size(2) * out.size(3), relu, st);
+  else
+    bf16_to_f32_bias_act(src, out.data<float>(), bias, outer, channels, inner, relu, st);
 }
 
 // The three passes in bfloat16 (x, dy bfloat16; w, b, y, dx, dw float32).
@@ -231,11 +268,11 @@ void conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& b, Tens
   const int dev = x.device().index;
   cudaStream_t st = prepare(x);
   ConvPlan& plan = plan_for(dev, kForward, DType::kBFloat16, s, p, false, false);
-  Bf16Copy wb(w, dev, st);
+  Bf16Operand xb(x, dev, st), wb(w, dev, st);
   Scratch yb(2 * static_cast<size_t>(y.numel()), dev), ws(plan.workspace, dev);
   const float one = 1.f, zero = 0.f;
-  HPCNET_CUDNN(cudnnConvolutionForward(cudnn_handle(dev), &one, plan.x, x.raw_data(), plan.w,
-                                       wb.bf16(), plan.conv, plan.fwd, ws.get(), plan.workspace,
+  HPCNET_CUDNN(cudnnConvolutionForward(cudnn_handle(dev), &one, plan.x, xb.get(), plan.w,
+                                       wb.get(), plan.conv, plan.fwd, ws.get(), plan.workspace,
                                        &zero, plan.y, yb.get()));
   store_bf16_result(yb, y, b, s.n, s.k, s.p * s.q, act == Act::kRelu, st);
   if (act == Act::kSilu) silu_forward(y, y);
@@ -246,11 +283,11 @@ void conv2d_backward_data_bf16(const Tensor& dy, const Tensor& w, Tensor& dx,
   const int dev = dy.device().index;
   cudaStream_t st = prepare(dy);
   ConvPlan& plan = plan_for(dev, kBackwardData, DType::kBFloat16, s, p, false, false);
-  Bf16Copy wb(w, dev, st);
+  Bf16Operand wb(w, dev, st), dyb(dy, dev, st);
   Scratch dxb(2 * static_cast<size_t>(dx.numel()), dev), ws(plan.workspace, dev);
   const float one = 1.f, zero = 0.f;
-  HPCNET_CUDNN(cudnnConvolutionBackwardData(cudnn_handle(dev), &one, plan.w, wb.bf16(), plan.y,
-                                            dy.raw_data(), plan.conv, plan.bwd_data, ws.get(),
+  HPCNET_CUDNN(cudnnConvolutionBackwardData(cudnn_handle(dev), &one, plan.w, wb.get(), plan.y,
+                                            dyb.get(), plan.conv, plan.bwd_data, ws.get(),
                                             plan.workspace, &zero, plan.x, dxb.get()));
   store_bf16_result(dxb, dx, Tensor(), 1, 1, dx.numel(), false, st);
 }
@@ -260,10 +297,11 @@ void conv2d_backward_weights_bf16(const Tensor& x, const Tensor& dy, Tensor& dw,
   const int dev = x.device().index;
   cudaStream_t st = prepare(x);
   ConvPlan& plan = plan_for(dev, kBackwardFilter, DType::kBFloat16, s, p, false, false);
+  Bf16Operand xb(x, dev, st), dyb(dy, dev, st);
   Scratch dwb(2 * static_cast<size_t>(dw.numel()), dev), ws(plan.workspace, dev);
   const float one = 1.f, zero = 0.f;
-  HPCNET_CUDNN(cudnnConvolutionBackwardFilter(cudnn_handle(dev), &one, plan.x, x.raw_data(), plan.y,
-                                              dy.raw_data(), plan.conv, plan.bwd_filter, ws.get(),
+  HPCNET_CUDNN(cudnnConvolutionBackwardFilter(cudnn_handle(dev), &one, plan.x, xb.get(), plan.y,
+                                              dyb.get(), plan.conv, plan.bwd_filter, ws.get(),
                                               plan.workspace, &zero, plan.w, dwb.get()));
   store_bf16_result(dwb, dw, Tensor(), 1, 1, dw.numel(), false, st);
 }

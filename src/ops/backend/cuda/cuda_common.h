@@ -116,5 +116,12 @@ void bias_grad(const Tensor& dy, Tensor& db, int64_t outer, int64_t channels, in
 void convert_f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s);
 void bf16_to_f32_bias_act(const uint16_t* yb, float* y, const float* b, int64_t outer,
                           int64_t channels, int64_t inner, bool relu, cudaStream_t s);
+// Channels-last around the NHWC bfloat16 convolutions (layout.cu): (n, c, hw) float32 or
+// bfloat16 (src_bf16) -> (n, hw, c) bfloat16; and (n, hw, c) bfloat16 -> (n, c, hw) float32
+// with the bias b (c,) (when not null) and relu fused. Queued on s.
+void nchw_to_nhwc_bf16(const void* src, bool src_bf16, uint16_t* dst, int64_t n, int64_t c,
+                       int64_t hw, cudaStream_t s);
+void nhwc_bf16_to_nchw_f32(const uint16_t* src, float* dst, const float* b, int64_t n, int64_t c,
+                           int64_t hw, bool relu, cudaStream_t s);
 
 }  // namespace hpcnet::cuda
