@@ -250,6 +250,16 @@ bool defers_losses(const TrainConfig& c, Device device, int world, const task::T
          fail.mode != "nan";
 }
 
+// Batches go to a GPU through PinnedUploader's pinned ring unless HPCNET_PINNED_UPLOAD=0 (plain
+// copies from pageable memory, each waiting for the stream: for telling the two apart on a GPU).
+bool pinned_uploads() {
+  static const bool on = [] {
+    const char* v = std::getenv("HPCNET_PINNED_UPLOAD");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 FailPoint parse_fail_at(const std::string& text) {
   FailPoint f;
   if (text.empty()) return f;
@@ -1062,10 +1072,16 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   set_rates(st_.steps, loader_->num_batches());
   if (graph_usable(batch)) return graph_step(e, batch, i);
   if (!device_.is_cpu()) {
-    if (!uploader_) uploader_ = std::make_unique<PinnedUploader>();
-    batch.images = uploader_->upload(batch.images, device_);
-    batch.labels = uploader_->upload(batch.labels, device_);
-    if (batch.masks.defined()) batch.masks = uploader_->upload(batch.masks, device_);
+    if (pinned_uploads()) {
+      if (!uploader_) uploader_ = std::make_unique<PinnedUploader>();
+      batch.images = uploader_->upload(batch.images, device_);
+      batch.labels = uploader_->upload(batch.labels, device_);
+      if (batch.masks.defined()) batch.masks = uploader_->upload(batch.masks, device_);
+    } else {
+      batch.images = batch.images.to(device_);
+      batch.labels = batch.labels.to(device_);
+      if (batch.masks.defined()) batch.masks = batch.masks.to(device_);
+    }
   }
   Tensor loss = task_->train_loss(model_->forward_all(batch.images), batch, step_ranks_);
   if (defer_loss_) {
