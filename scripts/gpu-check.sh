@@ -692,6 +692,31 @@ PY
   log "yolov8n: images/s ${Y[0]:--}, data-wait share ${Y[1]:--}, mean loss of ${Y[4]:--} steps: ${Y[2]:--} ($device), ${Y[3]:--} (cpu); mAP50-95 ${Y[5]:--}"
 fi
 
+# ---- hpcnet's bf16 convolutions in NCHW against NHWC (HPCNET_CUDA_BF16_LAYOUT), real shapes ----
+# Before compare_gpu.py, which takes the rest of the budget; a few steps of each, hpcnet alone.
+layout_rows=()
+layout_models=("resnet50 224 64" "unet_resnet18 128 16" "yolov8n 640 16")
+[[ $quick == 1 ]] && layout_models=("resnet50 224 64")
+[[ $device == cpu ]] && layout_models=("resnet20 32 2")
+for m in "${layout_models[@]}"; do
+  read -r lm li lb <<<"$m"
+  if (( $(left) < 120 )); then  # compare_gpu.py, next, takes what is left
+    log "skipping the bf16 layouts of $lm: $(left)s left"
+    break
+  fi
+  ips=()
+  for lay in nchw nhwc; do
+    v=$(HPCNET_CUDA_BF16_LAYOUT=$lay hp timeout "$(limit 5)" "$build/hpcnet" bench \
+          --device "$device" --model "$lm" --imgsz "$li" --batch-size "$lb" --precision bf16 \
+          --steps "${steps:-20}" --warmup 5 --no-profile --json 2>>"$runs/layouts.log" |
+        python3 -c 'import json,sys; print("%.1f" % json.loads(sys.stdin.read().splitlines()[-1])["images_per_sec"])' \
+        2>>"$runs/layouts.log") || v="-"
+    ips+=("${v:--}")
+  done
+  layout_rows+=("$lm@$li b$lb bf16: NCHW ${ips[0]} img/s, NHWC ${ips[1]} img/s")
+  log "bf16 layouts, ${layout_rows[-1]}"
+done
+
 # ---- synthetic training steps of every model, hpcnet and PyTorch (bench/compare_gpu.py) ----
 # A row that fails on one side is reported in its table and is no failure of this check;
 # compare_gpu.py itself failing (no GPU for PyTorch, a crash, the timeout) is.
@@ -729,30 +754,6 @@ else
     status=1
   fi
 fi
-
-# ---- hpcnet's bf16 convolutions in NCHW against NHWC (HPCNET_CUDA_BF16_LAYOUT), real shapes ----
-layout_rows=()
-layout_models=("resnet50 224 64" "unet_resnet18 128 16" "yolov8n 640 16")
-[[ $quick == 1 ]] && layout_models=("resnet50 224 64")
-[[ $device == cpu ]] && layout_models=("resnet20 32 2")
-for m in "${layout_models[@]}"; do
-  read -r lm li lb <<<"$m"
-  if (( $(left) < 40 )); then
-    log "skipping the bf16 layouts of $lm: $(left)s left"
-    break
-  fi
-  ips=()
-  for lay in nchw nhwc; do
-    v=$(HPCNET_CUDA_BF16_LAYOUT=$lay hp timeout "$(limit 5)" "$build/hpcnet" bench \
-          --device "$device" --model "$lm" --imgsz "$li" --batch-size "$lb" --precision bf16 \
-          --steps "${steps:-20}" --warmup 5 --no-profile --json 2>>"$runs/layouts.log" |
-        python3 -c 'import json,sys; print("%.1f" % json.loads(sys.stdin.read().splitlines()[-1])["images_per_sec"])' \
-        2>>"$runs/layouts.log") || v="-"
-    ips+=("${v:--}")
-  done
-  layout_rows+=("$lm@$li b$lb bf16: NCHW ${ips[0]} img/s, NHWC ${ips[1]} img/s")
-  log "bf16 layouts, ${layout_rows[-1]}"
-done
 
 # ---- the table ----
 echo
