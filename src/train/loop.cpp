@@ -1206,16 +1206,30 @@ bool Trainer::end_step(EpochState& e, const data::Batch& batch, int64_t i) {
   return after_step(e, i);
 }
 
-// The deferred losses in step order (the first read waits for the device, once), checked and
+// The deferred losses in step order (read with one copy: one wait for the device), checked and
 // summed as train_step checks and sums them: the same sums, the same error naming the step of
 // the first non-finite loss. The weights have taken the steps after it; the check runs before
 // any checkpoint is written, so none holds them.
 void Trainer::read_losses(EpochState& e) {
   std::vector<std::pair<Tensor, int64_t>> pending;
   pending.swap(e.pending);
+  if (pending.empty()) return;
+  // Gathered on their device (queued copies), then read with one copy: one wait, not one each.
+  const Device dev = pending.front().first.device();
+  const DType dtype = pending.front().first.dtype();
+  Tensor all = Tensor::empty({static_cast<int64_t>(pending.size())}, dtype, dev);
+  const size_t size = dtype_size(dtype);
+  for (size_t k = 0; k < pending.size(); ++k) {
+    const Tensor& t = pending[k].first;
+    HPCNET_CHECK(t.numel() == 1 && t.dtype() == dtype && t.device() == dev,
+                 "read_losses: a loss that is not a scalar of the others' type and device");
+    cuda_copy_bytes(static_cast<char*>(all.raw_data()) + k * size, dev, t.raw_data(), dev, size);
+  }
+  const std::vector<double> values = all.to_vector_f64();
   data::Batch none;
-  for (auto& [t, i] : pending) {
-    const double l = task_->train_loss_for_log(t.item(), none, step_ranks_);
+  for (size_t k = 0; k < pending.size(); ++k) {
+    const int64_t i = pending[k].second;
+    const double l = task_->train_loss_for_log(values[k], none, step_ranks_);
     loss_is_usable(e, l, i);  // throws for a non-finite loss (--nan-policy stop)
     e.running_loss += l;
     e.epoch_loss += l;
