@@ -123,13 +123,12 @@ void cuda_graph_pool_end(int index) {
 
 void cuda_graph_pool_release(int index, int id) {
   BlockCache& c = cache(index);
-  std::vector<std::pair<void*, size_t>> back;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    back = graph_pools()[index].release(id);
-    for (auto& [p, size] : back) c.stats.bytes_in_use += size;  // give_back counts them out
+  std::lock_guard<std::mutex> lock(c.mu);
+  // The pool's free blocks join the shared lists (counted out of use when the pool took them).
+  for (auto& [p, size] : graph_pools()[index].release(id)) {
+    c.free_lists[size].push_back(p);
+    c.stats.bytes_cached += size;
   }
-  for (auto& [p, size] : back) c.give_back(p, size);
 }
 
 AllocatorStats cuda_allocator_stats(int index) { return cache(index).snapshot(); }

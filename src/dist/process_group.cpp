@@ -216,7 +216,7 @@ std::string describe_build() {
 uint64_t fingerprint(const std::vector<Tensor>& tensors) {
   uint64_t h = 1469598103934665603ULL;
   for (const Tensor& t0 : tensors) {
-    Tensor t = t0.device().is_cpu() ? t0.contiguous() : t0.to(cpu_device()).contiguous();
+    Tensor t = t0.to(cpu_device()).contiguous();
     const auto* p = static_cast<const unsigned char*>(t.raw_data());
     for (size_t i = 0, n = t.nbytes(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
   }

@@ -13,13 +13,6 @@
 
 namespace hpcnet::dist {
 
-namespace {
-// A gradient's floats, contiguous, on the host (a copy of a CUDA tensor's).
-Tensor on_host(const Tensor& g) {
-  return g.device().is_cpu() ? g.contiguous() : g.to(cpu_device()).contiguous();
-}
-}  // namespace
-
 GradReducer::GradReducer(ProcessGroup& group, std::vector<Tensor> params, ReducerOptions options)
     : group_(group), params_(std::move(params)), options_(options) {
   const size_t n = params_.size();
@@ -69,7 +62,7 @@ void GradReducer::on_grad_ready(TensorImpl* leaf) {
   const Tensor& g = leaf->grad;
   HPCNET_CHECK(g.dtype() == DType::kFloat32 && g.numel() == params_[k].numel(),
                "GradReducer: gradient of the wrong type or size");
-  Tensor gc = on_host(g);
+  Tensor gc = g.to(cpu_device()).contiguous();  // (a CPU tensor stays itself)
   std::memcpy(bk.buffer.data() + bk.offsets[s], gc.data<float>(), gc.nbytes());
   copied_[k] = true;
   ++bk.ready;
@@ -99,7 +92,7 @@ void GradReducer::finish() {
       float* dst = bk.buffer.data() + bk.offsets[s];
       const Tensor& g = params_[k].grad();
       if (g.defined()) {
-        Tensor gc = on_host(g);
+        Tensor gc = g.to(cpu_device()).contiguous();  // (a CPU tensor stays itself)
         std::memcpy(dst, gc.data<float>(), gc.nbytes());
       } else {
         std::fill(dst, dst + params_[k].numel(), 0.0f);

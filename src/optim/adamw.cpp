@@ -77,7 +77,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   }
   double total = 0;
   for (const Tensor& out : sums)
-    total += (out.device().is_cpu() ? out : out.to(cpu_device())).data<double>()[0];
+    total += out.to(cpu_device()).data<double>()[0];
   total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1) {

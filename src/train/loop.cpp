@@ -1072,16 +1072,13 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   set_rates(st_.steps, loader_->num_batches());
   if (graph_usable(batch)) return graph_step(e, batch, i);
   if (!device_.is_cpu()) {
-    if (pinned_uploads()) {
-      if (!uploader_) uploader_ = std::make_unique<PinnedUploader>();
-      batch.images = uploader_->upload(batch.images, device_);
-      batch.labels = uploader_->upload(batch.labels, device_);
-      if (batch.masks.defined()) batch.masks = uploader_->upload(batch.masks, device_);
-    } else {
-      batch.images = batch.images.to(device_);
-      batch.labels = batch.labels.to(device_);
-      if (batch.masks.defined()) batch.masks = batch.masks.to(device_);
-    }
+    if (pinned_uploads() && !uploader_) uploader_ = std::make_unique<PinnedUploader>();
+    auto to_device = [&](const Tensor& t) {
+      return pinned_uploads() ? uploader_->upload(t, device_) : t.to(device_);
+    };
+    batch.images = to_device(batch.images);
+    batch.labels = to_device(batch.labels);
+    if (batch.masks.defined()) batch.masks = to_device(batch.masks);
   }
   Tensor loss = task_->train_loss(model_->forward_all(batch.images), batch, step_ranks_);
   if (defer_loss_) {

@@ -246,64 +246,69 @@ struct Bf16Operand {
   void* get() const { return const_cast<void*>(ptr); }
 };
 
-// A bfloat16 result written by cuDNN into scratch memory, then into out (float32) with the bias
-// (may be undefined) and relu fused; (outer, C, inner) is out's shape for the bias.
-void store_bf16_result(const Scratch& r, Tensor& out, const Tensor& b, int64_t outer,
-                       int64_t channels, int64_t inner, bool relu, cudaStream_t st) {
+// A bfloat16 result written by cuDNN into scratch memory, then into out (float32, (N, C, H, W)
+// or the weights' (K, C, R, S)) with the bias (may be undefined) over its channels and relu fused.
+void store_bf16_result(const Scratch& r, Tensor& out, const Tensor& b, bool relu, cudaStream_t st) {
   HPCNET_CHECK(out.dtype() == DType::kFloat32 && out.is_contiguous(),
                "conv2d (bfloat16): results are written as contiguous float32, got " +
                    std::string(dtype_name(out.dtype())));
   const auto* src = static_cast<const uint16_t*>(r.get());
   const float* bias = b.defined() ? b.data<float>() : nullptr;
+  const int64_t n = out.size(0), c = out.size(1), hw = out.size(2) * out.size(3);
   if (bf16_nhwc())  // (N, H, W, C) back to (N, C, H, W); the weights' KRSC back to KCRS
-    nhwc_bf16_to_nchw_f32(src, out.data<float>(), bias, out.size(0), out.size(1),
-                          out.size(2) * out.size(3), relu, st);
+    nhwc_bf16_to_nchw_f32(src, out.data<float>(), bias, n, c, hw, relu, st);
   else
-    bf16_to_f32_bias_act(src, out.data<float>(), bias, outer, channels, inner, relu, st);
+    bf16_to_f32_bias_act(src, out.data<float>(), bias, n, c, hw, relu, st);
 }
 
-// The three passes in bfloat16 (x, dy bfloat16; w, b, y, dx, dw float32).
+// One of the three passes in bfloat16 (x, dy bfloat16; w, b, y, dx, dw float32): the plan of
+// `kind`, its two operands as cuDNN reads them (Bf16Operand), cuDNN's call (call(handle, plan,
+// a, b, workspace, result, &one, &zero) returns its status) writing a bfloat16 result into
+// scratch memory, and that result stored into out with the bias and relu.
+template <class Call>
+void run_bf16(Kind kind, const Tensor& a, const Tensor& b, Tensor& out, const Tensor& bias,
+              bool relu, const Conv2dParams& p, const ConvShape& s, Call&& call) {
+  const int dev = a.device().index;
+  cudaStream_t st = prepare(a);
+  ConvPlan& plan = plan_for(dev, kind, DType::kBFloat16, s, p, false, false);
+  Bf16Operand ab(a, dev, st), bb(b, dev, st);
+  Scratch result(2 * static_cast<size_t>(out.numel()), dev), ws(plan.workspace, dev);
+  const float one = 1.f, zero = 0.f;
+  HPCNET_CUDNN(call(cudnn_handle(dev), plan, ab.get(), bb.get(), ws.get(), result.get(), &one,
+                    &zero));
+  store_bf16_result(result, out, bias, relu, st);
+}
+
 void conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                          const Conv2dParams& p, Act act, const ConvShape& s) {
-  const int dev = x.device().index;
-  cudaStream_t st = prepare(x);
-  ConvPlan& plan = plan_for(dev, kForward, DType::kBFloat16, s, p, false, false);
-  Bf16Operand xb(x, dev, st), wb(w, dev, st);
-  Scratch yb(2 * static_cast<size_t>(y.numel()), dev), ws(plan.workspace, dev);
-  const float one = 1.f, zero = 0.f;
-  HPCNET_CUDNN(cudnnConvolutionForward(cudnn_handle(dev), &one, plan.x, xb.get(), plan.w,
-                                       wb.get(), plan.conv, plan.fwd, ws.get(), plan.workspace,
-                                       &zero, plan.y, yb.get()));
-  store_bf16_result(yb, y, b, s.n, s.k, s.p * s.q, act == Act::kRelu, st);
+  run_bf16(kForward, x, w, y, b, act == Act::kRelu, p, s,
+           [](cudnnHandle_t h, ConvPlan& pl, void* xb, void* wb, void* ws, void* yb,
+              const float* one, const float* zero) {
+             return cudnnConvolutionForward(h, one, pl.x, xb, pl.w, wb, pl.conv, pl.fwd, ws,
+                                            pl.workspace, zero, pl.y, yb);
+           });
   if (act == Act::kSilu) silu_forward(y, y);
 }
 
 void conv2d_backward_data_bf16(const Tensor& dy, const Tensor& w, Tensor& dx,
                                const Conv2dParams& p, const ConvShape& s) {
-  const int dev = dy.device().index;
-  cudaStream_t st = prepare(dy);
-  ConvPlan& plan = plan_for(dev, kBackwardData, DType::kBFloat16, s, p, false, false);
-  Bf16Operand wb(w, dev, st), dyb(dy, dev, st);
-  Scratch dxb(2 * static_cast<size_t>(dx.numel()), dev), ws(plan.workspace, dev);
-  const float one = 1.f, zero = 0.f;
-  HPCNET_CUDNN(cudnnConvolutionBackwardData(cudnn_handle(dev), &one, plan.w, wb.get(), plan.y,
-                                            dyb.get(), plan.conv, plan.bwd_data, ws.get(),
-                                            plan.workspace, &zero, plan.x, dxb.get()));
-  store_bf16_result(dxb, dx, Tensor(), 1, 1, dx.numel(), false, st);
+  run_bf16(kBackwardData, w, dy, dx, Tensor(), false, p, s,
+           [](cudnnHandle_t h, ConvPlan& pl, void* wb, void* dyb, void* ws, void* dxb,
+              const float* one, const float* zero) {
+             return cudnnConvolutionBackwardData(h, one, pl.w, wb, pl.y, dyb, pl.conv,
+                                                 pl.bwd_data, ws, pl.workspace, zero, pl.x, dxb);
+           });
 }
 
 void conv2d_backward_weights_bf16(const Tensor& x, const Tensor& dy, Tensor& dw,
                                   const Conv2dParams& p, const ConvShape& s) {
-  const int dev = x.device().index;
-  cudaStream_t st = prepare(x);
-  ConvPlan& plan = plan_for(dev, kBackwardFilter, DType::kBFloat16, s, p, false, false);
-  Bf16Operand xb(x, dev, st), dyb(dy, dev, st);
-  Scratch dwb(2 * static_cast<size_t>(dw.numel()), dev), ws(plan.workspace, dev);
-  const float one = 1.f, zero = 0.f;
-  HPCNET_CUDNN(cudnnConvolutionBackwardFilter(cudnn_handle(dev), &one, plan.x, xb.get(), plan.y,
-                                              dyb.get(), plan.conv, plan.bwd_filter, ws.get(),
-                                              plan.workspace, &zero, plan.w, dwb.get()));
-  store_bf16_result(dwb, dw, Tensor(), 1, 1, dw.numel(), false, st);
+  run_bf16(kBackwardFilter, x, dy, dw, Tensor(), false, p, s,
+           [](cudnnHandle_t h, ConvPlan& pl, void* xb, void* dyb, void* ws, void* dwb,
+              const float* one, const float* zero) {
+             return cudnnConvolutionBackwardFilter(h, one, pl.x, xb, pl.y, dyb, pl.conv,
+                                                   pl.bwd_filter, ws, pl.workspace, zero, pl.w,
+                                                   dwb);
+           });
 }
 
 // The kernels' dtype check: float32 or float64, or a bfloat16 x (dy) with float32 weights.
