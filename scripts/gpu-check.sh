@@ -362,6 +362,16 @@ if [[ -n "${CUDNN_ROOT:-}" ]]; then
   libpath="${libpath:+$libpath:}$CUDNN_ROOT/lib"
   log "cuDNN from $CUDNN_ROOT"
 fi
+# NCCL: its header with the toolkit, else PyTorch's pip wheel (nvidia-nccl-cu13); hpcnet opens
+# libnccl.so.2 itself when several ranks have a GPU each (the DistNccl test uses one rank).
+if [[ ! -f /usr/local/cuda/include/nccl.h && -z "${NCCL_ROOT:-}" ]]; then
+  NCCL_ROOT=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+fi
+if [[ -n "${NCCL_ROOT:-}" ]]; then
+  cmake_args+=("-DNCCL_ROOT=$NCCL_ROOT")
+  libpath="${libpath:+$libpath:}$NCCL_ROOT/lib"
+  log "NCCL from $NCCL_ROOT"
+fi
 # Only hpcnet's own processes see the carried libraries (never python3, cmake or the compiler).
 hp() { LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 
@@ -607,6 +617,23 @@ PY
     log "2 ranks x 32 against 1 x 64: max |difference| of the weights $dp_diff"
   fi
 fi
+# Two ranks on one GPU cannot use NCCL: --dist-backend nccl must be refused on every rank with
+# exit 2 and the reason (auto, above, took the host copies instead).
+nccl_refusal=""
+if [[ -z $dp_why && $device == cuda ]]; then
+  timeout 60 "${mpirun[@]}" -np 2 "$build/hpcnet" "${dp[@]}" --batch-size 32 --steps 2 \
+    --dist-backend nccl --out "$runs/dpn" >"$runs/dp-nccl.log" 2>&1
+  nr=$?
+  if [[ $nr == 2 ]] && grep -q "dist-backend nccl: 2 ranks on this node share" "$runs/dp-nccl.log"
+  then
+    nccl_refusal="PASS (exit 2, the reason named)"
+  else
+    nccl_refusal="FAIL (exit $nr; log: $runs/dp-nccl.log)"
+    tail -3 "$runs/dp-nccl.log"
+    status=1
+  fi
+  log "2 ranks, --dist-backend nccl on one GPU: $nccl_refusal"
+fi
 
 # ---- yolov8n: one epoch with the loader on the GPU, and its first steps on the CPU ----
 # On a scenes subset (.device/data/scenes*.tar.gz), when carried. The GPU's epoch gives images/s,
@@ -799,6 +826,7 @@ if [[ -n $dp_diff ]]; then
 else
   row "2 ranks x 32 = 1 x 64, weights" "skipped: $dp_why"
 fi
+[[ -n $nccl_refusal ]] && row "2 ranks on one GPU, --dist-backend nccl refused" "$nccl_refusal"
 yolo_rel=""
 yolo_pass=null
 if [[ ${#Y[@]} == 6 ]]; then

@@ -136,6 +136,9 @@ struct TrainConfig {
   double dist_timeout = 45;  // seconds a rank may wait for its peers in a collective (0 = forever)
   int64_t bucket_kb = 100;   // gradient all-reduce buckets; 0 = one all-reduce after backward
   bool sync_bn = false;      // BatchNorm statistics over every rank's batch (SyncBatchNorm)
+  // How CUDA gradients cross ranks: auto (NCCL where every rank has a GPU of its own and NCCL
+  // loads, else host copies through MPI), nccl (refused where it cannot be used) or mpi.
+  std::string dist_backend = "auto";
   // A non-finite loss (on any rank): "stop" ends the run naming the step and the last checkpoint;
   // "skip" drops that batch on every rank (no gradient, no step), counts it, and stops as "stop"
   // does after 10 skipped in a row (the weights themselves are then likely broken).

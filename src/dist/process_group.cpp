@@ -9,7 +9,9 @@
 #include <mutex>
 #include <string>
 
+#include "hpcnet/autograd.h"
 #include "hpcnet/dist.h"
+#include "hpcnet/functional.h"
 #include "src/dist/internal.h"
 
 namespace hpcnet::dist {
@@ -51,7 +53,7 @@ void check_float(const Tensor& t, const char* what) {
 }
 
 // Runs f on t's floats on the host: t itself on the CPU; for a CUDA tensor a host copy, written
-// back after (the host-staged path: MPI moves host memory; NCCL is not used).
+// back after (the host-staged path: MPI moves host memory).
 template <class Fn>
 void on_host(Tensor& t, Fn&& f) {
   if (t.device().is_cpu()) return f(t);
@@ -67,10 +69,22 @@ std::unique_ptr<ProcessGroup> g_world;
 
 std::unique_ptr<ProcessGroup> make_single_group() { return std::make_unique<SingleGroup>(); }
 
+std::unique_ptr<Work> ProcessGroup::allreduce_sum_device_async(float*, size_t) {
+  throw Error("the " + backend() + " process group has no device collectives");
+}
+void ProcessGroup::allreduce_sum_device(void*, size_t, DType) {
+  throw Error("the " + backend() + " process group has no device collectives");
+}
+void ProcessGroup::broadcast_device(void*, size_t, int) {
+  throw Error("the " + backend() + " process group has no device collectives");
+}
+
 void ProcessGroup::allreduce_sum(Tensor& t) {
   check_float(t, "allreduce_sum");
   HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
                std::string("allreduce_sum of a ") + dtype_name(t.dtype()) + " tensor");
+  if (t.device().is_cuda() && reduces_on_device())
+    return allreduce_sum_device(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype());
   on_host(t, [&](Tensor& h) {
     if (h.dtype() == DType::kFloat32)
       allreduce_sum(h.data<float>(), static_cast<size_t>(h.numel()));
@@ -80,6 +94,12 @@ void ProcessGroup::allreduce_sum(Tensor& t) {
 }
 
 void ProcessGroup::allreduce_avg(Tensor& t) {
+  if (t.device().is_cuda() && reduces_on_device()) {
+    allreduce_sum(t);
+    NoGradGuard no_grad;
+    t.copy_(F::mul_scalar(t, 1.0 / world_size()));
+    return;
+  }
   if (!t.device().is_cpu()) {
     check_float(t, "allreduce_avg");
     return on_host(t, [&](Tensor& h) { allreduce_avg(h); });
@@ -100,6 +120,8 @@ void ProcessGroup::allreduce_avg(Tensor& t) {
 
 void ProcessGroup::broadcast(Tensor& t, int root) {
   check_float(t, "broadcast");
+  if (t.device().is_cuda() && reduces_on_device())
+    return broadcast_device(t.raw_data(), t.nbytes(), root);
   on_host(t, [&](Tensor& h) { broadcast(h.raw_data(), h.nbytes(), root); });
 }
 
@@ -208,9 +230,40 @@ void finalize() {
 }
 
 std::string describe_build() {
-  if (!mpi_built()) return "single process (this build has no MPI; NCCL not implemented)";
+  if (!mpi_built()) return "single process (this build has no MPI, which NCCL's ranks also need)";
   std::string s = "MPI (" + detail::mpi_library_version() + "), used when started by mpirun/srun";
-  return s + "; CUDA tensors reduced through host copies (NCCL not implemented)";
+  const std::string why = nccl_unusable_reason();
+  if (why.empty())
+    return s + "; NCCL " + nccl_version() +
+           " for CUDA tensors (one GPU per rank; else host copies)";
+  return s + "; CUDA tensors reduced through host copies (NCCL: " + why + ")";
+}
+
+std::string nccl_unusable_on_this_rank(int local_size, int gpus) {
+  std::string why = nccl_unusable_reason();
+  if (!why.empty()) return why;
+  if (local_size > gpus)
+    return std::to_string(local_size) + " ranks on this node share " + std::to_string(gpus) +
+           (gpus == 1 ? " GPU" : " GPUs") + ", and NCCL needs a GPU of its own for each rank";
+  return "";
+}
+
+std::string choose_cuda_backend(const std::string& requested, int world_size, int ranks_able,
+                                const std::string& usable_here) {
+  if (requested == "mpi") return "mpi";
+  HPCNET_CHECK(requested == "auto" || requested == "nccl",
+               "--dist-backend must be auto, nccl or mpi, not " + requested);
+  if (ranks_able >= world_size) return "nccl";
+  if (requested == "auto") return "mpi";
+  std::string line = "--dist-backend nccl: ";
+  if (!usable_here.empty())
+    line += usable_here;
+  else
+    line += std::to_string(world_size - ranks_able) + " of " + std::to_string(world_size) +
+            " ranks cannot use NCCL (see their messages)";
+  throw InputError(line +
+                   "; use --dist-backend mpi (gradients through host copies), or start at most "
+                   "one rank per GPU");
 }
 
 uint64_t fingerprint(const std::vector<Tensor>& tensors) {

@@ -568,6 +568,7 @@ class Trainer {
   // ---- set-up
   void read_recipe();
   void join_process_group();
+  void use_cuda_backend();
   void restore_counters();
   void open_data();
   void build_model();
@@ -610,6 +611,7 @@ class Trainer {
   FailPoint fail_at_;
   Device device_;
   dist::ProcessGroup* pg_ = nullptr;
+  std::unique_ptr<dist::ProcessGroup> nccl_;  // over dist::world(), when CUDA ranks use NCCL
   int rank_ = 0, world_ = 1;
   bool lead_ = true;
   RunLock run_lock_;
@@ -718,18 +720,34 @@ void Trainer::join_process_group() {
   if (world_ > 1 && (cfg_.device == "cuda" || cfg_.device == "auto") && device_.is_cuda()) {
     device_ = cuda_device(pg_->local_rank() % cuda_device_count());
   }
-  // Ranks on CUDA devices reduce through host copies (the host-staged MPI path; NCCL is not
-  // implemented); SyncBatchNorm's statistics are CPU-only.
-  HPCNET_REQUIRE(world_ == 1 || device_.is_cpu() || !cfg_.sync_bn,
-                 "--sync-bn with --device " + cfg_.device +
-                     " is not implemented (SyncBatchNorm runs on CPU tensors); drop --sync-bn or "
-                     "use --device cpu");
+  HPCNET_REQUIRE(cfg_.dist_backend != "nccl" || device_.is_cuda(),
+                 "--dist-backend nccl needs --device cuda (CPU tensors go through MPI)");
+  if (world_ > 1 && device_.is_cuda()) use_cuda_backend();
   if (cfg_.threads == 0 && pg_->local_size() > 1) {
     // Ranks sharing a node split its cores rather than each taking all of them.
     ops::set_num_threads(0);
     ops::set_num_threads(std::max(1, ops::get_num_threads() / pg_->local_size()));
   } else {
     ops::set_num_threads(cfg_.threads);
+  }
+}
+
+// Ranks on CUDA devices reduce on the GPUs through NCCL where every rank can (its own GPU, the
+// library loads), else through host copies (the host-staged MPI path). The ranks vote, so that
+// all of them take the same path. SyncBatchNorm's statistics, summed on the host, go through MPI
+// either way.
+void Trainer::use_cuda_backend() {
+  const std::string why = dist::nccl_unusable_on_this_rank(pg_->local_size(), cuda_device_count());
+  double able = why.empty() ? 1 : 0;
+  if (cfg_.dist_backend != "mpi") pg_->allreduce_sum(&able, 1);
+  const std::string backend =
+      dist::choose_cuda_backend(cfg_.dist_backend, world_, static_cast<int>(able), why);
+  if (backend == "nccl") {
+    nccl_ = dist::make_nccl_group(*pg_, device_.index);
+    pg_ = nccl_.get();
+  } else if (lead_ && !why.empty() && !cfg_.quiet) {
+    *out_ << "gradients cross ranks through host copies (MPI): NCCL not used, " << why
+          << std::endl;
   }
 }
 
@@ -975,6 +993,7 @@ void Trainer::start_metrics() {
   }
   if (world_ > 1) {
     rec["world_size"] = world_;
+    rec["dist_backend"] = pg_->backend();
     rec["global_batch_size"] = world_ * cfg_.batch_size;
     rec["allreduce_floats_per_step"] = reducer_->num_floats();
     rec["allreduce_buckets"] = reducer_->num_buckets();

@@ -495,6 +495,15 @@ const std::vector<RecipeField> kFields = {
      "(torch.nn.SyncBatchNorm, torchvision's --sync-bn), so that N ranks at batch B train as one "
      "process at batch N x B; without it each rank's own batch",
      kRecipe},
+    {"dist_backend", &TrainConfig::dist_backend,
+     "with several ranks on CUDA: how gradients cross ranks: auto (NCCL where every rank has a GPU "
+     "of its own and libnccl.so.2 loads, else host copies through MPI), nccl or mpi (PyTorch's "
+     "init_process_group backend)",
+     kSession, 0,
+     [](const TrainConfig& c) {
+       return need(c.dist_backend == "auto" || c.dist_backend == "nccl" || c.dist_backend == "mpi",
+                   "--dist-backend", "must be auto, nccl or mpi", c.dist_backend);
+     }},
     {"fail_at_step", &TrainConfig::fail_at, "testing: RANK:STEP[:kill|exit|hang|term|int|nan]",
      kSession, kHidden},
 };

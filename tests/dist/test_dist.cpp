@@ -28,6 +28,7 @@
 #include "hpcnet/io.h"
 #include "hpcnet/nn.h"
 #include "hpcnet/rng.h"
+#include "src/core/cuda_device.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -107,12 +108,12 @@ class FakeGroup : public dist::ProcessGroup {
 };
 
 // Loss of a LeNet on a fixed random batch of 4.
-Tensor ds_lenet_loss(nn::Module& model) {
+Tensor ds_lenet_loss(nn::Module& model, Device device = cpu_device()) {
   Rng rng(3, 0);
   std::vector<float> x(4 * 3 * 32 * 32);
   for (float& v : x) v = static_cast<float>(rng.uniform() * 2 - 1);
-  Tensor images = Tensor::from_vector(x, {4, 3, 32, 32});
-  Tensor labels = Tensor::from_labels({1, 5, 9, 0});
+  Tensor images = Tensor::from_vector(x, {4, 3, 32, 32}).to(device);
+  Tensor labels = Tensor::from_labels({1, 5, 9, 0}).to(device);
   return F::cross_entropy(model.forward(images), labels);
 }
 
@@ -383,6 +384,119 @@ TEST(DistReducer, InAGroupOfOneItIsPlainBackward) {
   model->zero_grad();
   ds_lenet_loss(*model).backward();
   EXPECT_EQ(p[0].grad().to_vector(), g0);
+}
+
+// reduce_single runs the bucket path in a group of one: copies into the buckets, the identity
+// all-reduce and the copies out give plain backward's gradients bit for bit, unused parameters
+// zeros, on the second step too.
+TEST(DistReducer, ReduceSingleRunsTheBucketsInAGroupOfOne) {
+  manual_seed(0);
+  auto model = nn::make_model("lenet");
+  auto params = model->parameters();
+  ds_lenet_loss(*model).backward();
+  std::vector<std::vector<float>> want;
+  for (auto& p : params) want.push_back(p.grad().to_vector());
+  auto single = dist::make_single_group();
+  dist::GradReducer r(*single, params, {4096, true});
+  EXPECT_GT(r.num_buckets(), 1u);
+  for (int step = 0; step < 2; ++step) {
+    model->zero_grad();
+    r.backward(ds_lenet_loss(*model));
+    for (size_t k = 0; k < params.size(); ++k)
+      EXPECT_EQ(params[k].grad().to_vector(), want[k]) << "parameter " << k << " step " << step;
+  }
+}
+
+// --dist-backend: which transport CUDA gradients take, decided the same on every rank.
+TEST(DistBackend, AutoTakesNcclOnlyWhereEveryRankCan) {
+  EXPECT_EQ(dist::choose_cuda_backend("auto", 4, 4, ""), "nccl");
+  EXPECT_EQ(dist::choose_cuda_backend("auto", 4, 3, ""), "mpi");  // another rank cannot
+  EXPECT_EQ(dist::choose_cuda_backend("auto", 2, 0, "2 ranks on this node share 1 GPU"), "mpi");
+  EXPECT_EQ(dist::choose_cuda_backend("mpi", 4, 4, ""), "mpi");
+  EXPECT_EQ(dist::choose_cuda_backend("nccl", 2, 2, ""), "nccl");
+  try {
+    dist::choose_cuda_backend("nccl", 2, 0, "2 ranks on this node share 1 GPU, and ...");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--dist-backend nccl: 2 ranks on this node share 1 GPU"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("use --dist-backend mpi"), std::string::npos) << m;
+  }
+  try {
+    dist::choose_cuda_backend("nccl", 8, 6, "");  // this rank could, two others cannot
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 of 8 ranks cannot use NCCL"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(dist::choose_cuda_backend("gloo", 2, 2, ""), Error);
+}
+
+TEST(DistBackend, ARankWithoutAGpuOfItsOwnCannotUseNccl) {
+  const std::string lib = dist::nccl_unusable_reason();
+  if (!lib.empty()) {  // no NCCL here: that is the reason given, whatever the GPUs
+    EXPECT_EQ(dist::nccl_unusable_on_this_rank(1, 8), lib);
+    EXPECT_EQ(dist::nccl_version(), "");
+    EXPECT_NE(dist::describe_build().find("host copies"), std::string::npos);
+    return;
+  }
+  // The library loads (it needs no GPU to load and say its version).
+  EXPECT_EQ(dist::nccl_unusable_on_this_rank(2, 2), "");
+  EXPECT_EQ(dist::nccl_unusable_on_this_rank(2, 1),
+            "2 ranks on this node share 1 GPU, and NCCL needs a GPU of its own for each rank");
+  EXPECT_NE(dist::nccl_unusable_on_this_rank(3, 0).find("share 0 GPUs"), std::string::npos);
+  const std::string v = dist::nccl_version();
+  EXPECT_EQ(v.rfind("2.", 0), 0u) << v;
+  if (dist::mpi_built())
+    EXPECT_NE(dist::describe_build().find("NCCL " + v), std::string::npos)
+        << dist::describe_build();
+}
+
+// The NCCL group of one rank on the GPU (the device machine has one GPU, and NCCL refuses two
+// ranks on one): its collectives are the identity on device memory, queued on its own stream
+// and ordered before hpcnet's later work; the reducer's device buckets give plain backward's
+// gradients.
+TEST(DistNccl, CudaOneRankGroup) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  if (!dist::nccl_unusable_reason().empty()) GTEST_SKIP() << dist::nccl_unusable_reason();
+  auto single = dist::make_single_group();
+  auto g = dist::make_nccl_group(*single, 0);
+  EXPECT_EQ(g->backend(), "nccl");
+  EXPECT_TRUE(g->reduces_on_device());
+  EXPECT_EQ(g->world_size(), 1);
+  const Device gpu = cuda_device(0);
+  Tensor f = Tensor::from_vector({1.5f, -2, 3}, {3}).to(gpu);
+  g->allreduce_sum(f);
+  EXPECT_EQ(f.to_vector(), (std::vector<float>{1.5f, -2, 3}));
+  g->allreduce_avg(f);
+  EXPECT_EQ(f.to_vector(), (std::vector<float>{1.5f, -2, 3}));
+  Tensor d = Tensor::from_vector_f64({0.1, 1e300}, {2}).to(gpu);
+  g->allreduce_sum(d);
+  EXPECT_EQ(d.to(cpu_device()).data<double>()[1], 1e300);
+  Tensor l = Tensor::from_labels({7, 8, 9}).to(gpu);
+  g->broadcast(l, 0);
+  EXPECT_EQ(l.to(cpu_device()).data<int64_t>()[2], 9);
+  double host = 2.5;
+  g->allreduce_sum(&host, 1);  // host memory: through the host group
+  EXPECT_EQ(host, 2.5);
+
+  manual_seed(0);
+  auto model = nn::make_model("lenet");
+  model->to_(gpu);
+  auto params = model->parameters();
+  ds_lenet_loss(*model, gpu).backward();
+  std::vector<std::vector<float>> want;
+  for (auto& p : params) want.push_back(p.grad().to_vector());
+  dist::GradReducer r(*g, params, {4096, true});
+  for (int step = 0; step < 2; ++step) {
+    model->zero_grad();
+    r.backward(ds_lenet_loss(*model, gpu));
+    for (size_t k = 0; k < params.size(); ++k) {
+      ASSERT_TRUE(params[k].grad().device() == gpu);
+      EXPECT_EQ(params[k].grad().to_vector(), want[k]) << "parameter " << k << " step " << step;
+    }
+  }
 }
 
 TEST(DistReducer, ReplicaCheckPassesForIdenticalTensors) {
@@ -690,6 +804,14 @@ TEST_F(DistMpiTest, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_LT(r.seconds, 30);
   EXPECT_NE(r.err.find("rank 1 did not answer"), std::string::npos) << r.err;
+}
+
+// --dist-backend nccl needs CUDA tensors: refused on every rank with --device cpu.
+TEST_F(DistMpiTest, DistBackendNcclWithTheCpuIsRefusedOnEveryRank) {
+  RunResult r = train(2, "--out " + shell_quote((dir_ / "n").string()) +
+                             " --epochs 1 --steps 2 --dist-backend nccl");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--dist-backend nccl needs --device cuda"), std::string::npos) << r.err;
 }
 
 // An input error on every rank exits 2 (the CLI's code for bad input), never a hang.

@@ -127,6 +127,7 @@ const std::vector<std::pair<const char*, train::FieldRef>>& rc_members() {
       {"dist_timeout", &C::dist_timeout},
       {"bucket_kb", &C::bucket_kb},
       {"sync_bn", &C::sync_bn},
+      {"dist_backend", &C::dist_backend},
       {"nan_policy", &C::nan_policy},
       {"fail_at", &C::fail_at},
   };
