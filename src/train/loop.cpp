@@ -239,15 +239,16 @@ struct FailPoint {
   std::string mode = "kill";
 };
 
-// Trainer::defer_loss_: on CUDA (or as HPCNET_DEFER_LOSS says) for one rank (several compare
-// their losses every step), --nan-policy stop (skip must know before the step), a loss of one
-// part (detect reads its three parts on the host inside the loss) and no injected NaN.
-bool defers_losses(const TrainConfig& c, Device device, int world, const task::Task& task,
+// Trainer::defer_loss_: on CUDA (or as HPCNET_DEFER_LOSS says), --nan-policy stop (skip must
+// know before the step), a loss of one part (detect reads its three parts on the host inside the
+// loss) and no injected NaN. With several ranks the deferred losses are compared across ranks
+// when they are read, step by step in the same order on every rank, so all stop at the same
+// step as they would have without deferring.
+bool defers_losses(const TrainConfig& c, Device device, const task::Task& task,
                    const FailPoint& fail) {
   bool want = device.is_cuda();
   if (const char* v = std::getenv("HPCNET_DEFER_LOSS"); v && *v) want = std::string(v) != "0";
-  return want && world == 1 && c.nan_policy != "skip" && task.loss_part_names().empty() &&
-         fail.mode != "nan";
+  return want && c.nan_policy != "skip" && task.loss_part_names().empty() && fail.mode != "nan";
 }
 
 // Batches go to a GPU through PinnedUploader's pinned ring unless HPCNET_PINNED_UPLOAD=0 (plain
@@ -670,7 +671,7 @@ TrainResult Trainer::run() {
   join_process_group();
   restore_counters();
   task_ = task::make_task(resolved_task(cfg_), task_options(cfg_));
-  defer_loss_ = defers_losses(cfg_, device_, world_, *task_, fail_at_);
+  defer_loss_ = defers_losses(cfg_, device_, *task_, fail_at_);
   res_.deferred_loss_reads = defer_loss_;
   open_data();
   build_model();
@@ -984,7 +985,8 @@ void Trainer::start_metrics() {
                         {"train_images", data_.train->size()},
                         {"val_images", data_.val ? data_.val->size() : 0},
                         {"start_epoch", st_.epochs_done + 1},
-                        {"threads", ops::get_num_threads()}};
+                        {"threads", ops::get_num_threads()},
+                        {"deferred_loss_reads", defer_loss_}};
   if (!cfg_.freeze.empty()) {
     int64_t n = 0;
     for (const auto& [name, t] : trainable_) n += t.numel();
@@ -1102,7 +1104,10 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   Tensor loss = task_->train_loss(model_->forward_all(batch.images), batch, step_ranks_);
   if (defer_loss_) {
     e.pending.emplace_back(loss.detach(), i);
-    loss.backward();
+    if (reducer_)
+      reducer_->backward(loss);  // gradients averaged over ranks
+    else
+      loss.backward();
     if (accumulation_done()) optimizer_step();
     return end_step(e, batch, i);
   }
@@ -1125,8 +1130,8 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   return end_step(e, batch, i);
 }
 
-// --cuda-graph: a step is replayed from a graph where what the graph fixed holds: CUDA, deferred
-// losses (no host read inside the step), SGD with every step an optimizer step (no
+// --cuda-graph: a step is replayed from a graph where what the graph fixed holds: CUDA, one rank
+// (the gradient all-reduce is not captured), deferred losses (no host read inside the step), SGD with every step an optimizer step (no
 // accumulation), no gradient clipping, no EMA, no dropout (its masks are drawn on the host),
 // one parameter group, the momentum buffers made (the first step makes them eagerly), and the
 // shape of the captured batch (a last, smaller batch runs eagerly). A new learning rate or
@@ -1135,7 +1140,7 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
 bool Trainer::graph_usable(const data::Batch& batch) {
   StepGraph& g = graph_;
   auto* sgd = dynamic_cast<optim::SGD*>(opt_.get());
-  if (!cfg_.cuda_graph || g.off || !device_.is_cuda() || !defer_loss_ || ema_ ||
+  if (!cfg_.cuda_graph || g.off || !device_.is_cuda() || !defer_loss_ || ema_ || world_ > 1 ||
       cfg_.clip_grad_norm > 0 || !sgd || groups_ || st_.optimizer_steps < 1)
     return false;
   if (schedule_.accumulate_at(st_.steps, loader_->num_batches(), cfg_.epochs, cfg_.nbs,

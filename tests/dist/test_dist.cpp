@@ -806,6 +806,47 @@ TEST_F(DistMpiTest, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
   EXPECT_NE(r.err.find("rank 1 did not answer"), std::string::npos) << r.err;
 }
 
+// Deferred loss reads (what CUDA ranks do, HPCNET_DEFER_LOSS=1 on the CPU) on 2 ranks: the
+// losses compared across ranks when they are read give the same run as reading each at once
+// (loss lines, weights bit for bit), and a diverging run stops every rank naming the same step.
+TEST_F(DistMpiTest, DeferredLossReadsOnTwoRanksGiveTheSameRunAndTheSameNanStep) {
+  auto run2 = [&](const std::string& defer, const std::string& out, const std::string& extra) {
+    return run_shell("HPCNET_DEFER_LOSS=" + defer +
+                     " mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp "
+                     "-x HPCNET_DEFER_LOSS -np 2 " +
+                     hpcnet_command() + " train --data " + shell_quote((dir_ / "data").string()) +
+                     " --workers 0 --threads 1 --device cpu --no-progress --log-every 5 --out " +
+                     shell_quote((dir_ / out).string()) + " --batch-size 4 " + extra);
+  };
+  const std::string common = "--epochs 1 --steps 12 --save-every 7 --lr 0.01 --momentum 0.9";
+  RunResult now = run2("0", "now", common), later = run2("1", "later", common);
+  ASSERT_EQ(now.rc, 0) << now.err;
+  ASSERT_EQ(later.rc, 0) << later.err;
+  EXPECT_EQ(ds_logged_losses(dir_ / "later" / "metrics.jsonl"),
+            ds_logged_losses(dir_ / "now" / "metrics.jsonl"));
+  EXPECT_EQ(ds_logged_losses(dir_ / "now" / "metrics.jsonl").size(), 2u);
+  auto deferred = [&](const std::string& out) {
+    std::istringstream in(read_file(dir_ / out / "metrics.jsonl"));
+    std::string first;
+    std::getline(in, first);
+    return nlohmann::json::parse(first).at("deferred_loss_reads").get<bool>();
+  };
+  EXPECT_FALSE(deferred("now"));
+  EXPECT_TRUE(deferred("later"));
+  EXPECT_EQ(read_file(dir_ / "later" / "model.safetensors"),
+            read_file(dir_ / "now" / "model.safetensors"));
+  const std::string diverge = "--epochs 1 --steps 12 --lr 1e12";
+  RunResult a = run2("0", "nan-now", diverge), b = run2("1", "nan-later", diverge);
+  EXPECT_EQ(a.rc, 1) << a.err;
+  EXPECT_EQ(b.rc, 1) << b.err;
+  auto stop_line = [](const std::string& err) {
+    const size_t p = err.find("loss became");
+    return p == std::string::npos ? err : err.substr(p, err.find(';', p) - p);
+  };
+  EXPECT_NE(stop_line(a.err).find(" step "), std::string::npos) << a.err;
+  EXPECT_EQ(stop_line(b.err), stop_line(a.err)) << b.err;
+}
+
 // --dist-backend nccl needs CUDA tensors: refused on every rank with --device cpu.
 TEST_F(DistMpiTest, DistBackendNcclWithTheCpuIsRefusedOnEveryRank) {
   RunResult r = train(2, "--out " + shell_quote((dir_ / "n").string()) +
