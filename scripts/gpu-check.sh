@@ -624,7 +624,7 @@ if [[ -z $dp_why && $device == cuda ]]; then
   timeout 60 "${mpirun[@]}" -np 2 "$build/hpcnet" "${dp[@]}" --batch-size 32 --steps 2 \
     --dist-backend nccl --out "$runs/dpn" >"$runs/dp-nccl.log" 2>&1
   nr=$?
-  if [[ $nr == 2 ]] && grep -q "dist-backend nccl: 2 ranks on this node share" "$runs/dp-nccl.log"
+  if [[ $nr == 2 ]] && grep -q "dist-backend nccl: 2 ranks share one GPU" "$runs/dp-nccl.log"
   then
     nccl_refusal="PASS (exit 2, the reason named)"
   else

@@ -112,14 +112,16 @@ std::string nccl_version();
 
 // Which transport the gradients of CUDA tensors take with several ranks, for --dist-backend
 // (auto, nccl or mpi): "nccl" or "mpi" (host-staged). usable_here: "" when this rank could use
-// NCCL (its library loads, and this node's ranks have a GPU each: local_size <= gpus), else why
-// not; ranks_able: how many of the world's ranks could (the caller sums over the group, so that
-// every rank decides the same). auto takes NCCL when all can; nccl throws InputError otherwise,
-// naming why; mpi is always "mpi".
+// NCCL, else why not (nccl_unusable_on_this_rank); ranks_able: how many of the world's ranks
+// could (the caller sums over the group, so that every rank decides the same). auto takes NCCL
+// when all can; nccl throws InputError otherwise, naming why; mpi is always "mpi".
 std::string choose_cuda_backend(const std::string& requested, int world_size, int ranks_able,
                                 const std::string& usable_here);
-// This rank's part of that: "" or why it cannot use NCCL.
-std::string nccl_unusable_on_this_rank(int local_size, int gpus);
+// This rank's part of that: "" or why it cannot use NCCL: it runs on the CPU, its GPU is used by
+// ranks_on_its_gpu > 1 ranks (NCCL needs a GPU of its own for each), or the library does not load.
+std::string nccl_unusable_on_this_rank(bool on_cuda, int ranks_on_its_gpu);
+// Every rank's value, in rank order (an all-gather: one all-reduce of 2 x world_size doubles).
+std::vector<uint64_t> allgather_u64(ProcessGroup& group, uint64_t value);
 // Whether this process was started by an MPI launcher: OMPI_COMM_WORLD_SIZE (Open MPI's mpirun),
 // PMI_SIZE or PMIX_RANK (srun --mpi=pmi2/pmix, MPICH/Intel MPI), or SLURM_NTASKS inside an srun
 // job step (SLURM_STEP_ID). HPCNET_DIST=single or HPCNET_DIST=mpi overrides the guess.

@@ -465,9 +465,9 @@ int cmd_bench(const train::BenchConfig& c, bool json) {
               "process peak RSS %.0f MB\n",
               r.allocator_peak_mb, r.allocator_held_mb, r.peak_rss_mb);
   if (!r.kernels.empty()) {
-    if (cuda)  // the profiler's clock brackets each call on the host, which only queues the work
-      std::printf("  (CUDA: the per-kernel times below are host-side launch times, not the "
-                  "kernels'; use nsys for those)\n");
+    if (cuda)  // CUDA events around each call on the device's stream
+      std::printf("  (CUDA: each call's time on the GPU, between CUDA events on its stream; the "
+                  "events themselves slow the profiled steps)\n");
     std::printf("  %-28s %10s %8s %9s %7s\n", "kernel", "ms/step", "calls", "GFLOP/s", "share");
     double total = 0;
     for (auto& [n, v] : r.kernels) total += v[0];

@@ -29,6 +29,7 @@ std::string cuda_unavailable_reason() {
   return "this build has no CUDA backend (configure with -DHPCNET_CUDA=ON)";
 }
 std::string cuda_describe() { return cuda_unavailable_reason(); }
+std::string cuda_device_uuid(int) { no_cuda("cuda_device_uuid"); }
 void cuda_synchronize(Device) { no_cuda("cuda_synchronize"); }
 void* cuda_cached_alloc(size_t, int) { no_cuda("CUDA memory"); }
 void cuda_cached_free(void*, size_t, int) {}
@@ -50,6 +51,9 @@ void CudaGraph::replay() { no_cuda("CUDA graphs"); }
 void CudaGraph::reset() {
   graph_ = exec_ = nullptr;
   pool_ = -1;
+}
+std::unique_ptr<profile::DeviceTimer> make_cuda_event_timer(Device) {
+  no_cuda("CUDA event timing");
 }
 int cuda_graph_pool_begin(int) { no_cuda("CUDA graphs"); }
 void cuda_graph_pool_end(int) {}
@@ -109,6 +113,19 @@ bool cuda_built() { return true; }
 bool cuda_available() { return probe().count > 0; }
 int cuda_device_count() { return probe().count; }
 std::string cuda_unavailable_reason() { return probe().reason; }
+
+std::string cuda_device_uuid(int index) {
+  check_device(cuda_device(index));
+  cudaDeviceProp p{};
+  HPCNET_CUDA(cudaGetDeviceProperties(&p, index));
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : p.uuid.bytes) {
+    s += hex[c >> 4];
+    s += hex[c & 15];
+  }
+  return s;
+}
 
 std::string cuda_describe() {
   if (!cuda_available()) return cuda_unavailable_reason();
@@ -284,6 +301,76 @@ void CudaGraph::replay() {
   HPCNET_CHECK(exec_ != nullptr, "CudaGraph: replay() before a successful capture()");
   cuda::set_device(device_.index);
   HPCNET_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cuda::stream(device_.index)));
+}
+
+namespace {
+
+class CudaEventTimer : public profile::DeviceTimer {
+ public:
+  explicit CudaEventTimer(Device device) : device_(device) {}
+  ~CudaEventTimer() override {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+    for (Call& c : calls_) {
+      cudaEventDestroy(c.begin);
+      cudaEventDestroy(c.end);
+    }
+  }
+  int64_t start() override {
+    Call c;
+    c.begin = take();
+    c.end = take();
+    HPCNET_CUDA(cudaEventRecord(c.begin, cuda::stream(device_.index)));
+    calls_.push_back(c);
+    return static_cast<int64_t>(calls_.size()) - 1;
+  }
+  void stop(int64_t token, const char* name, double flops) override {
+    Call& c = calls_.at(static_cast<size_t>(token));
+    HPCNET_CUDA(cudaEventRecord(c.end, cuda::stream(device_.index)));
+    c.name = name;
+    c.flops = flops;
+  }
+  void flush() override {
+    cuda_synchronize(device_);
+    for (Call& c : calls_) {
+      float ms = 0;
+      if (c.name) {  // (a call still open has no end: left out)
+        HPCNET_CUDA(cudaEventElapsedTime(&ms, c.begin, c.end));
+        profile::add(c.name, ms / 1000.0, c.flops);
+      }
+      free_.push_back(c.begin);
+      free_.push_back(c.end);
+    }
+    calls_.clear();
+  }
+
+ private:
+  struct Call {
+    cudaEvent_t begin = nullptr, end = nullptr;
+    const char* name = nullptr;
+    double flops = 0;
+  };
+  cudaEvent_t take() {
+    if (!free_.empty()) {
+      cudaEvent_t e = free_.back();
+      free_.pop_back();
+      return e;
+    }
+    cuda::set_device(device_.index);
+    cudaEvent_t e = nullptr;
+    HPCNET_CUDA(cudaEventCreate(&e));  // with timing
+    return e;
+  }
+  Device device_;
+  std::vector<Call> calls_;
+  std::vector<cudaEvent_t> free_;
+};
+
+}  // namespace
+
+std::unique_ptr<profile::DeviceTimer> make_cuda_event_timer(Device device) {
+  HPCNET_CHECK(device.is_cuda(), "make_cuda_event_timer: a CUDA device is needed");
+  check_device(device);
+  return std::make_unique<CudaEventTimer>(device);
 }
 
 #endif  // HPCNET_WITH_CUDA

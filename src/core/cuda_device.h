@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "hpcnet/profile.h"
 #include "hpcnet/tensor.h"
 
 namespace hpcnet {
@@ -32,6 +34,9 @@ std::string cuda_unavailable_reason();
 //   "cuda:0 NVIDIA H200, sm_90, 132 SMs, 139.8 GiB; driver 13.0, runtime 13.0, cuDNN 9.19.0,
 //    cuBLASLt 130100"; or the unavailable reason.
 std::string cuda_describe();
+// Device `index`'s UUID (cudaDeviceProp::uuid, as nvidia-smi's "GPU-..." without the prefix, 32
+// hex digits): the same GPU seen by two processes, whatever CUDA_VISIBLE_DEVICES numbers it.
+std::string cuda_device_uuid(int index);
 // Waits for all work queued on the device's stream, then raises any deferred input error found
 // on the device (see src/core/cuda_util.h).
 void cuda_synchronize(Device device);
@@ -131,6 +136,14 @@ class CudaGraph {
 int cuda_graph_pool_begin(int index);
 void cuda_graph_pool_end(int index);
 void cuda_graph_pool_release(int index, int id);
+
+// ---- per-kernel timing ----
+
+// The profiler's device timer for `device` (profile::DeviceTimer): each call is bracketed by two
+// CUDA events recorded on the device's stream (events are reused between flushes), and flush()
+// waits for the stream, then adds cudaEventElapsedTime of each pair. The profile then holds the
+// kernels' time on the GPU, not their launch time. Without CUDA, throws like the memory calls.
+std::unique_ptr<profile::DeviceTimer> make_cuda_event_timer(Device device);
 
 // Queues a fill of n elements of elem_size (1, 2, 4 or 8) bytes with the bytes at pattern.
 void cuda_fill_bytes(void* dst, Device device, const void* pattern, size_t elem_size, int64_t n);

@@ -7,6 +7,7 @@
 namespace hpcnet::profile {
 namespace {
 bool g_enabled = false;
+DeviceTimer* g_timer = nullptr;
 std::map<std::string, Entry>& table() {
   static std::map<std::string, Entry> t;
   return t;
@@ -14,6 +15,8 @@ std::map<std::string, Entry>& table() {
 }  // namespace
 
 void enable(bool on) { g_enabled = on; }
+void set_device_timer(DeviceTimer* t) { g_timer = t; }
+DeviceTimer* device_timer() { return g_timer; }
 bool enabled() { return g_enabled; }
 void reset() { table().clear(); }
 
@@ -26,9 +29,11 @@ void add(const char* name, double seconds, double flops) {
 }
 
 std::vector<Entry> entries() {
+  if (g_timer) g_timer->flush();
   std::vector<Entry> out;
   for (auto& [k, e] : table()) out.push_back(e);
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.seconds > b.seconds; });
+  std::sort(out.begin(), out.end(),
+            [](const Entry& a, const Entry& b) { return a.seconds > b.seconds; });
   return out;
 }
 

@@ -123,16 +123,25 @@ struct Pending {
   long long seq = 0;
   const char* what = "";
   Clock::time_point start;
+  double timeout_s = 0;  // the group's timeout when it was queued (0 = forever)
   ~Pending() {
     if (done) cudaEventDestroy(done);
   }
 };
 
+// cudaEventQuery, clearing the thread's last error when it answers "not ready" (as PyTorch does:
+// a later launch check must not mistake it for a failure).
+cudaError_t query(cudaEvent_t e) {
+  const cudaError_t q = cudaEventQuery(e);
+  if (q == cudaErrorNotReady) (void)cudaGetLastError();
+  return q;
+}
+
 class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<Pending> p, cudaStream_t compute)
       : p_(std::move(p)), compute_(compute) {}
-  bool test() override { return cudaEventQuery(p_->done) == cudaSuccess; }
+  bool test() override { return query(p_->done) == cudaSuccess; }
   // Orders hpcnet's stream after the collective; the watchdog covers the wait itself.
   void wait() override { HPCNET_CUDA(cudaStreamWaitEvent(compute_, p_->done, 0)); }
 
@@ -146,31 +155,38 @@ class NcclGroup : public ProcessGroup {
   NcclGroup(ProcessGroup& host, int device) : host_(host), device_(device) {
     timeout_s_ = host.timeout();
     cuda::set_device(device_);
-    ncclUniqueId id{};
-    if (host_.rank() == 0) HPCNET_NCCL_CALL(nullptr, nccl().get_unique_id(&id));
-    host_.broadcast(&id, sizeof id, 0);
-    HPCNET_NCCL_CALL(nullptr, nccl().comm_init_rank(&comm_, host_.world_size(), id, host_.rank()));
     int least = 0, greatest = 0;
     HPCNET_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     HPCNET_CUDA(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
     HPCNET_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    ncclUniqueId id{};
+    if (host_.rank() == 0) HPCNET_NCCL_CALL(nullptr, nccl().get_unique_id(&id));
+    host_.broadcast(&id, sizeof id, 0);
+    // Blocks until every rank has joined (NCCL's own bootstrap; no hpcnet timeout here).
+    HPCNET_NCCL_CALL(nullptr, nccl().comm_init_rank(&comm_, host_.world_size(), id, host_.rank()));
     watchdog_ = std::thread([this] { watch(); });
   }
 
   ~NcclGroup() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+    // Leaving normally: the collectives in flight finish first, the watchdog still guarding them
+    // (a dead peer then ends the process after the timeout, never a hang). Leaving on an
+    // exception (a peer may be gone): abort rather than wait.
+    const bool unwinding = std::uncaught_exceptions() > 0;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (unwinding || pending_.empty()) {
+        stop_ = true;
+        break;
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     cv_.notify_all();
     watchdog_.join();
-    // Leaving on an exception (a peer may be gone): abort rather than wait for the peers.
-    if (std::uncaught_exceptions() > 0) {
+    if (unwinding)
       nccl().comm_abort(comm_);
-    } else {
-      cudaStreamSynchronize(stream_);
+    else
       nccl().comm_destroy(comm_);
-    }
     pending_.clear();
     cudaEventDestroy(ready_);
     cudaStreamDestroy(stream_);
@@ -198,6 +214,8 @@ class NcclGroup : public ProcessGroup {
   }
   void barrier() override { host_.barrier(); }
   [[noreturn]] void abort(int exit_code, const std::string& message) override {
+    std::lock_guard<std::mutex> lock(mu_);  // the watchdog is not inside an NCCL call now
+    stop_ = true;
     nccl().comm_abort(comm_);
     host_.abort(exit_code, message);
     std::_Exit(exit_code);  // (host_.abort does not return)
@@ -250,37 +268,42 @@ class NcclGroup : public ProcessGroup {
     p->start = Clock::now();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      p->timeout_s = timeout_s_;
       pending_.push_back(p);
     }
     cv_.notify_all();
     return p;
   }
 
+  // Pops the collectives that are done; fails the process on a timeout or an error. The front
+  // entry is queried outside the lock (start() never waits behind a driver call).
   void watch() {
     cudaSetDevice(device_);
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(pending_.empty() ? 200 : 10));
-      while (!pending_.empty()) {
-        const cudaError_t q = cudaEventQuery(pending_.front()->done);
+      while (!stop_ && !pending_.empty()) {
+        std::shared_ptr<Pending> p = pending_.front();
+        lock.unlock();
+        const cudaError_t q = query(p->done);
+        ncclResult_t async = ncclSuccess;
+        if (q != cudaSuccess) nccl().comm_get_async_error(comm_, &async);
+        lock.lock();
         if (q == cudaSuccess) {
           pending_.pop_front();
           continue;
         }
-        const double waited =
-            std::chrono::duration<double>(Clock::now() - pending_.front()->start).count();
-        ncclResult_t async = ncclSuccess;
-        nccl().comm_get_async_error(comm_, &async);
-        if (q != cudaErrorNotReady || (async != ncclSuccess && async != ncclInProgress) ||
-            (timeout_s_ > 0 && waited > timeout_s_)) {
-          std::string why = q != cudaErrorNotReady ? std::string(cudaGetErrorString(q))
-                            : async != ncclSuccess && async != ncclInProgress
-                                ? std::string("NCCL: ") + nccl().get_error_string(async)
-                                : "not done after " + std::to_string(static_cast<int>(waited)) +
-                                      " s (--dist-timeout " +
-                                      std::to_string(static_cast<int>(timeout_s_)) +
-                                      "): a peer is dead, hung or out of step";
-          fail(*pending_.front(), why);
+        const double waited = std::chrono::duration<double>(Clock::now() - p->start).count();
+        const bool nccl_error = async != ncclSuccess && async != ncclInProgress;
+        if (q != cudaErrorNotReady || nccl_error || (p->timeout_s > 0 && waited > p->timeout_s)) {
+          const std::string why =
+              q != cudaErrorNotReady ? std::string(cudaGetErrorString(q))
+              : nccl_error
+                  ? std::string("NCCL: ") + nccl().get_error_string(async)
+                  : "not done after " + std::to_string(static_cast<int>(waited)) +
+                        " s (--dist-timeout " + std::to_string(static_cast<int>(p->timeout_s)) +
+                        "): a peer is dead, hung or out of step";
+          fail(*p, why);
         }
         break;
       }
@@ -319,7 +342,10 @@ std::string nccl_version() {
   if (!nccl().error.empty()) return "";
   int v = 0;
   if (nccl().get_version(&v) != ncclSuccess) return "";
-  // 2.9 and later: major * 10000 + minor * 100 + patch.
+  // 2.9 and later: major * 10000 + minor * 100 + patch; before: major * 1000 + minor * 100 + patch.
+  if (v < 10000)
+    return std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." +
+           std::to_string(v % 100);
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
          std::to_string(v % 100);
 }

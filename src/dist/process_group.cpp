@@ -239,13 +239,26 @@ std::string describe_build() {
   return s + "; CUDA tensors reduced through host copies (NCCL: " + why + ")";
 }
 
-std::string nccl_unusable_on_this_rank(int local_size, int gpus) {
-  std::string why = nccl_unusable_reason();
-  if (!why.empty()) return why;
-  if (local_size > gpus)
-    return std::to_string(local_size) + " ranks on this node share " + std::to_string(gpus) +
-           (gpus == 1 ? " GPU" : " GPUs") + ", and NCCL needs a GPU of its own for each rank";
-  return "";
+std::string nccl_unusable_on_this_rank(bool on_cuda, int ranks_on_its_gpu) {
+  if (!on_cuda) return "a rank runs on the CPU";  // (no dlopen of NCCL on CPU ranks)
+  if (ranks_on_its_gpu > 1)
+    return std::to_string(ranks_on_its_gpu) +
+           " ranks share one GPU, and NCCL needs a GPU of its own for each rank";
+  return nccl_unusable_reason();
+}
+
+std::vector<uint64_t> allgather_u64(ProcessGroup& group, uint64_t value) {
+  const size_t n = static_cast<size_t>(group.world_size());
+  std::vector<double> halves(2 * n, 0.0);  // 32-bit halves: exact in a double, and in their sum
+  const size_t r = static_cast<size_t>(group.rank());
+  halves[2 * r] = static_cast<double>(value >> 32);
+  halves[2 * r + 1] = static_cast<double>(value & 0xffffffffu);
+  group.allreduce_sum(halves.data(), halves.size());
+  std::vector<uint64_t> out(n);
+  for (size_t k = 0; k < n; ++k)
+    out[k] = (static_cast<uint64_t>(halves[2 * k]) << 32) |
+             static_cast<uint64_t>(halves[2 * k + 1]);
+  return out;
 }
 
 std::string choose_cuda_backend(const std::string& requested, int world_size, int ranks_able,

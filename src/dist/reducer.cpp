@@ -53,8 +53,8 @@ GradReducer::GradReducer(ProcessGroup& group, std::vector<Tensor> params, Reduce
       off += static_cast<size_t>(params_[bk.params[s]].numel());
     }
     if (on_device_)
-      bk.device_buffer = Tensor::zeros({static_cast<int64_t>(off)}, DType::kFloat32,
-                                       params_[0].device());
+      bk.device_buffer =
+          Tensor::zeros({static_cast<int64_t>(off)}, DType::kFloat32, params_[0].device());
     else
       bk.buffer.assign(off, 0.0f);
     total_floats_ += off;
@@ -110,10 +110,10 @@ void GradReducer::launch_in_order() {
   while (next_launch_ < buckets_.size() &&
          buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     Bucket& bk = buckets_[next_launch_++];
-    bk.work = on_device_ ? group_.allreduce_sum_device_async(
-                               bk.device_buffer.data<float>(),
-                               static_cast<size_t>(bk.device_buffer.numel()))
-                         : group_.allreduce_sum_async(bk.buffer.data(), bk.buffer.size());
+    bk.work = on_device_
+                  ? group_.allreduce_sum_device_async(bk.device_buffer.data<float>(),
+                                                      static_cast<size_t>(bk.device_buffer.numel()))
+                  : group_.allreduce_sum_async(bk.buffer.data(), bk.buffer.size());
     bk.launched = true;
   }
 }

@@ -190,6 +190,14 @@ BenchResult run_bench(const BenchConfig& cfg) {
     return dev.is_cpu() ? cpu_allocator_stats() : cuda_allocator_stats(dev.index);
   };
   uint64_t allocs0 = alloc_stats().system_allocs;
+  // On CUDA the kernels' times come from CUDA events around each call on the stream (the host
+  // clock would time the launches).
+  std::unique_ptr<profile::DeviceTimer> timer;
+  if (per_kernel && dev.is_cuda()) timer = make_cuda_event_timer(dev);
+  struct TimerGuard {  // uninstalled on every way out
+    ~TimerGuard() { profile::set_device_timer(nullptr); }
+  } timer_guard;
+  profile::set_device_timer(timer.get());
   profile::reset();
   profile::enable(true);  // flop counts always; per-kernel times only when per_kernel
   auto t0 = std::chrono::steady_clock::now();
@@ -218,7 +226,9 @@ BenchResult run_bench(const BenchConfig& cfg) {
     profile::enable(false);
   }
   int64_t div = per_kernel ? cfg.steps : 1;
-  for (auto& e : profile::entries()) {
+  const std::vector<profile::Entry> entries = profile::entries();  // (flushes the timer)
+  profile::set_device_timer(nullptr);
+  for (auto& e : entries) {
     r.flops_per_step += e.flops / div;
     if (per_kernel)
       r.kernels.push_back({e.name, {1000.0 * e.seconds / div, static_cast<double>(e.calls) / div,

@@ -723,7 +723,7 @@ void Trainer::join_process_group() {
   }
   HPCNET_REQUIRE(cfg_.dist_backend != "nccl" || device_.is_cuda(),
                  "--dist-backend nccl needs --device cuda (CPU tensors go through MPI)");
-  if (world_ > 1 && device_.is_cuda()) use_cuda_backend();
+  if (world_ > 1 && cfg_.dist_backend != "mpi") use_cuda_backend();
   if (cfg_.threads == 0 && pg_->local_size() > 1) {
     // Ranks sharing a node split its cores rather than each taking all of them.
     ops::set_num_threads(0);
@@ -733,20 +733,29 @@ void Trainer::join_process_group() {
   }
 }
 
-// Ranks on CUDA devices reduce on the GPUs through NCCL where every rank can (its own GPU, the
-// library loads), else through host copies (the host-staged MPI path). The ranks vote, so that
-// all of them take the same path. SyncBatchNorm's statistics, summed on the host, go through MPI
-// either way.
+// Ranks on CUDA devices reduce on the GPUs through NCCL where every rank can (a GPU of its own,
+// told apart by UUID whatever CUDA_VISIBLE_DEVICES numbers it; the library loads), else through
+// host copies (the host-staged MPI path). Every rank votes (CPU ranks too), so that all of them
+// take the same path. SyncBatchNorm's statistics, summed on the host, go through MPI either way.
 void Trainer::use_cuda_backend() {
-  const std::string why = dist::nccl_unusable_on_this_rank(pg_->local_size(), cuda_device_count());
+  uint64_t gpu = 0;  // a hash of this rank's GPU's UUID (never 0), or 0 on the CPU
+  if (device_.is_cuda()) {
+    gpu = 1469598103934665603ULL;
+    for (char c : cuda_device_uuid(device_.index))
+      gpu = (gpu ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
+    gpu |= 1;
+  }
+  int sharing = 0;
+  for (uint64_t g : dist::allgather_u64(*pg_, gpu)) sharing += g == gpu ? 1 : 0;
+  const std::string why = dist::nccl_unusable_on_this_rank(device_.is_cuda(), sharing);
   double able = why.empty() ? 1 : 0;
-  if (cfg_.dist_backend != "mpi") pg_->allreduce_sum(&able, 1);
+  pg_->allreduce_sum(&able, 1);
   const std::string backend =
       dist::choose_cuda_backend(cfg_.dist_backend, world_, static_cast<int>(able), why);
   if (backend == "nccl") {
     nccl_ = dist::make_nccl_group(*pg_, device_.index);
     pg_ = nccl_.get();
-  } else if (lead_ && !why.empty() && !cfg_.quiet) {
+  } else if (lead_ && device_.is_cuda() && !why.empty() && !cfg_.quiet) {
     *out_ << "gradients cross ranks through host copies (MPI): NCCL not used, " << why
           << std::endl;
   }

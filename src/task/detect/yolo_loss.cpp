@@ -200,7 +200,7 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
                                           std::to_string(anchors.size()) + " for " +
                                           std::to_string(h) + "x" + std::to_string(w));
   // Detached CPU views for the assignment: decoded boxes in pixels, sigmoid scores (B, A, nc).
-  std::optional<profile::Scope> host(std::in_place, "yolo_loss_assign (host)", 0.0);
+  std::optional<profile::Scope> host(std::in_place, "yolo_loss_assign (host)", 0.0, true);
   Tensor bc = cpu_f32(boxes), sc = cpu_f32(scores);
   const float* pb = bc.data<float>();
   const float* ps = sc.data<float>();
