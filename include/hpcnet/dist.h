@@ -73,8 +73,9 @@ class ProcessGroup {
   // the group's GPU. Each is queued behind the work already on hpcnet's stream for that GPU and
   // runs on a stream of its own; when the blocking forms return, and when the Work's wait()
   // returns, hpcnet's stream is behind the collective. The host does not wait for the GPU.
-  virtual std::unique_ptr<Work> allreduce_sum_device_async(float* data, size_t count);
-  virtual void allreduce_sum_device(void* data, size_t count, DType dtype);  // float32/float64
+  // average: the sum times 1 / world_size() (NCCL's ncclAvg), else the sum.
+  virtual std::unique_ptr<Work> allreduce_device_async(float* data, size_t count, bool average);
+  virtual void allreduce_device(void* data, size_t count, DType dtype, bool average);  // f32/f64
   virtual void broadcast_device(void* data, size_t bytes, int root);
 
   // Tensor forms. Require a contiguous tensor (Error otherwise) and work in place. A CUDA tensor

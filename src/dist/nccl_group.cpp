@@ -223,19 +223,21 @@ class NcclGroup : public ProcessGroup {
 
   // Device memory: NCCL on the group's stream.
   bool reduces_on_device() const override { return true; }
-  std::unique_ptr<Work> allreduce_sum_device_async(float* data, size_t count) override {
+  std::unique_ptr<Work> allreduce_device_async(float* data, size_t count, bool average) override {
+    const ncclRedOp_t op = average ? ncclAvg : ncclSum;
     auto p = start("all-reduce", [&] {
       HPCNET_NCCL_CALL(comm_,
-                       nccl().all_reduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+                       nccl().all_reduce(data, data, count, ncclFloat32, op, comm_, stream_));
     });
     return std::make_unique<NcclWork>(std::move(p), compute());
   }
-  void allreduce_sum_device(void* data, size_t count, DType dtype) override {
+  void allreduce_device(void* data, size_t count, DType dtype, bool average) override {
     HPCNET_CHECK(dtype == DType::kFloat32 || dtype == DType::kFloat64,
                  std::string("NCCL all-reduce of ") + dtype_name(dtype));
     const ncclDataType_t t = dtype == DType::kFloat32 ? ncclFloat32 : ncclFloat64;
     auto p = start("all-reduce", [&] {
-      HPCNET_NCCL_CALL(comm_, nccl().all_reduce(data, data, count, t, ncclSum, comm_, stream_));
+      HPCNET_NCCL_CALL(comm_, nccl().all_reduce(data, data, count, t, average ? ncclAvg : ncclSum,
+                                                comm_, stream_));
     });
     NcclWork(std::move(p), compute()).wait();
   }

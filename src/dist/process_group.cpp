@@ -9,9 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "hpcnet/autograd.h"
 #include "hpcnet/dist.h"
-#include "hpcnet/functional.h"
 #include "src/dist/internal.h"
 
 namespace hpcnet::dist {
@@ -69,10 +67,10 @@ std::unique_ptr<ProcessGroup> g_world;
 
 std::unique_ptr<ProcessGroup> make_single_group() { return std::make_unique<SingleGroup>(); }
 
-std::unique_ptr<Work> ProcessGroup::allreduce_sum_device_async(float*, size_t) {
+std::unique_ptr<Work> ProcessGroup::allreduce_device_async(float*, size_t, bool) {
   throw Error("the " + backend() + " process group has no device collectives");
 }
-void ProcessGroup::allreduce_sum_device(void*, size_t, DType) {
+void ProcessGroup::allreduce_device(void*, size_t, DType, bool) {
   throw Error("the " + backend() + " process group has no device collectives");
 }
 void ProcessGroup::broadcast_device(void*, size_t, int) {
@@ -84,7 +82,7 @@ void ProcessGroup::allreduce_sum(Tensor& t) {
   HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
                std::string("allreduce_sum of a ") + dtype_name(t.dtype()) + " tensor");
   if (t.device().is_cuda() && reduces_on_device())
-    return allreduce_sum_device(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype());
+    return allreduce_device(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), false);
   on_host(t, [&](Tensor& h) {
     if (h.dtype() == DType::kFloat32)
       allreduce_sum(h.data<float>(), static_cast<size_t>(h.numel()));
@@ -95,10 +93,10 @@ void ProcessGroup::allreduce_sum(Tensor& t) {
 
 void ProcessGroup::allreduce_avg(Tensor& t) {
   if (t.device().is_cuda() && reduces_on_device()) {
-    allreduce_sum(t);
-    NoGradGuard no_grad;
-    t.copy_(F::mul_scalar(t, 1.0 / world_size()));
-    return;
+    check_float(t, "allreduce_avg");
+    HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
+                 std::string("allreduce_avg of a ") + dtype_name(t.dtype()) + " tensor");
+    return allreduce_device(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), true);
   }
   if (!t.device().is_cpu()) {
     check_float(t, "allreduce_avg");

@@ -4,8 +4,9 @@
 // Invariant between steps: no bucket is in flight, every copied_ flag is false.
 // CUDA parameters: with a group that reduces on the device (NCCL) each bucket is a device buffer,
 // a ready gradient is copied into it on hpcnet's stream and the bucket's all-reduce runs on the
-// group's stream while backward goes on; finish() puts hpcnet's stream behind the all-reduces,
-// then scales the buckets into the gradients, all without the host waiting. With any other group
+// group's stream while backward goes on (NCCL's average: the sum times 1 / world size); finish()
+// puts hpcnet's stream behind the all-reduces, then copies the buckets into the gradients, all
+// without the host waiting. With any other group
 // they take the host-staged path: each gradient is copied to its bucket's host buffer when it is
 // ready, and the averaged bucket is copied back to the device (MPI moves host memory).
 #include <algorithm>
@@ -13,7 +14,6 @@
 
 #include "hpcnet/autograd.h"
 #include "hpcnet/dist.h"
-#include "hpcnet/functional.h"
 #include "src/core/cuda_device.h"
 
 namespace hpcnet::dist {
@@ -111,27 +111,24 @@ void GradReducer::launch_in_order() {
          buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     Bucket& bk = buckets_[next_launch_++];
     bk.work = on_device_
-                  ? group_.allreduce_sum_device_async(bk.device_buffer.data<float>(),
-                                                      static_cast<size_t>(bk.device_buffer.numel()))
+                  ? group_.allreduce_device_async(bk.device_buffer.data<float>(),
+                                                  static_cast<size_t>(bk.device_buffer.numel()),
+                                                  true)
                   : group_.allreduce_sum_async(bk.buffer.data(), bk.buffer.size());
     bk.launched = true;
   }
 }
 
-// After bk's all-reduce: each gradient of bk becomes its sum times scale.
+// After bk's all-reduce: each gradient of bk becomes its sum times scale (device buckets hold
+// the average already).
 void GradReducer::set_grads_from(Bucket& bk, float scale) {
-  Tensor scaled;
-  if (on_device_) {
-    NoGradGuard no_grad;
-    scaled = F::mul_scalar(bk.device_buffer, scale);  // queued behind the all-reduce
-  }
   for (size_t s = 0; s < bk.params.size(); ++s) {
     Tensor& p = params_[bk.params[s]];
     Tensor& g = p.mutable_grad();
     if (on_device_) {  // a fresh gradient: the old one may be shared (an optimizer's history)
       g = Tensor::empty(p.shape(), DType::kFloat32, p.device());
-      cuda_copy_bytes(g.raw_data(), p.device(), scaled.data<float>() + bk.offsets[s], p.device(),
-                      g.nbytes());
+      cuda_copy_bytes(g.raw_data(), p.device(), bk.device_buffer.data<float>() + bk.offsets[s],
+                      p.device(), g.nbytes());
       continue;
     }
     const float* src = bk.buffer.data() + bk.offsets[s];

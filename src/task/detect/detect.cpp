@@ -342,6 +342,11 @@ class DetectTask : public Task {
   }
   std::vector<double> last_loss_parts() const override {
     if (!has_parts_) return {};
+    if (last_parts_tensor_.defined()) {  // read once, when asked (a wait for the device)
+      const std::vector<double> v = last_parts_tensor_.to_vector_f64();
+      for (size_t k = 0; k < 3; ++k) last_parts_[k] = v[k] * parts_scale_;
+      last_parts_tensor_ = Tensor();
+    }
     return {last_parts_[0], last_parts_[1], last_parts_[2]};
   }
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
@@ -464,12 +469,14 @@ class DetectTask : public Task {
     const int64_t H = batch.images.size(2), W = batch.images.size(3);
     detect::LossResult r = detect::v8_detection_loss(outputs[0], outputs[1], H, W,
                                                      detect::targets_of(batch.boxes), o);
-    const double scale = o.rank_sum ? static_cast<double>(o.world) : 1.0;
-    for (size_t k = 0; k < 3; ++k) last_parts_[k] = r.items[k] * scale;
+    parts_scale_ = o.rank_sum ? static_cast<double>(o.world) : 1.0;
+    last_parts_tensor_ = r.parts;
     has_parts_ = true;
     return r.total;
   }
   mutable std::array<double, 3> last_parts_{};  // box, cls, dfl of the last loss computed
+  mutable Tensor last_parts_tensor_;            // the same, on the loss's device, until read
+  mutable double parts_scale_ = 1.0;
   mutable bool has_parts_ = false;
 };
 

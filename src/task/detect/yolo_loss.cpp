@@ -11,8 +11,13 @@
 #include "hpcnet/error.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/profile.h"
+#include "src/core/cuda_device.h"
 #include "src/ops/box/math.h"
 #include "src/ops/trace.h"
+#include "src/task/detect/tal_math.h"
+#ifdef HPCNET_WITH_CUDA
+#include "src/task/detect/tal_cuda.h"
+#endif
 
 namespace hpcnet::task::detect {
 
@@ -187,12 +192,54 @@ Tensor cpu_f32(const Tensor& t) {
 
 }  // namespace
 
-LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
-                             const std::vector<ImageTargets>& gts, const LossOptions& o) {
+std::array<double, 3> LossResult::items() const {
+  const std::vector<double> v = parts.to_vector_f64();
+  return {v[0], v[1], v[2]};
+}
+
+namespace {
+
+void check_head(const Tensor& boxes, const Tensor& scores) {
   HPCNET_REQUIRE(boxes.dim() == 3 && scores.dim() == 3 && boxes.size(1) == 4 * kRegMax &&
                      boxes.size(0) == scores.size(0) && boxes.size(2) == scores.size(2),
                  "yolo loss: expected boxes (B, 64, A) and scores (B, nc, A), got " +
                      shape_str(boxes.shape()) + " and " + shape_str(scores.shape()));
+}
+
+// The three 0-d parts as one (3,) tensor on their device (queued copies, nothing read).
+Tensor stack_parts(const Tensor& box, const Tensor& cls, const Tensor& dfl) {
+  const Device dev = box.device();
+  Tensor out = Tensor::empty({3}, DType::kFloat32, dev);
+  const Tensor* p[3] = {&box, &cls, &dfl};
+  for (int k = 0; k < 3; ++k) {
+    Tensor v = p[k]->detach().to(DType::kFloat32);
+    cuda_copy_bytes(out.data<float>() + k, dev, v.raw_data(), dev, sizeof(float));
+  }
+  return out;
+}
+
+// Times B (Ultralytics); on world ranks times world^2 B: the mean over ranks of world^2 B (parts
+// of rank r) is world B (parts of the global batch), one process's loss.
+Tensor total_of(const Tensor& box, const Tensor& cls, const Tensor& dfl, int64_t B,
+                const LossOptions& o) {
+  const double world = o.rank_sum ? static_cast<double>(o.world) : 1.0;
+  return F::mul_scalar(F::add(F::add(box, cls), dfl), static_cast<double>(B) * world * world);
+}
+
+bool staged_on(Device dev) {
+  static const bool host = [] {
+    const char* v = std::getenv("HPCNET_DETECT_LOSS");
+    return v && std::string(v) == "host";
+  }();
+  return dev.is_cuda() && !host;
+}
+
+}  // namespace
+
+LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
+                             const std::vector<ImageTargets>& gts, const LossOptions& o) {
+  check_head(boxes, scores);
+  if (staged_on(scores.device())) return v8_detection_loss_staged(boxes, scores, h, w, gts, o);
   const Anchors anchors = make_anchors(h, w);
   const int64_t B = boxes.size(0), A = boxes.size(2), nc = scores.size(1);
   HPCNET_REQUIRE(A == anchors.size(), "yolo loss: " + std::to_string(A) +
@@ -280,11 +327,174 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
                              o.box / S);
   Tensor dfl = F::mul_scalar(F::dfl_loss(dist, to_dev(tltrb, {M * 4}), to_dev(w4, {M * 4})),
                              o.dfl / S);
-  res.items = {box.item(), cls.item(), dfl.item()};
-  // Times B (Ultralytics); on world ranks times world^2 B: the mean over ranks of
-  // world^2 B (parts of rank r) is world B (parts of the global batch), one process's loss.
-  const double world = o.rank_sum ? static_cast<double>(o.world) : 1.0;
-  res.total = F::mul_scalar(F::add(F::add(box, cls), dfl), static_cast<double>(B) * world * world);
+  res.parts = stack_parts(box, cls, dfl);
+  res.total = total_of(box, cls, dfl, B, o);
+  return res;
+}
+
+namespace {
+
+// The staged path's buffers on one device, and the View over them.
+struct Staged {
+  Tensor anc, stride, gt, label;
+  Tensor pd, overlap, metric, pos, pos_align, pos_ov;
+  Tensor fg, gt_idx, labels, bboxes;
+  Tensor tgt_cls, tbox, weight, tltrb, w4, sign, offs, index;
+  tal::View v;
+};
+
+Staged make_staged(const Tensor& boxes, const Tensor& scores, const Anchors& anchors,
+                   const std::vector<ImageTargets>& gts, const LossOptions& o) {
+  const int64_t B = boxes.size(0), A = boxes.size(2), nc = scores.size(1);
+  HPCNET_REQUIRE(static_cast<int64_t>(gts.size()) == B,
+                 "yolo loss: targets for " + std::to_string(gts.size()) + " images, batch of " +
+                     std::to_string(B));
+  int64_t n_max = 0;
+  for (const ImageTargets& g : gts) n_max = std::max<int64_t>(n_max, g.boxes.size());
+  const int64_t N = std::max<int64_t>(n_max, 1);
+  std::vector<float> gt(B * N * 4, 0.f);
+  std::vector<int32_t> label(B * N, -1);
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < gts[b].boxes.size(); ++j) {
+      const int64_t c = gts[b].labels[j];
+      HPCNET_REQUIRE(c >= 0 && c < nc, "tal_assign: label " + std::to_string(c) +
+                                           " outside [0, " + std::to_string(nc) + ")");
+      label[b * N + j] = static_cast<int32_t>(c);
+      for (int k = 0; k < 4; ++k) gt[(b * N + j) * 4 + k] = gts[b].boxes[j][k];
+    }
+  const Device dev = scores.device();
+  Staged s;
+  auto up = [&](const std::vector<float>& v, const Shape& sh) {
+    return Tensor::from_vector(v, sh).to(dev);
+  };
+  s.anc = up(anchors.xy, {A, 2});
+  s.stride = up(anchors.stride, {A});
+  s.gt = up(gt, {B, N, 4});
+  Tensor lab = Tensor::empty({B, N}, DType::kInt32);
+  std::copy(label.begin(), label.end(), lab.data<int32_t>());
+  s.label = lab.to(dev);
+  auto f32 = [&](const Shape& sh) { return Tensor::empty(sh, DType::kFloat32, dev); };
+  s.pd = f32({B, A, 4});
+  s.overlap = f32({B, N, A});
+  s.metric = f32({B, N, A});
+  s.pos = Tensor::empty({B, N, A}, DType::kUInt8, dev);
+  s.pos_align = f32({B, N});
+  s.pos_ov = f32({B, N});
+  s.fg = Tensor::empty({B, A}, DType::kUInt8, dev);
+  s.gt_idx = Tensor::empty({B, A}, DType::kInt32, dev);
+  s.labels = Tensor::empty({B, A}, DType::kInt32, dev);
+  s.bboxes = f32({B, A, 4});
+  s.tgt_cls = f32({B, nc, A});
+  s.tbox = f32({B * A, 4});
+  s.weight = f32({B * A});
+  s.tltrb = f32({B * A * 4});
+  s.w4 = f32({B * A * 4});
+  s.sign = f32({B * A, 4});
+  s.offs = f32({B * A, 4});
+  s.index = Tensor::empty({B * A}, DType::kInt64, dev);
+  tal::View& v = s.v;
+  v.B = B, v.A = A, v.nc = nc, v.N = N, v.topk = o.topk;
+  v.alpha = static_cast<float>(o.alpha), v.beta = static_cast<float>(o.beta);
+  v.no_object_label = n_max == 0 ? static_cast<int32_t>(nc) : 0;
+  v.boxes = boxes.data<float>(), v.scores = scores.data<float>();
+  v.anc = s.anc.data<float>(), v.stride = s.stride.data<float>();
+  v.gt = s.gt.data<float>(), v.label = s.label.data<int32_t>();
+  v.pd = s.pd.data<float>(), v.overlap = s.overlap.data<float>();
+  v.metric = s.metric.data<float>(), v.pos = s.pos.data<uint8_t>();
+  v.pos_align = s.pos_align.data<float>(), v.pos_ov = s.pos_ov.data<float>();
+  v.fg = s.fg.data<uint8_t>(), v.gt_idx = s.gt_idx.data<int32_t>();
+  v.labels = s.labels.data<int32_t>(), v.bboxes = s.bboxes.data<float>();
+  v.tgt_cls = s.tgt_cls.data<float>(), v.tbox = s.tbox.data<float>();
+  v.weight = s.weight.data<float>(), v.tltrb = s.tltrb.data<float>();
+  v.w4 = s.w4.data<float>(), v.sign = s.sign.data<float>(), v.offs = s.offs.data<float>();
+  v.index = s.index.data<int64_t>();
+  return s;
+}
+
+// tal_math.h's stages in host loops, in the order the kernels run them; the target-score sum.
+double assign_on_host(const tal::View& v) {
+  for (int64_t i = 0; i < v.B * v.A; ++i) tal::decode(v, i / v.A, i % v.A);
+  for (int64_t i = 0; i < v.B * v.N * v.A; ++i)
+    tal::metric(v, i / (v.N * v.A), (i / v.A) % v.N, i % v.A);
+  for (int64_t i = 0; i < v.B * v.N; ++i) tal::topk(v, i / v.N, i % v.N);
+  for (int64_t i = 0; i < v.B * v.A; ++i) tal::resolve(v, i / v.A, i % v.A);
+  for (int64_t i = 0; i < v.B * v.N; ++i) tal::stats(v, i / v.N, i % v.N);
+  double sum = 0;
+  for (int64_t i = 0; i < v.B * v.A; ++i) sum += tal::target(v, i / v.A, i % v.A);
+  return sum;
+}
+
+Assignment copy_assignment(const Staged& s) {
+  Assignment r;
+  const Tensor fg = s.fg.to(cpu_device()), gi = s.gt_idx.to(cpu_device());
+  const Tensor lb = s.labels.to(cpu_device()), bb = s.bboxes.to(cpu_device());
+  const Tensor tc = s.tgt_cls.to(cpu_device());
+  const int64_t B = s.v.B, A = s.v.A, nc = s.v.nc;
+  r.fg.assign(fg.data<uint8_t>(), fg.data<uint8_t>() + B * A);
+  r.gt_idx.assign(gi.data<int32_t>(), gi.data<int32_t>() + B * A);
+  r.labels.assign(lb.data<int32_t>(), lb.data<int32_t>() + B * A);
+  r.bboxes = bb.to_vector();
+  r.scores.assign(B * A * nc, 0.f);  // (B, A, nc) from the logits' layout (B, nc, A)
+  const float* t = tc.data<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t a = 0; a < A; ++a) r.scores[(b * A + a) * nc + c] = t[(b * nc + c) * A + a];
+  return r;
+}
+
+}  // namespace
+
+LossResult v8_detection_loss_staged(const Tensor& boxes_in, const Tensor& scores_in, int64_t h,
+                                    int64_t w, const std::vector<ImageTargets>& gts,
+                                    const LossOptions& o, bool keep_assignment) {
+  check_head(boxes_in, scores_in);
+  HPCNET_REQUIRE(boxes_in.device() == scores_in.device() &&
+                     boxes_in.dtype() == DType::kFloat32 && scores_in.dtype() == DType::kFloat32,
+                 "yolo loss: boxes and scores must be float32 on one device");
+  const Anchors anchors = make_anchors(h, w);
+  const int64_t B = boxes_in.size(0), A = boxes_in.size(2);
+  HPCNET_REQUIRE(A == anchors.size(), "yolo loss: " + std::to_string(A) +
+                                          " anchors in the outputs, " +
+                                          std::to_string(anchors.size()) + " for " +
+                                          std::to_string(h) + "x" + std::to_string(w));
+  const Tensor boxes = boxes_in.contiguous(), scores = scores_in.contiguous();
+  Staged st;
+  double S = -1;  // the target-score sum on the host, when it is there
+  Tensor inverse = Tensor::empty({}, DType::kFloat32, scores.device());
+  {
+    NoGradGuard no_grad;
+    st = make_staged(boxes.detach(), scores.detach(), anchors, gts, o);
+    if (scores.device().is_cpu()) {
+      S = assign_on_host(st.v);
+    } else {
+#ifdef HPCNET_WITH_CUDA
+      Tensor sum = Tensor::empty({1}, DType::kFloat64, scores.device());
+      tal::assign_cuda(st.v, scores.device().index, sum.data<double>(), inverse.data<float>());
+      if (o.rank_sum) S = sum.to_vector_f64()[0];  // the ranks' sum is a host value (one wait)
+#else
+      throw Error("yolo loss: no staged assigner for " + scores.device().str());
+#endif
+    }
+    if (S >= 0 && o.rank_sum) o.rank_sum(&S, 1);  // the global batch's
+    if (S >= 0) S = std::max(S, 1.0);             // target_scores.sum().clamp(min=1)
+  }
+  // Every anchor: the background's weights are 0, so it adds nothing (nor any gradient).
+  Tensor cls = F::bce_with_logits(scores, st.tgt_cls);
+  Tensor dist = F::reshape(F::gather_anchors(boxes, st.index), {B * A * 4, kRegMax});
+  Tensor ltrb = F::reshape(F::dfl_expect(dist), {B * A, 4});
+  Tensor pred = F::add(F::mul(ltrb, st.sign), st.offs);
+  Tensor box = F::ciou_loss(pred, st.tbox, st.weight);
+  Tensor dfl = F::dfl_loss(dist, st.tltrb, st.w4);
+  auto scaled = [&](const Tensor& x, double gain) {
+    return S >= 0 ? F::mul_scalar(x, gain / S) : F::mul(F::mul_scalar(x, gain), inverse);
+  };
+  box = scaled(box, o.box);
+  cls = scaled(cls, o.cls);
+  dfl = scaled(dfl, o.dfl);
+  LossResult res;
+  res.parts = stack_parts(box, cls, dfl);
+  res.total = total_of(box, cls, dfl, B, o);
+  if (keep_assignment) res.assignment = copy_assignment(st);
   return res;
 }
 

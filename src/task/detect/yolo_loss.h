@@ -1,8 +1,9 @@
 // Ultralytics' YOLOv8 training target and loss (utils/tal.py TaskAlignedAssigner, utils/loss.py
 // v8DetectionLoss, 8.4) and the decoding of the Detect head's raw outputs. The assignment is plain
-// C++ on the CPU (no gradient); the loss is built from differentiable ops (bce_with_logits,
-// gather_anchors, dfl_expect, ciou_loss, dfl_loss) so its gradient flows to the head outputs on
-// their device.
+// C++ on the CPU (tal_assign, no gradient), and on a GPU the same arithmetic in stages of
+// independent elements (tal_math.h, tal_cuda.cu), so that nothing is copied to the host; the loss
+// is built from differentiable ops (bce_with_logits, gather_anchors, dfl_expect, ciou_loss,
+// dfl_loss) so its gradient flows to the head outputs on their device.
 #pragma once
 
 #include <array>
@@ -70,13 +71,26 @@ Assignment tal_assign(const float* pd_scores, const float* pd_bboxes, const floa
 // YoloV8 model's forward_all) for inputs of h x w pixels, with targets in input pixels.
 // total = (box + cls + dfl) * B as a 0-d tensor with its graph (Ultralytics returns the 3-vector
 // times B and trains on its sum); items = the three gained components (Ultralytics' loss_items).
+// parts: the three on the loss's device, (3,) float32, not yet read (reading waits for the
+// device): items() reads them once.
 struct LossResult {
   Tensor total;
-  std::array<double, 3> items{};
-  Assignment assignment;  // for tests
+  Tensor parts;
+  Assignment assignment;  // for tests (the staged path fills it only with keep_assignment)
+  std::array<double, 3> items() const;
 };
+// On a CUDA device the assignment and the targets are computed there, by the staged assigner
+// (v8_detection_loss_staged); HPCNET_DETECT_LOSS=host brings the outputs to the host for
+// tal_assign instead. On the CPU, tal_assign.
 LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
                              const std::vector<ImageTargets>& gts, const LossOptions& o = {});
+// The staged path on any device: the assigner's stages (tal_math.h) as CUDA kernels on a GPU or
+// host loops on the CPU, then the loss over every anchor with zero weight for the background
+// (no list of foreground anchors, so nothing is read back). The same loss as tal_assign's path up
+// to float summation order; keep_assignment also copies the assignment to res.assignment.
+LossResult v8_detection_loss_staged(const Tensor& boxes, const Tensor& scores, int64_t h,
+                                    int64_t w, const std::vector<ImageTargets>& gts,
+                                    const LossOptions& o = {}, bool keep_assignment = false);
 
 // The Detect head's inference output (Ultralytics' _inference): (B, 4 + nc, A) float32 on the
 // CPU, rows 0..3 the box centre x, y and width, height in input pixels (DFL expectation, then

@@ -142,7 +142,7 @@ TEST(YoloGolden, TrainOutputsLossAssignmentAndGradientsMatchUltralytics) {
   }
   EXPECT_LT(d / mx, 1e-4) << "target scores";
   auto items = g.at("loss.items").to_vector(), total = g.at("loss.total").to_vector();
-  for (int k = 0; k < 3; ++k) EXPECT_NEAR(r.items[k], items[k], 2e-5 * std::abs(items[k])) << k;
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(r.items()[k], items[k], 2e-5 * std::abs(items[k])) << k;
   EXPECT_NEAR(r.total.item(), total[0] + total[1] + total[2],
               2e-5 * (total[0] + total[1] + total[2]));
   r.total.backward();

@@ -140,7 +140,7 @@ void check_loss_on_reference_outputs(const Case& c) {
   EXPECT_LT(d / mx, c.tscores) << "target scores";
   auto items = g.at(p + "loss.items").to_vector(), total = g.at(p + "loss.total").to_vector();
   for (int k = 0; k < 3; ++k)
-    EXPECT_NEAR(r.items[k], items[k], c.items * std::abs(items[k])) << "loss item " << k;
+    EXPECT_NEAR(r.items()[k], items[k], c.items * std::abs(items[k])) << "loss item " << k;
   const double sum = total[0] + total[1] + total[2];
   EXPECT_NEAR(r.total.item(), sum, c.items * sum);
   r.total.backward();
