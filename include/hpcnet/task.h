@@ -187,6 +187,10 @@ class Task {
   // scaled as loss_for_log / train_loss_for_log scale its total (their sum is the logged loss);
   // loss_part_names().size() numbers, or none before the first call. One caller at a time.
   virtual std::vector<double> last_loss_parts() const { return {}; }
+  // The same parts, not yet read: a (loss_part_names().size(),) tensor on the loss's device and the
+  // factor last_loss_parts() would multiply them by; an undefined tensor when the task has none
+  // or they were read. Lets the trainer read them later, with the losses (no wait per step).
+  virtual std::pair<Tensor, double> last_loss_parts_unread() const { return {Tensor(), 1.0}; }
   virtual std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const = 0;
   // The outputs used for evaluation and prediction of images (N, 3, H, W) on the model's device,
   // the model in eval mode: model.forward_all(images), or with flip_tta the task's test-time

@@ -240,15 +240,14 @@ struct FailPoint {
 };
 
 // Trainer::defer_loss_: on CUDA (or as HPCNET_DEFER_LOSS says), --nan-policy stop (skip must
-// know before the step), a loss of one part (detect reads its three parts on the host inside the
-// loss) and no injected NaN. With several ranks the deferred losses are compared across ranks
+// know before the step) and no injected NaN. Detect's parts are deferred with its loss. With several ranks the deferred losses are compared across ranks
 // when they are read, step by step in the same order on every rank, so all stop at the same
 // step as they would have without deferring.
 bool defers_losses(const TrainConfig& c, Device device, const task::Task& task,
                    const FailPoint& fail) {
   bool want = device.is_cuda();
   if (const char* v = std::getenv("HPCNET_DEFER_LOSS"); v && *v) want = std::string(v) != "0";
-  return want && c.nan_policy != "skip" && task.loss_part_names().empty() && fail.mode != "nan";
+  return want && c.nan_policy != "skip" && fail.mode != "nan";
 }
 
 // Batches go to a GPU through PinnedUploader's pinned ring unless HPCNET_PINNED_UPLOAD=0 (plain
@@ -546,9 +545,15 @@ struct EpochState {
   std::chrono::steady_clock::time_point start;
   ProgressBar bar;
   double running_loss = 0, epoch_loss = 0;
-  // Deferred losses (Trainer::defer_loss_): (the loss on the device, its batch index), not yet
-  // read or added to the sums above.
-  std::vector<std::pair<Tensor, int64_t>> pending;
+  // Deferred losses (Trainer::defer_loss_), not yet read or added to the sums above.
+  struct Pending {
+    Tensor loss;            // 0-d, on the device
+    Tensor parts;           // detect's parts (the task's last_loss_parts_unread), or undefined
+    double parts_scale = 1;
+    int64_t step = 0;       // the batch's index in the epoch
+    int64_t batch_size = 0;
+  };
+  std::vector<Pending> pending;
   LossPartSums parts;  // detect's box, cls, dfl
   int64_t steps;       // batches done, counting those before a resumed checkpoint
   double wait = 0;     // seconds the training thread waited for batches
@@ -1112,7 +1117,8 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   }
   Tensor loss = task_->train_loss(model_->forward_all(batch.images), batch, step_ranks_);
   if (defer_loss_) {
-    e.pending.emplace_back(loss.detach(), i);
+    const auto [parts, scale] = task_->last_loss_parts_unread();
+    e.pending.push_back({loss.detach(), parts, scale, i, batch.size});
     if (reducer_)
       reducer_->backward(loss);  // gradients averaged over ranks
     else
@@ -1140,7 +1146,8 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
 }
 
 // --cuda-graph: a step is replayed from a graph where what the graph fixed holds: CUDA, one rank
-// (the gradient all-reduce is not captured), deferred losses (no host read inside the step), SGD with every step an optimizer step (no
+// (the gradient all-reduce is not captured), a loss of one part (classify, segment: detect packs
+// its targets on the host), deferred losses (no host read inside the step), SGD with every step an optimizer step (no
 // accumulation), no gradient clipping, no EMA, no dropout (its masks are drawn on the host),
 // one parameter group, the momentum buffers made (the first step makes them eagerly), and the
 // shape of the captured batch (a last, smaller batch runs eagerly). A new learning rate or
@@ -1149,8 +1156,10 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
 bool Trainer::graph_usable(const data::Batch& batch) {
   StepGraph& g = graph_;
   auto* sgd = dynamic_cast<optim::SGD*>(opt_.get());
+  // (detect: its targets are packed on the host each step, which a replay would not redo)
   if (!cfg_.cuda_graph || g.off || !device_.is_cuda() || !defer_loss_ || ema_ || world_ > 1 ||
-      cfg_.clip_grad_norm > 0 || !sgd || groups_ || st_.optimizer_steps < 1)
+      cfg_.clip_grad_norm > 0 || !sgd || groups_ || st_.optimizer_steps < 1 ||
+      !task_->loss_part_names().empty())
     return false;
   if (schedule_.accumulate_at(st_.steps, loader_->num_batches(), cfg_.epochs, cfg_.nbs,
                               world_ * cfg_.batch_size) != 1)
@@ -1214,7 +1223,7 @@ bool Trainer::graph_step(EpochState& e, data::Batch& batch, int64_t i) {
   uploader_->upload_into(batch.labels, g.inputs.labels);
   if (batch.masks.defined()) uploader_->upload_into(batch.masks, g.inputs.masks);
   g.graph.replay();
-  e.pending.emplace_back(g.loss.clone(), i);
+  e.pending.push_back({g.loss.clone(), Tensor(), 1.0, i, batch.size});
   st_.last_opt_step = st_.steps;
   ++st_.optimizer_steps;
   ++res_.graph_steps;
@@ -1241,28 +1250,43 @@ bool Trainer::end_step(EpochState& e, const data::Batch& batch, int64_t i) {
 // the first non-finite loss. The weights have taken the steps after it; the check runs before
 // any checkpoint is written, so none holds them.
 void Trainer::read_losses(EpochState& e) {
-  std::vector<std::pair<Tensor, int64_t>> pending;
+  std::vector<EpochState::Pending> pending;
   pending.swap(e.pending);
   if (pending.empty()) return;
-  // Gathered on their device (queued copies), then read with one copy: one wait, not one each.
-  const Device dev = pending.front().first.device();
-  const DType dtype = pending.front().first.dtype();
-  Tensor all = Tensor::empty({static_cast<int64_t>(pending.size())}, dtype, dev);
+  // Gathered on their device (queued copies: the losses, then each step's parts), then read with
+  // one copy: one wait, not one each.
+  const Device dev = pending.front().loss.device();
+  const DType dtype = pending.front().loss.dtype();
+  const int64_t n = static_cast<int64_t>(pending.size());
+  const int64_t P = pending.front().parts.defined() ? pending.front().parts.numel() : 0;
+  Tensor all = Tensor::empty({n * (1 + P)}, dtype, dev);
   const size_t size = dtype_size(dtype);
-  for (size_t k = 0; k < pending.size(); ++k) {
-    const Tensor& t = pending[k].first;
-    HPCNET_CHECK(t.numel() == 1 && t.dtype() == dtype && t.device() == dev,
-                 "read_losses: a loss that is not a scalar of the others' type and device");
-    cuda_copy_bytes(static_cast<char*>(all.raw_data()) + k * size, dev, t.raw_data(), dev, size);
+  auto put = [&](const Tensor& t0, int64_t at) {
+    const Tensor t = t0.dtype() == dtype ? t0 : t0.to(dtype);
+    HPCNET_CHECK(t.device() == dev && t.is_contiguous(),
+                 "read_losses: a loss on another device than the others");
+    cuda_copy_bytes(static_cast<char*>(all.raw_data()) + at * size, dev, t.raw_data(), dev,
+                    t.nbytes());
+  };
+  for (int64_t k = 0; k < n; ++k) {
+    const EpochState::Pending& p = pending[k];
+    HPCNET_CHECK(p.loss.numel() == 1 && (P == 0 || p.parts.numel() == P),
+                 "read_losses: a loss that is not a scalar, or parts of another count");
+    put(p.loss, k);
+    if (P > 0) put(p.parts, n + k * P);
   }
   const std::vector<double> values = all.to_vector_f64();
-  data::Batch none;
-  for (size_t k = 0; k < pending.size(); ++k) {
-    const int64_t i = pending[k].second;
-    const double l = task_->train_loss_for_log(values[k], none, step_ranks_);
-    loss_is_usable(e, l, i);  // throws for a non-finite loss (--nan-policy stop)
+  data::Batch sized;  // train_loss_for_log divides by the batch size where the loss is a sum
+  for (int64_t k = 0; k < n; ++k) {
+    sized.size = pending[k].batch_size;
+    const double l = task_->train_loss_for_log(values[k], sized, step_ranks_);
+    loss_is_usable(e, l, pending[k].step);  // throws for a non-finite loss (--nan-policy stop)
     e.running_loss += l;
     e.epoch_loss += l;
+    if (P == 0) continue;
+    std::vector<double> parts(values.begin() + n + k * P, values.begin() + n + (k + 1) * P);
+    for (double& v : parts) v *= pending[k].parts_scale;
+    e.parts.add(parts);
   }
 }
 

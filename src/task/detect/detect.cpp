@@ -349,6 +349,9 @@ class DetectTask : public Task {
     }
     return {last_parts_[0], last_parts_[1], last_parts_[2]};
   }
+  std::pair<Tensor, double> last_loss_parts_unread() const override {
+    return {last_parts_tensor_, parts_scale_};
+  }
   std::unique_ptr<Metric> make_metric(const std::vector<std::string>& classes) const override {
     return std::make_unique<DetectMetric>(classes, options().imgsz);
   }

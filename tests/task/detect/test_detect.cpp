@@ -799,3 +799,46 @@ TEST(DetectCli, TrainEvalPredictOnATinyDataset) {
                  dir);
   expect_refused(r, "bad class", {"001.txt:2"});
 }
+
+// Deferred loss reads (what a GPU does; HPCNET_DEFER_LOSS=1 here) carry detect's three parts with
+// its loss: the same loss lines, the same per-epoch parts and the same weights, bit for bit, as
+// reading them after every step.
+TEST(DetectCli, DeferredLossReadsGiveTheSameRunWithItsParts) {
+  TempDir tmp{"detect_defer"};
+  const fs::path dir = tmp.path();
+  write_tiny_detect(dir / "data", 8, 4);
+  auto train = [&](const char* defer, const std::string& out) {
+    std::vector<std::string> args = {"train", "--model", "yolov8n", "--data",
+                                     (dir / "data" / "data.yaml").string(), "--imgsz", "64",
+                                     "--epochs", "2", "--batch-size", "4", "--workers", "0",
+                                     "--threads", "2", "--log-every", "1", "--out",
+                                     (dir / out).string()};
+    return run_shell(hpcnet_command_line(args, dir, std::string("HPCNET_DEFER_LOSS=") + defer + " "));
+  };
+  RunResult now = train("0", "now"), later = train("1", "later");
+  ASSERT_EQ(now.rc, 0) << now.err;
+  ASSERT_EQ(later.rc, 0) << later.err;
+  auto records = [&](const std::string& out) {
+    std::vector<nlohmann::json> v;
+    for (const std::string& line : split_lines(read_file(dir / out / "metrics.jsonl"))) {
+      auto rec = nlohmann::json::parse(line);
+      if (rec["event"] == "start") {
+        v.push_back(rec["deferred_loss_reads"]);
+        continue;
+      }
+      if (rec["event"] == "log") v.push_back(rec["loss"]);
+      if (rec["event"] == "epoch")
+        for (const char* k : {"train_loss", "train_box_loss", "train_cls_loss", "train_dfl_loss"})
+          v.push_back(rec.at(k));
+    }
+    return v;
+  };
+  const auto a = records("now"), b = records("later");
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(a.front(), false);
+  EXPECT_EQ(b.front(), true);
+  for (size_t k = 1; k < a.size(); ++k) EXPECT_EQ(a[k], b[k]) << "record value " << k;
+  EXPECT_GT(a.size(), 9u);  // the start, 4 loss lines, 2 epochs of 4 numbers
+  EXPECT_EQ(read_file(dir / "later" / "model.safetensors"),
+            read_file(dir / "now" / "model.safetensors"));
+}
