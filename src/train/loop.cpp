@@ -240,9 +240,10 @@ struct FailPoint {
 };
 
 // Trainer::defer_loss_: on CUDA (or as HPCNET_DEFER_LOSS says), --nan-policy stop (skip must
-// know before the step) and no injected NaN. Detect's parts are deferred with its loss. With several ranks the deferred losses are compared across ranks
-// when they are read, step by step in the same order on every rank, so all stop at the same
-// step as they would have without deferring.
+// know before the step) and no injected NaN. Detect's parts are deferred with its loss. With
+// several ranks the deferred losses are compared across ranks when they are read, step by step
+// in the same order on every rank, so all stop at the same step as they would have without
+// deferring.
 bool defers_losses(const TrainConfig& c, Device device, const task::Task& task,
                    const FailPoint& fail) {
   bool want = device.is_cuda();
@@ -1147,12 +1148,12 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
 
 // --cuda-graph: a step is replayed from a graph where what the graph fixed holds: CUDA, one rank
 // (the gradient all-reduce is not captured), a loss of one part (classify, segment: detect packs
-// its targets on the host), deferred losses (no host read inside the step), SGD with every step an optimizer step (no
-// accumulation), no gradient clipping, no EMA, no dropout (its masks are drawn on the host),
-// one parameter group, the momentum buffers made (the first step makes them eagerly), and the
-// shape of the captured batch (a last, smaller batch runs eagerly). A new learning rate or
-// momentum is a new capture (kernel arguments are fixed in a graph); the third change, or a
-// capture that fails, ends the replays for the run, saying why once.
+// its targets on the host), deferred losses (no host read inside the step), SGD with every step
+// an optimizer step (no accumulation), no gradient clipping, no EMA, no dropout (its masks are
+// drawn on the host), one parameter group, the momentum buffers made (the first step makes them
+// eagerly), and the shape of the captured batch (a last, smaller batch runs eagerly). A new
+// learning rate or momentum is a new capture (kernel arguments are fixed in a graph); the third
+// change, or a capture that fails, ends the replays for the run, saying why once.
 bool Trainer::graph_usable(const data::Batch& batch) {
   StepGraph& g = graph_;
   auto* sgd = dynamic_cast<optim::SGD*>(opt_.get());

@@ -813,7 +813,8 @@ TEST(DetectCli, DeferredLossReadsGiveTheSameRunWithItsParts) {
                                      "--epochs", "2", "--batch-size", "4", "--workers", "0",
                                      "--threads", "2", "--log-every", "1", "--out",
                                      (dir / out).string()};
-    return run_shell(hpcnet_command_line(args, dir, std::string("HPCNET_DEFER_LOSS=") + defer + " "));
+    const std::string env = std::string("HPCNET_DEFER_LOSS=") + defer + " ";
+    return run_shell(hpcnet_command_line(args, dir, env));
   };
   RunResult now = train("0", "now"), later = train("1", "later");
   ASSERT_EQ(now.rc, 0) << now.err;
