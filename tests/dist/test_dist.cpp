@@ -117,6 +117,15 @@ Tensor ds_lenet_loss(nn::Module& model, Device device = cpu_device()) {
   return F::cross_entropy(model.forward(images), labels);
 }
 
+// Every parameter's gradient after a plain backward of ds_lenet_loss (then zeroed again).
+std::vector<std::vector<float>> ds_plain_grads(nn::Module& model, Device device = cpu_device()) {
+  ds_lenet_loss(model, device).backward();
+  std::vector<std::vector<float>> want;
+  for (auto& p : model.parameters()) want.push_back(p.grad().to_vector());
+  model.zero_grad();
+  return want;
+}
+
 }  // namespace
 
 // ---- the single-process group ----------------------------------------------------------------
@@ -329,11 +338,7 @@ TEST(DistReducer, StartsBucketsDuringBackwardAndAveragesExactly) {
   manual_seed(0);
   auto model = nn::make_model("lenet");
   auto params = model->parameters();
-  // Reference: plain backward.
-  ds_lenet_loss(*model).backward();
-  std::vector<std::vector<float>> want;
-  for (auto& p : params) want.push_back(p.grad().to_vector());
-  model->zero_grad();
+  const std::vector<std::vector<float>> want = ds_plain_grads(*model);  // the reference
   for (size_t cap : {size_t{100 * 1024}, size_t{0}}) {
     FakeGroup g(4);       // every "rank" has the same gradient: the average is the gradient itself
     g.watch = params[0];  // conv1.weight: the last gradient backward produces
@@ -393,9 +398,7 @@ TEST(DistReducer, ReduceSingleRunsTheBucketsInAGroupOfOne) {
   manual_seed(0);
   auto model = nn::make_model("lenet");
   auto params = model->parameters();
-  ds_lenet_loss(*model).backward();
-  std::vector<std::vector<float>> want;
-  for (auto& p : params) want.push_back(p.grad().to_vector());
+  const std::vector<std::vector<float>> want = ds_plain_grads(*model);
   auto single = dist::make_single_group();
   dist::GradReducer r(*single, params, {4096, true});
   EXPECT_GT(r.num_buckets(), 1u);
@@ -491,9 +494,7 @@ TEST(DistNccl, CudaOneRankGroup) {
   auto model = nn::make_model("lenet");
   model->to_(gpu);
   auto params = model->parameters();
-  ds_lenet_loss(*model, gpu).backward();
-  std::vector<std::vector<float>> want;
-  for (auto& p : params) want.push_back(p.grad().to_vector());
+  const std::vector<std::vector<float>> want = ds_plain_grads(*model, gpu);
   dist::GradReducer r(*g, params, {4096, true});
   for (int step = 0; step < 2; ++step) {
     model->zero_grad();
