@@ -744,6 +744,16 @@ for m in "${layout_models[@]}"; do
   log "bf16 layouts, ${layout_rows[-1]}"
 done
 
+# ---- where yolov8n's step goes on the GPU: bench's per-kernel table (CUDA events) ----
+# Appended to hpcnet-yolo.log (the files that come back from $OUT are few), for the next
+# optimisation; no check.
+if [[ $device == cuda && $gpu == 1 ]] && (( $(left) > 150 )); then
+  { echo; echo "---- hpcnet bench (per-kernel table): yolov8n 640 b16 bf16 ----"; } >>"$out/hpcnet-yolo.log"
+  hp timeout 60 "$build/hpcnet" bench --device cuda --model yolov8n --imgsz 640 --batch-size 16 \
+    --precision bf16 --steps 5 --warmup 3 >>"$out/hpcnet-yolo.log" 2>&1 ||
+    log "bench of yolov8n failed (its end is in $out/hpcnet-yolo.log)"
+fi
+
 # ---- synthetic training steps of every model, hpcnet and PyTorch (bench/compare_gpu.py) ----
 # A row that fails on one side is reported in its table and is no failure of this check;
 # compare_gpu.py itself failing (no GPU for PyTorch, a crash, the timeout) is.
