@@ -171,6 +171,9 @@ class Task {
   struct StepRanks {
     int world = 1;
     F::RankSum sum;
+    // Where the ranks reduce on their GPUs (NCCL): sums a tensor on the device over them, in
+    // place, without the host waiting (detect's target-score sum then never leaves the GPU).
+    std::function<void(Tensor&)> device_sum;
   };
   virtual Tensor train_loss(const Outputs& outputs, const data::Batch& batch,
                             const StepRanks& ranks) const {

@@ -905,7 +905,9 @@ void Trainer::sync_replicas() {
   dist::ProcessGroup& pg = *pg_;
   // Sums doubles over the ranks (the loss normaliser of detect, SyncBatchNorm's statistics).
   const F::RankSum rank_sum = [group = pg_](double* d, size_t n) { group->allreduce_sum(d, n); };
-  step_ranks_ = task::Task::StepRanks{world_, world_ > 1 ? rank_sum : F::RankSum{}};
+  step_ranks_ = task::Task::StepRanks{world_, world_ > 1 ? rank_sum : F::RankSum{}, {}};
+  if (world_ > 1 && pg.reduces_on_device())  // NCCL: detect's score sum stays on the GPUs
+    step_ranks_.device_sum = [group = pg_](Tensor& t) { group->allreduce_sum(t); };
   if (world_ == 1) return;
   pg.set_timeout(cfg_.dist_timeout > 0 ? std::max(cfg_.dist_timeout, 600.0) : 0);
   for (auto& [n, t] : model_->state_dict()) pg.broadcast(t, 0);

@@ -328,6 +328,7 @@ class DetectTask : public Task {
     if (ranks.world > 1 && ranks.sum) {
       o.rank_sum = ranks.sum;
       o.world = ranks.world;
+      o.device_rank_sum = ranks.device_sum;
     }
     return v8_loss(outputs, batch, o);
   }

@@ -87,7 +87,7 @@ __global__ void inverse_kernel(const double* sum, float* inv) {
 
 }  // namespace
 
-void assign_cuda(const View& v, int device, double* score_sum, float* inverse) {
+void assign_cuda(const View& v, int device, double* score_sum) {
   cuda::set_device(device);
   cudaStream_t st = cuda::stream(device);
   HPCNET_CUDA(cudaMemsetAsync(score_sum, 0, sizeof(double), st));
@@ -103,7 +103,11 @@ void assign_cuda(const View& v, int device, double* score_sum, float* inverse) {
   HPCNET_CUDA_LAUNCH(stats_kernel);
   target_kernel<<<blocks(v.B * v.A), kThreads, 0, st>>>(v, score_sum);
   HPCNET_CUDA_LAUNCH(target_kernel);
-  inverse_kernel<<<1, 1, 0, st>>>(score_sum, inverse);
+}
+
+void inverse_cuda(const double* score_sum, float* inverse, int device) {
+  cuda::set_device(device);
+  inverse_kernel<<<1, 1, 0, cuda::stream(device)>>>(score_sum, inverse);
   HPCNET_CUDA_LAUNCH(inverse_kernel);
 }
 

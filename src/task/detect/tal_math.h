@@ -28,12 +28,12 @@ struct View {
   float alpha = 0.5f, beta = 6.0f;
   int32_t no_object_label = 0;  // an image without objects: nc when no image has any, else 0
   // inputs
-  const float* boxes = nullptr;    // (B, 64, A) raw DFL logits
-  const float* scores = nullptr;   // (B, nc, A) raw class logits
-  const float* anc = nullptr;      // (A, 2) anchor centres in grid cells
-  const float* stride = nullptr;   // (A,)
-  const float* gt = nullptr;       // (B, N, 4) xyxy pixels
-  const int32_t* label = nullptr;  // (B, N), -1 = padding
+  const float* boxes = nullptr;   // (B, 64, A) raw DFL logits
+  const float* scores = nullptr;  // (B, nc, A) raw class logits
+  const float* anc = nullptr;     // (A, 2) anchor centres in grid cells
+  const float* stride = nullptr;  // (A,)
+  const float* gt = nullptr;      // (B, N, 4) xyxy pixels
+  const float* label = nullptr;   // (B, N) class as a float (exact), -1 = padding
   // work
   float* pd = nullptr;         // (B, A, 4) decoded boxes, pixels
   float* overlap = nullptr;    // (B, N, A)
@@ -100,7 +100,7 @@ HPCNET_HD void metric(const View& v, int64_t b, int64_t j, int64_t a) {
   if (!(ax - x1 > eps_in && ay - y1 > eps_in && x2 - ax > eps_in && y2 - ay > eps_in)) return;
   v.pos[i] = 1;
   const float ov = math::max_t(math::ciou(box, v.pd + (b * v.A + a) * 4), 0.f);
-  const int32_t c = v.label[b * v.N + j];
+  const int32_t c = static_cast<int32_t>(v.label[b * v.N + j]);
   const float sc = math::sigmoid(v.scores[(b * v.nc + c) * v.A + a]);
   v.overlap[i] = ov;
   v.metric[i] = ::powf(sc, v.alpha) * ::powf(ov, v.beta);
@@ -158,7 +158,7 @@ HPCNET_HD float target(const View& v, int64_t b, int64_t a) {
   if (!fg) jj = 0;
   const bool has = v.label[b * v.N] >= 0;  // the image has objects (padding comes last)
   const int64_t i = b * v.A + a;
-  const int32_t c = has ? v.label[b * v.N + jj] : v.no_object_label;
+  const int32_t c = has ? static_cast<int32_t>(v.label[b * v.N + jj]) : v.no_object_label;
   v.fg[i] = fg;
   v.gt_idx[i] = static_cast<int32_t>(jj);
   v.labels[i] = c;

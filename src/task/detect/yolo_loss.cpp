@@ -334,9 +334,11 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
 
 namespace {
 
-// The staged path's buffers on one device, and the View over them.
+// The staged path's buffers on one device, and the View over them. The inputs from the host
+// (anchors, strides, boxes, labels) travel as one float buffer, through pinned memory to a GPU
+// (a copy from pageable memory may wait for the device).
 struct Staged {
-  Tensor anc, stride, gt, label;
+  Tensor inputs;
   Tensor pd, overlap, metric, pos, pos_align, pos_ov;
   Tensor fg, gt_idx, labels, bboxes;
   Tensor tgt_cls, tbox, weight, tltrb, w4, sign, offs, index;
@@ -352,27 +354,32 @@ Staged make_staged(const Tensor& boxes, const Tensor& scores, const Anchors& anc
   int64_t n_max = 0;
   for (const ImageTargets& g : gts) n_max = std::max<int64_t>(n_max, g.boxes.size());
   const int64_t N = std::max<int64_t>(n_max, 1);
-  std::vector<float> gt(B * N * 4, 0.f);
-  std::vector<int32_t> label(B * N, -1);
+  // [anchors (A, 2) | strides (A) | boxes (B, N, 4) | labels (B, N)]
+  const int64_t at_stride = 2 * A, at_gt = 3 * A, at_label = at_gt + B * N * 4;
+  Tensor host = Tensor::empty({at_label + B * N});
+  float* in = host.data<float>();
+  std::copy(anchors.xy.begin(), anchors.xy.end(), in);
+  std::copy(anchors.stride.begin(), anchors.stride.end(), in + at_stride);
+  std::fill(in + at_gt, in + at_label, 0.f);
+  std::fill(in + at_label, in + at_label + B * N, -1.f);
   for (int64_t b = 0; b < B; ++b)
     for (size_t j = 0; j < gts[b].boxes.size(); ++j) {
       const int64_t c = gts[b].labels[j];
       HPCNET_REQUIRE(c >= 0 && c < nc, "tal_assign: label " + std::to_string(c) +
                                            " outside [0, " + std::to_string(nc) + ")");
-      label[b * N + j] = static_cast<int32_t>(c);
-      for (int k = 0; k < 4; ++k) gt[(b * N + j) * 4 + k] = gts[b].boxes[j][k];
+      const int64_t row = b * N + static_cast<int64_t>(j);
+      in[at_label + row] = static_cast<float>(c);
+      for (int k = 0; k < 4; ++k) in[at_gt + row * 4 + k] = gts[b].boxes[j][k];
     }
   const Device dev = scores.device();
   Staged s;
-  auto up = [&](const std::vector<float>& v, const Shape& sh) {
-    return Tensor::from_vector(v, sh).to(dev);
-  };
-  s.anc = up(anchors.xy, {A, 2});
-  s.stride = up(anchors.stride, {A});
-  s.gt = up(gt, {B, N, 4});
-  Tensor lab = Tensor::empty({B, N}, DType::kInt32);
-  std::copy(label.begin(), label.end(), lab.data<int32_t>());
-  s.label = lab.to(dev);
+  if (dev.is_cpu()) {
+    s.inputs = host;
+  } else {
+    thread_local PinnedUploader uploader;  // the training thread's ring of pinned buffers
+    s.inputs = uploader.upload(host, dev);
+  }
+  const float* inputs = s.inputs.data<float>();
   auto f32 = [&](const Shape& sh) { return Tensor::empty(sh, DType::kFloat32, dev); };
   s.pd = f32({B, A, 4});
   s.overlap = f32({B, N, A});
@@ -397,8 +404,8 @@ Staged make_staged(const Tensor& boxes, const Tensor& scores, const Anchors& anc
   v.alpha = static_cast<float>(o.alpha), v.beta = static_cast<float>(o.beta);
   v.no_object_label = n_max == 0 ? static_cast<int32_t>(nc) : 0;
   v.boxes = boxes.data<float>(), v.scores = scores.data<float>();
-  v.anc = s.anc.data<float>(), v.stride = s.stride.data<float>();
-  v.gt = s.gt.data<float>(), v.label = s.label.data<int32_t>();
+  v.anc = inputs, v.stride = inputs + at_stride;
+  v.gt = inputs + at_gt, v.label = inputs + at_label;
   v.pd = s.pd.data<float>(), v.overlap = s.overlap.data<float>();
   v.metric = s.metric.data<float>(), v.pos = s.pos.data<uint8_t>();
   v.pos_align = s.pos_align.data<float>(), v.pos_ov = s.pos_ov.data<float>();
@@ -468,9 +475,14 @@ LossResult v8_detection_loss_staged(const Tensor& boxes_in, const Tensor& scores
       S = assign_on_host(st.v);
     } else {
 #ifdef HPCNET_WITH_CUDA
+      const int index = scores.device().index;
       Tensor sum = Tensor::empty({1}, DType::kFloat64, scores.device());
-      tal::assign_cuda(st.v, scores.device().index, sum.data<double>(), inverse.data<float>());
-      if (o.rank_sum) S = sum.to_vector_f64()[0];  // the ranks' sum is a host value (one wait)
+      tal::assign_cuda(st.v, index, sum.data<double>());
+      if (o.rank_sum && o.device_rank_sum)
+        o.device_rank_sum(sum);  // over the ranks on the GPUs (NCCL): nothing read back
+      else if (o.rank_sum)
+        S = sum.to_vector_f64()[0];  // the ranks' sum is a host value (one wait)
+      if (S < 0) tal::inverse_cuda(sum.data<double>(), inverse.data<float>(), index);
 #else
       throw Error("yolo loss: no staged assigner for " + scores.device().str());
 #endif

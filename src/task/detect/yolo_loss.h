@@ -39,6 +39,9 @@ struct LossOptions {
   // so that the ranks' averaged gradient is one process's at the global batch. Empty: one process.
   F::RankSum rank_sum;
   int world = 1;
+  // With rank_sum, on a GPU whose ranks reduce on the device (NCCL): sums the (1,) float64 score
+  // sum over the ranks there, so that the staged path reads nothing back.
+  std::function<void(Tensor&)> device_rank_sum;
 };
 
 // One image's objects in input pixels: gt[k] = (x1, y1, x2, y2), label[k] in [0, nc).
