@@ -122,7 +122,8 @@ Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape)
                "from_vector: " + std::to_string(values.size()) + " values for shape " +
                    shape_str(shape));
   Tensor t = empty(shape, DType::kFloat32);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty())  // (an empty vector's data() may be null, which memcpy may not take)
+    std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
@@ -130,13 +131,13 @@ Tensor Tensor::from_vector_f64(const std::vector<double>& values, const Shape& s
   HPCNET_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
                "from_vector_f64: size does not match shape " + shape_str(shape));
   Tensor t = empty(shape, DType::kFloat64);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(double));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(double));
   return t;
 }
 
 Tensor Tensor::from_labels(const std::vector<int64_t>& values) {
   Tensor t = empty({static_cast<int64_t>(values.size())}, DType::kInt64);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 

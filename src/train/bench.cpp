@@ -165,7 +165,12 @@ BenchResult run_bench(const BenchConfig& cfg) {
   CudaGraph graph;
   data::Batch fixed;
   BenchResult r;
-  if (cfg.cuda_graph) {
+  // (detect packs its targets on the host each step, which a replay would not redo)
+  const bool graphable = task->loss_part_names().empty();
+  if (cfg.cuda_graph && !graphable)
+    std::fprintf(stderr, "hpcnet bench: --cuda-graph: not for %s (its targets are packed on the "
+                 "host each step); timing eager steps\n", cfg.model.c_str());
+  if (cfg.cuda_graph && graphable) {
     const data::Batch& b0 = batches[0];
     fixed.size = b0.size;
     fixed.images = b0.images.clone();

@@ -1,7 +1,11 @@
 // CUDA kernels of the detection losses (the CPU's src/ops/box/cpu.cpp, same arithmetic from
 // src/ops/box/math.h): summed BCE with logits, the anchor gather, the DFL expectation and loss,
-// the weighted CIoU loss. Sums run in one block in a fixed order, in double (deterministic); the
-// gradient factor dloss is read on the device (no host synchronisation).
+// the weighted CIoU loss. Sums run in two passes, in double and in a fixed order (deterministic):
+// each of up to 256 blocks sums its grid-strided share, then one block sums the blocks' parts
+// (the dense detect loss sums every anchor: one block alone took milliseconds). The gradient
+// factor dloss is read on the device (no host synchronisation).
+#include <algorithm>
+
 #include "src/ops/backend/cuda/cuda_common.h"
 #include "src/ops/box/math.h"
 
@@ -30,11 +34,42 @@ __device__ void block_sum(int64_t n, Term term, T* out) {
   if (threadIdx.x == 0) out[0] = static_cast<T>(part[0]);
 }
 
+// Block b of the grid: partial[b] = the sum of term(i) over its grid-strided share of i < n.
+template <class Term>
+__device__ void grid_partial(int64_t n, Term term, double* partial) {
+  __shared__ double part[kReduceThreads];
+  double acc = 0;
+  HPCNET_BOX_GRID_STRIDE(i, n) acc += term(i);
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+
 template <class T>
-__global__ void bce_sum_kernel(const T* __restrict__ x, const T* __restrict__ t, T* loss,
+__global__ void finish_sum_kernel(const double* __restrict__ partial, int64_t blocks, T* out) {
+  block_sum<T>(blocks, [&](int64_t b) { return partial[b]; }, out);
+}
+
+// The two passes: launch(grid, partial) runs a kernel calling grid_partial; out[0] gets the sum.
+template <class T, class Launch>
+void two_pass_sum(const Tensor& like, int64_t n, cudaStream_t s, T* out, Launch launch) {
+  const int64_t blocks = std::clamp<int64_t>((n + 8 * kReduceThreads - 1) / (8 * kReduceThreads),
+                                             1, 256);
+  Tensor partial = Tensor::empty({blocks}, DType::kFloat64, like.device());
+  launch(static_cast<int>(blocks), partial.data<double>());
+  finish_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(partial.data<double>(), blocks, out);
+  HPCNET_CUDA_LAUNCH(finish_sum_kernel);
+}
+
+template <class T>
+__global__ void bce_sum_kernel(const T* __restrict__ x, const T* __restrict__ t, double* partial,
                                int64_t n) {
-  block_sum<T>(n, [&](int64_t i) { return static_cast<double>(math::bce_logits(x[i], t[i])); },
-               loss);
+  grid_partial(n, [&](int64_t i) { return static_cast<double>(math::bce_logits(x[i], t[i])); },
+               partial);
 }
 
 template <class T>
@@ -81,13 +116,13 @@ __global__ void dfl_expect_grad_kernel(const T* __restrict__ dy, const T* __rest
 
 template <class T>
 __global__ void ciou_sum_kernel(const T* __restrict__ p, const T* __restrict__ q,
-                                const T* __restrict__ w, T* loss, int64_t M) {
-  block_sum<T>(
+                                const T* __restrict__ w, double* partial, int64_t M) {
+  grid_partial(
       M,
       [&](int64_t m) {
         return static_cast<double>((T(1) - math::ciou(p + 4 * m, q + 4 * m)) * w[m]);
       },
-      loss);
+      partial);
 }
 
 template <class T>
@@ -101,10 +136,11 @@ __global__ void ciou_grad_kernel(const T* __restrict__ dloss, const T* __restric
 
 template <class T>
 __global__ void dfl_sum_kernel(const T* __restrict__ x, const T* __restrict__ t,
-                               const T* __restrict__ w, T* loss, int64_t N, int64_t R) {
-  block_sum<T>(
-      N, [&](int64_t i) { return static_cast<double>(math::dfl_loss_row(x + i * R, R, t[i]) * w[i]); },
-      loss);
+                               const T* __restrict__ w, double* partial, int64_t N, int64_t R) {
+  grid_partial(
+      N,
+      [&](int64_t i) { return static_cast<double>(math::dfl_loss_row(x + i * R, R, t[i]) * w[i]); },
+      partial);
 }
 
 template <class T>
@@ -121,9 +157,11 @@ void bce_with_logits_forward(const Tensor& x, const Tensor& t, Tensor& loss) {
   cudaStream_t s = prepare(x);
   dispatch_float(x.dtype(), op_name::bce_with_logits, [&](auto tag) {
     using T = decltype(tag);
-    bce_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(x.data<T>(), t.data<T>(), loss.data<T>(),
-                                                   x.numel());
-    HPCNET_CUDA_LAUNCH(bce_sum_kernel);
+    two_pass_sum(x, x.numel(), s, loss.data<T>(), [&](int blocks, double* partial) {
+      bce_sum_kernel<T><<<blocks, kReduceThreads, 0, s>>>(x.data<T>(), t.data<T>(), partial,
+                                                          x.numel());
+      HPCNET_CUDA_LAUNCH(bce_sum_kernel);
+    });
   });
 }
 
@@ -194,10 +232,12 @@ void ciou_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& w
   cudaStream_t s = prepare(pred);
   dispatch_float(pred.dtype(), op_name::ciou_loss, [&](auto tag) {
     using T = decltype(tag);
-    ciou_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(pred.data<T>(), target.data<T>(),
-                                                    weight.data<T>(), loss.data<T>(),
-                                                    pred.size(0));
-    HPCNET_CUDA_LAUNCH(ciou_sum_kernel);
+    two_pass_sum(pred, pred.size(0), s, loss.data<T>(), [&](int blocks, double* partial) {
+      ciou_sum_kernel<T><<<blocks, kReduceThreads, 0, s>>>(pred.data<T>(), target.data<T>(),
+                                                           weight.data<T>(), partial,
+                                                           pred.size(0));
+      HPCNET_CUDA_LAUNCH(ciou_sum_kernel);
+    });
   });
 }
 
@@ -220,10 +260,12 @@ void dfl_loss_forward(const Tensor& pred, const Tensor& target, const Tensor& we
   cudaStream_t s = prepare(pred);
   dispatch_float(pred.dtype(), op_name::dfl_loss, [&](auto tag) {
     using T = decltype(tag);
-    dfl_sum_kernel<T><<<1, kReduceThreads, 0, s>>>(pred.data<T>(), target.data<T>(),
-                                                   weight.data<T>(), loss.data<T>(),
-                                                   pred.size(0), pred.size(1));
-    HPCNET_CUDA_LAUNCH(dfl_sum_kernel);
+    two_pass_sum(pred, pred.size(0), s, loss.data<T>(), [&](int blocks, double* partial) {
+      dfl_sum_kernel<T><<<blocks, kReduceThreads, 0, s>>>(pred.data<T>(), target.data<T>(),
+                                                          weight.data<T>(), partial,
+                                                          pred.size(0), pred.size(1));
+      HPCNET_CUDA_LAUNCH(dfl_sum_kernel);
+    });
   });
 }
 

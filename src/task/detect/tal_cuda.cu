@@ -73,11 +73,23 @@ __global__ void stats_kernel(View v) {
   if (i < v.B * v.N) stats(v, i / v.N, i % v.N);
 }
 
-__global__ void target_kernel(View v, double* sum) {
+__global__ void target_kernel(View v) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= v.B * v.A) return;
-  const float s = target(v, i / v.A, i % v.A);
-  if (s != 0.f) atomicAdd(sum, static_cast<double>(s));
+  if (i < v.B * v.A) target(v, i / v.A, i % v.A);
+}
+
+// One block: *sum = the target-score sum (the anchors' weights), in double, in a fixed order.
+__global__ void score_sum_kernel(const float* __restrict__ weight, int64_t n, double* sum) {
+  __shared__ double part[kThreads];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += static_cast<double>(weight[i]);
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h /= 2) {
+    if (static_cast<int>(threadIdx.x) < h) part[threadIdx.x] += part[threadIdx.x + h];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *sum = part[0];
 }
 
 __global__ void inverse_kernel(const double* sum, float* inv) {
@@ -90,7 +102,6 @@ __global__ void inverse_kernel(const double* sum, float* inv) {
 void assign_cuda(const View& v, int device, double* score_sum) {
   cuda::set_device(device);
   cudaStream_t st = cuda::stream(device);
-  HPCNET_CUDA(cudaMemsetAsync(score_sum, 0, sizeof(double), st));
   decode_kernel<<<blocks(v.B * v.A), kThreads, 0, st>>>(v);
   HPCNET_CUDA_LAUNCH(decode_kernel);
   metric_kernel<<<blocks(v.B * v.N * v.A), kThreads, 0, st>>>(v);
@@ -101,8 +112,10 @@ void assign_cuda(const View& v, int device, double* score_sum) {
   HPCNET_CUDA_LAUNCH(resolve_kernel);
   stats_kernel<<<blocks(v.B * v.N), kThreads, 0, st>>>(v);
   HPCNET_CUDA_LAUNCH(stats_kernel);
-  target_kernel<<<blocks(v.B * v.A), kThreads, 0, st>>>(v, score_sum);
+  target_kernel<<<blocks(v.B * v.A), kThreads, 0, st>>>(v);
   HPCNET_CUDA_LAUNCH(target_kernel);
+  score_sum_kernel<<<1, kThreads, 0, st>>>(v.weight, v.B * v.A, score_sum);
+  HPCNET_CUDA_LAUNCH(score_sum_kernel);
 }
 
 void inverse_cuda(const double* score_sum, float* inverse, int device) {

@@ -3,6 +3,7 @@
 #include "src/task/detect/yolo_loss.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -356,8 +357,12 @@ Staged make_staged(const Tensor& boxes, const Tensor& scores, const Anchors& anc
   const int64_t N = std::max<int64_t>(n_max, 1);
   // [anchors (A, 2) | strides (A) | boxes (B, N, 4) | labels (B, N)]
   const int64_t at_stride = 2 * A, at_gt = 3 * A, at_label = at_gt + B * N * 4;
-  Tensor host = Tensor::empty({at_label + B * N});
+  // Sized up to a power of two: a pinned slot that must grow waits for the device.
+  const int64_t used = at_label + B * N;
+  Tensor host = Tensor::empty({std::max<int64_t>(4096, static_cast<int64_t>(std::bit_ceil(
+                                                           static_cast<uint64_t>(used))))});
   float* in = host.data<float>();
+  std::fill(in + used, in + host.numel(), 0.f);
   std::copy(anchors.xy.begin(), anchors.xy.end(), in);
   std::copy(anchors.stride.begin(), anchors.stride.end(), in + at_stride);
   std::fill(in + at_gt, in + at_label, 0.f);

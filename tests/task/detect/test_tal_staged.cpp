@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "hpcnet/functional.h"
@@ -136,26 +137,33 @@ TEST(TalStaged, DenseLossIsTheForegroundLoss) {
 }
 
 // On a GPU the staged path is what v8_detection_loss runs: against the CPU's plain path.
-// Tolerances: powf on the device may differ from the host's by an ulp, which can reorder metric
-// ties; at most 2 anchors' assignment may differ, the loss within 1e-4, gradients within 1e-3.
+// powf on the device may differ from the host's in the last bit, which can reorder two
+// candidates of nearly equal metric: at most 2 anchors' assignment may differ. Where none does,
+// the loss is within 1e-4 and the gradients within 1e-3 (float summation order); where one does,
+// the loss within 1e-2. The batch without objects checks the padding rows and Ultralytics' label.
 TEST(TalStaged, CudaMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  for (uint64_t seed : {1, 2}) {
-    const Case c = make_case(seed);
+  for (uint64_t seed : {1, 2, 0}) {
+    const Case c = seed ? make_case(seed) : make_case(4, true);
+    SCOPED_TRACE(seed ? "seed " + std::to_string(seed) : std::string("no objects"));
     const LossRun cpu = run(c, false), gpu = run(c, true, cuda_device(0));
     int differ = 0;
     for (size_t i = 0; i < cpu.r.assignment.fg.size(); ++i)
-      differ +=
-          gpu.r.assignment.fg[i] != cpu.r.assignment.fg[i] ||
-          (cpu.r.assignment.fg[i] && gpu.r.assignment.gt_idx[i] != cpu.r.assignment.gt_idx[i]);
+      differ += gpu.r.assignment.fg[i] != cpu.r.assignment.fg[i] ||
+                (cpu.r.assignment.fg[i] &&
+                 gpu.r.assignment.gt_idx[i] != cpu.r.assignment.gt_idx[i]);
     EXPECT_LE(differ, 2);
-    EXPECT_NEAR(gpu.r.total.item(), cpu.r.total.item(), 1e-4 * cpu.r.total.item());
-    EXPECT_LT(rel_diff(gpu.dboxes, cpu.dboxes), 1e-3);
-    EXPECT_LT(rel_diff(gpu.dscores, cpu.dscores), 1e-3);
+    if (!seed) EXPECT_EQ(gpu.r.assignment.labels[0], c.nc);
+    const double tol = differ == 0 ? 1e-4 : 1e-2;
+    EXPECT_NEAR(gpu.r.total.item(), cpu.r.total.item(), tol * cpu.r.total.item());
+    if (differ == 0) {
+      EXPECT_LT(rel_diff(gpu.dboxes, cpu.dboxes), 1e-3);
+      EXPECT_LT(rel_diff(gpu.dscores, cpu.dscores), 1e-3);
+    }
     // And through v8_detection_loss itself (the path training takes on CUDA).
     Tensor bx = c.boxes.to(cuda_device(0)), sc = c.scores.to(cuda_device(0));
     det::LossResult r = det::v8_detection_loss(bx, sc, c.side, c.side, c.gts);
-    EXPECT_NEAR(r.total.item(), cpu.r.total.item(), 1e-4 * cpu.r.total.item());
+    EXPECT_NEAR(r.total.item(), cpu.r.total.item(), tol * cpu.r.total.item());
   }
 }
 
