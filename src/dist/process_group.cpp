@@ -50,6 +50,13 @@ void check_float(const Tensor& t, const char* what) {
   HPCNET_CHECK(t.is_contiguous(), std::string(what) + " of a non-contiguous tensor");
 }
 
+// check_float, and a float32 or float64 tensor (what a sum can reduce).
+void check_summable(const Tensor& t, const char* what) {
+  check_float(t, what);
+  HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
+               std::string(what) + " of a " + dtype_name(t.dtype()) + " tensor");
+}
+
 // Runs f on t's floats on the host: t itself on the CPU; for a CUDA tensor a host copy, written
 // back after (the host-staged path: MPI moves host memory).
 template <class Fn>
@@ -78,9 +85,7 @@ void ProcessGroup::broadcast_device(void*, size_t, int) {
 }
 
 void ProcessGroup::allreduce_sum(Tensor& t) {
-  check_float(t, "allreduce_sum");
-  HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
-               std::string("allreduce_sum of a ") + dtype_name(t.dtype()) + " tensor");
+  check_summable(t, "allreduce_sum");
   if (t.device().is_cuda() && reduces_on_device())
     return allreduce_device(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), false);
   on_host(t, [&](Tensor& h) {
@@ -93,9 +98,7 @@ void ProcessGroup::allreduce_sum(Tensor& t) {
 
 void ProcessGroup::allreduce_avg(Tensor& t) {
   if (t.device().is_cuda() && reduces_on_device()) {
-    check_float(t, "allreduce_avg");
-    HPCNET_CHECK(t.dtype() == DType::kFloat32 || t.dtype() == DType::kFloat64,
-                 std::string("allreduce_avg of a ") + dtype_name(t.dtype()) + " tensor");
+    check_summable(t, "allreduce_avg");
     return allreduce_device(t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), true);
   }
   if (!t.device().is_cpu()) {

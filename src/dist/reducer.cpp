@@ -6,9 +6,9 @@
 // a ready gradient is copied into it on hpcnet's stream and the bucket's all-reduce runs on the
 // group's stream while backward goes on (NCCL's average: the sum times 1 / world size); finish()
 // puts hpcnet's stream behind the all-reduces, then copies the buckets into the gradients, all
-// without the host waiting. With any other group
-// they take the host-staged path: each gradient is copied to its bucket's host buffer when it is
-// ready, and the averaged bucket is copied back to the device (MPI moves host memory).
+// without the host waiting. With any other group they take the host-staged path: each gradient
+// is copied to its bucket's host buffer when it is ready, and the averaged bucket is copied back
+// to the device (MPI moves host memory).
 #include <algorithm>
 #include <cstring>
 

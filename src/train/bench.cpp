@@ -231,9 +231,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     profile::enable(false);
   }
   int64_t div = per_kernel ? cfg.steps : 1;
-  const std::vector<profile::Entry> entries = profile::entries();  // (flushes the timer)
-  profile::set_device_timer(nullptr);
-  for (auto& e : entries) {
+  for (auto& e : profile::entries()) {  // (flushes the timer)
     r.flops_per_step += e.flops / div;
     if (per_kernel)
       r.kernels.push_back({e.name, {1000.0 * e.seconds / div, static_cast<double>(e.calls) / div,

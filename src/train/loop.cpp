@@ -576,6 +576,7 @@ class Trainer {
   void read_recipe();
   void join_process_group();
   void use_cuda_backend();
+  void backward(const Tensor& loss);
   void restore_counters();
   void open_data();
   void build_model();
@@ -1122,10 +1123,7 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   if (defer_loss_) {
     const auto [parts, scale] = task_->last_loss_parts_unread();
     e.pending.push_back({loss.detach(), parts, scale, i, batch.size});
-    if (reducer_)
-      reducer_->backward(loss);  // gradients averaged over ranks
-    else
-      loss.backward();
+    backward(loss);
     if (accumulation_done()) optimizer_step();
     return end_step(e, batch, i);
   }
@@ -1133,12 +1131,7 @@ bool Trainer::train_step(EpochState& e, data::Batch& batch, int64_t i) {
   double l = task_->train_loss_for_log(loss.item(), batch, step_ranks_);
   if (nan_now) l = std::numeric_limits<double>::quiet_NaN();
   const bool skipped = !loss_is_usable(e, l, i);  // --nan-policy skip dropped this batch
-  if (skipped)
-    ;
-  else if (reducer_)
-    reducer_->backward(loss);  // gradients averaged over ranks
-  else
-    loss.backward();
+  if (!skipped) backward(loss);
   if (!skipped && accumulation_done()) optimizer_step();
   if (!skipped) {  // a skipped batch adds nothing to the loss sums
     e.running_loss += l;
@@ -1330,6 +1323,14 @@ bool Trainer::loss_is_usable(EpochState& e, double loss, int64_t i) {
   }
   skipped_in_a_row_ = 0;
   return true;
+}
+
+// loss.backward(), the gradients averaged over the ranks where there are several.
+void Trainer::backward(const Tensor& loss) {
+  if (reducer_)
+    reducer_->backward(loss);
+  else
+    loss.backward();
 }
 
 // Ultralytics' accumulation (--nbs): gradients are summed over batches until those since the

@@ -19,39 +19,35 @@ constexpr int kReduceThreads = 1024;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
        i += int64_t{gridDim.x} * blockDim.x)
 
-// One block: out[0] = sum over i < n of term(i), in double, tree-reduced in a fixed order.
-template <class T, class Term>
-__device__ void block_sum(int64_t n, Term term, T* out) {
+// The sum of every thread's acc over the block, tree-reduced in a fixed order (every thread gets
+// it).
+__device__ double block_total(double acc) {
   __shared__ double part[kReduceThreads];
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += term(i);
   part[threadIdx.x] = acc;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (static_cast<int>(threadIdx.x) < s) part[threadIdx.x] += part[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[0] = static_cast<T>(part[0]);
+  return part[0];
 }
 
 // Block b of the grid: partial[b] = the sum of term(i) over its grid-strided share of i < n.
 template <class Term>
 __device__ void grid_partial(int64_t n, Term term, double* partial) {
-  __shared__ double part[kReduceThreads];
   double acc = 0;
   HPCNET_BOX_GRID_STRIDE(i, n) acc += term(i);
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) part[threadIdx.x] += part[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+  const double total = block_total(acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
+// One block: out[0] = the sum of the blocks' parts.
 template <class T>
 __global__ void finish_sum_kernel(const double* __restrict__ partial, int64_t blocks, T* out) {
-  block_sum<T>(blocks, [&](int64_t b) { return partial[b]; }, out);
+  double acc = 0;
+  for (int64_t b = threadIdx.x; b < blocks; b += blockDim.x) acc += partial[b];
+  const double total = block_total(acc);
+  if (threadIdx.x == 0) out[0] = static_cast<T>(total);
 }
 
 // The two passes: launch(grid, partial) runs a kernel calling grid_partial; out[0] gets the sum.

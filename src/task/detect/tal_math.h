@@ -16,9 +16,13 @@
 
 #include "src/ops/box/math.h"
 
-namespace hpcnet::task::detect::tal {
+namespace hpcnet::task::detect {
 
-constexpr int kRegMax = 16;
+constexpr int64_t kRegMax = 16;  // DFL bins per box side (Ultralytics' reg_max)
+
+}  // namespace hpcnet::task::detect
+
+namespace hpcnet::task::detect::tal {
 
 // One batch's buffers (host or device memory). gt rows j >= the image's object count are padding
 // (label -1); N = the largest count (>= 1).
@@ -57,21 +61,29 @@ struct View {
   int64_t* index = nullptr;  // (B A,) b A + a (gather_anchors of every anchor)
 };
 
-// The decoded box of (b, a) in pixels: anchor -+ the DFL expectation of each side, times stride.
-HPCNET_HD void decode(const View& v, int64_t b, int64_t a) {
-  const float* bb = v.boxes + b * 4 * kRegMax * v.A;
+// The DFL expectation of side k (0..3) of anchor a from one image's boxes (64, A), in grid cells.
+HPCNET_HD float side_expectation(const float* boxes_b, int64_t A, int64_t a, int64_t k) {
+  float row[kRegMax];
+  for (int64_t j = 0; j < kRegMax; ++j) row[j] = boxes_b[(k * kRegMax + j) * A + a];
+  return math::dfl_expect_row(row, kRegMax);
+}
+
+// Anchor a's box from one image's boxes (64, A), xyxy in pixels: the anchor centre (ax, ay, grid
+// cells) -+ the DFL expectation of each side, times the stride s.
+HPCNET_HD void decode_box(const float* boxes_b, int64_t A, int64_t a, float ax, float ay, float s,
+                          float* out) {
   float d[4];
-  for (int k = 0; k < 4; ++k) {
-    float row[kRegMax];
-    for (int j = 0; j < kRegMax; ++j) row[j] = bb[(k * kRegMax + j) * v.A + a];
-    d[k] = math::dfl_expect_row(row, kRegMax);
-  }
-  const float ax = v.anc[2 * a], ay = v.anc[2 * a + 1], s = v.stride[a];
-  float* out = v.pd + (b * v.A + a) * 4;
+  for (int k = 0; k < 4; ++k) d[k] = side_expectation(boxes_b, A, a, k);
   out[0] = (ax - d[0]) * s;
   out[1] = (ay - d[1]) * s;
   out[2] = (ax + d[2]) * s;
   out[3] = (ay + d[3]) * s;
+}
+
+// The decoded box of (b, a) in pixels.
+HPCNET_HD void decode(const View& v, int64_t b, int64_t a) {
+  decode_box(v.boxes + b * 4 * kRegMax * v.A, v.A, a, v.anc[2 * a], v.anc[2 * a + 1], v.stride[a],
+             v.pd + (b * v.A + a) * 4);
 }
 
 // Whether gt row (b, j) takes part: a real object whose coordinates do not sum to 0 (Ultralytics

@@ -164,19 +164,12 @@ Assignment tal_assign(const float* pd_scores, const float* pd_bboxes, const floa
 
 namespace {
 
-// The DFL expectation of side k (0..3) of anchor a from boxes (B, 64, A) data of image b.
-float side_expectation(const float* boxes_b, int64_t A, int64_t a, int64_t k) {
-  float row[kRegMax];
-  for (int64_t j = 0; j < kRegMax; ++j) row[j] = boxes_b[(k * kRegMax + j) * A + a];
-  return math::dfl_expect_row(row, kRegMax);
-}
-
 // decode_predictions' column of anchor a: boxes_b (64, A) and scores_b (nc, A) of one image into
 // out[k * stride], k = 0 .. 3 + nc (centre x, y, width, height in pixels, then the sigmoid scores).
 void decode_anchor(const float* boxes_b, const float* scores_b, int64_t A, int64_t nc,
                    const Anchors& anchors, int64_t a, float* out, int64_t stride) {
   float d[4];
-  for (int k = 0; k < 4; ++k) d[k] = side_expectation(boxes_b, A, a, k);
+  for (int k = 0; k < 4; ++k) d[k] = tal::side_expectation(boxes_b, A, a, k);
   const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
   const float x1 = ax - d[0], y1 = ay - d[1], x2 = ax + d[2], y2 = ay + d[3];
   out[0 * stride] = (x1 + x2) / 2 * s;
@@ -200,11 +193,19 @@ std::array<double, 3> LossResult::items() const {
 
 namespace {
 
-void check_head(const Tensor& boxes, const Tensor& scores) {
+// The anchors of an input of h x w pixels, checked against the head's outputs.
+Anchors head_anchors(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w) {
   HPCNET_REQUIRE(boxes.dim() == 3 && scores.dim() == 3 && boxes.size(1) == 4 * kRegMax &&
                      boxes.size(0) == scores.size(0) && boxes.size(2) == scores.size(2),
                  "yolo loss: expected boxes (B, 64, A) and scores (B, nc, A), got " +
                      shape_str(boxes.shape()) + " and " + shape_str(scores.shape()));
+  Anchors anchors = make_anchors(h, w);
+  const int64_t A = boxes.size(2);
+  HPCNET_REQUIRE(A == anchors.size(), "yolo loss: " + std::to_string(A) +
+                                          " anchors in the outputs, " +
+                                          std::to_string(anchors.size()) + " for " +
+                                          std::to_string(h) + "x" + std::to_string(w));
+  return anchors;
 }
 
 // The three 0-d parts as one (3,) tensor on their device (queued copies, nothing read).
@@ -239,14 +240,9 @@ bool staged_on(Device dev) {
 
 LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t h, int64_t w,
                              const std::vector<ImageTargets>& gts, const LossOptions& o) {
-  check_head(boxes, scores);
   if (staged_on(scores.device())) return v8_detection_loss_staged(boxes, scores, h, w, gts, o);
-  const Anchors anchors = make_anchors(h, w);
+  const Anchors anchors = head_anchors(boxes, scores, h, w);
   const int64_t B = boxes.size(0), A = boxes.size(2), nc = scores.size(1);
-  HPCNET_REQUIRE(A == anchors.size(), "yolo loss: " + std::to_string(A) +
-                                          " anchors in the outputs, " +
-                                          std::to_string(anchors.size()) + " for " +
-                                          std::to_string(h) + "x" + std::to_string(w));
   // Detached CPU views for the assignment: decoded boxes in pixels, sigmoid scores (B, A, nc).
   std::optional<profile::Scope> host(std::in_place, "yolo_loss_assign (host)", 0.0, true);
   Tensor bc = cpu_f32(boxes), sc = cpu_f32(scores);
@@ -260,14 +256,8 @@ LossResult v8_detection_loss(const Tensor& boxes, const Tensor& scores, int64_t 
   for (int64_t b = 0; b < B; ++b) {
     const float* bb = pb + b * 4 * kRegMax * A;
     for (int64_t a = 0; a < A; ++a) {
-      float d[4];
-      for (int k = 0; k < 4; ++k) d[k] = side_expectation(bb, A, a, k);
-      const float ax = anchors.xy[2 * a], ay = anchors.xy[2 * a + 1], s = anchors.stride[a];
-      float* out = &pd_boxes[(b * A + a) * 4];
-      out[0] = (ax - d[0]) * s;
-      out[1] = (ay - d[1]) * s;
-      out[2] = (ax + d[2]) * s;
-      out[3] = (ay + d[3]) * s;
+      tal::decode_box(bb, A, a, anchors.xy[2 * a], anchors.xy[2 * a + 1], anchors.stride[a],
+                      &pd_boxes[(b * A + a) * 4]);
       for (int64_t c = 0; c < nc; ++c)
         pd_scores[(b * A + a) * nc + c] = math::sigmoid(ps[(b * nc + c) * A + a]);
     }
@@ -459,16 +449,11 @@ Assignment copy_assignment(const Staged& s) {
 LossResult v8_detection_loss_staged(const Tensor& boxes_in, const Tensor& scores_in, int64_t h,
                                     int64_t w, const std::vector<ImageTargets>& gts,
                                     const LossOptions& o, bool keep_assignment) {
-  check_head(boxes_in, scores_in);
+  const Anchors anchors = head_anchors(boxes_in, scores_in, h, w);
   HPCNET_REQUIRE(boxes_in.device() == scores_in.device() &&
                      boxes_in.dtype() == DType::kFloat32 && scores_in.dtype() == DType::kFloat32,
                  "yolo loss: boxes and scores must be float32 on one device");
-  const Anchors anchors = make_anchors(h, w);
   const int64_t B = boxes_in.size(0), A = boxes_in.size(2);
-  HPCNET_REQUIRE(A == anchors.size(), "yolo loss: " + std::to_string(A) +
-                                          " anchors in the outputs, " +
-                                          std::to_string(anchors.size()) + " for " +
-                                          std::to_string(h) + "x" + std::to_string(w));
   const Tensor boxes = boxes_in.contiguous(), scores = scores_in.contiguous();
   Staged st;
   double S = -1;  // the target-score sum on the host, when it is there

@@ -13,10 +13,9 @@
 #include "hpcnet/data.h"
 #include "hpcnet/functional.h"
 #include "hpcnet/tensor.h"
+#include "src/task/detect/tal_math.h"  // (kRegMax)
 
 namespace hpcnet::task::detect {
-
-constexpr int64_t kRegMax = 16;
 constexpr int64_t kNumLevels = 3;
 constexpr int64_t kStrides[kNumLevels] = {8, 16, 32};
 
